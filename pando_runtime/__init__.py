@@ -1,0 +1,177 @@
+"""pando-runtime: run apps on any runtime through one stable adapter contract.
+
+A host plans, applies, observes and destroys *bundles* (an app's workloads),
+*volumes* and *edges* through a :class:`RuntimeAdapter`, loaded by name::
+
+    import pando_runtime as pr
+
+    async with pr.load_adapter("fake") as runtime:
+        handle = await runtime.apply(plan)
+        state = await runtime.observe(handle.ref)
+
+Everything public is importable from this package; modules starting with
+``_`` are private.
+"""
+
+from __future__ import annotations
+
+from ._adapter import RuntimeAdapter
+from ._capabilities import Capability, ImageDelivery, IsolationClass, LogRetention, RuntimeCapabilities
+from ._capacity import BundleUsage, Capacity, Fit, InUse, VolumeUsage, WorkloadUsage
+from ._config import ConfigField, EmptyConfig, config_json_schema, setting, structure_config
+from ._convert import converter, from_json, load_bundle_file, structure, to_json, unstructure
+from ._edge import EdgeCertificate, EdgeMount, EdgePlan, EdgePort, EdgeState
+from ._errors import (
+    AdapterFailed,
+    AdapterNotInstalled,
+    AdapterUnavailable,
+    CapabilityUnsupported,
+    CapacityExceeded,
+    IncompatibleAdapter,
+    InvalidConfig,
+    InvalidInput,
+    InvalidPlan,
+    NotFound,
+    PandoRuntimeError,
+    Problem,
+    RateLimited,
+    UnknownAdapter,
+)
+from ._events import BundleEvent, BundleEventKind, BundleEventStream, bundle_event_channel
+from ._exec import ExecRequest, ExecResult, ExecSession
+from ._info import AdapterInfo
+from ._logs import LogOptions
+from ._observed import ObservedBundle, ObservedVolume, ObservedWorkload
+from ._plans import (
+    BundlePlan,
+    CarriedFile,
+    EgressPolicy,
+    EgressRule,
+    HealthCheck,
+    Mount,
+    NetworkPlan,
+    Port,
+    Protocol,
+    RegistryAuth,
+    Resources,
+    VolumePlan,
+    WorkloadPlan,
+)
+from ._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
+from ._registry import ENTRY_POINT_GROUP, available_adapters, load_adapter, register_adapter
+from ._scope import in_read_scope, read_scope, scoped_read
+from ._streams import BytesReceiveStream, IteratorByteStream, byte_stream_pair, read_all
+from ._trial import TrialRequest, TrialResult
+from ._validation import (
+    MAX_CARRIED_FILES_BYTES,
+    check_plan,
+    is_valid_image,
+    raise_problems,
+    validate_edge,
+    validate_plan,
+    validate_trial,
+    validate_volume_request,
+)
+from ._version import API_VERSION, __version__, api_compatible
+from ._volumes import VolumeHandle, VolumeRequest
+
+__all__ = [
+    "API_VERSION",
+    "ENTRY_POINT_GROUP",
+    "MAX_CARRIED_FILES_BYTES",
+    "AdapterFailed",
+    "AdapterInfo",
+    "AdapterNotInstalled",
+    "AdapterUnavailable",
+    "BundleEvent",
+    "BundleEventKind",
+    "BundleEventStream",
+    "BundleHandle",
+    "BundlePlan",
+    "BundleRef",
+    "BundleUsage",
+    "BytesReceiveStream",
+    "Capability",
+    "CapabilityUnsupported",
+    "Capacity",
+    "CapacityExceeded",
+    "CarriedFile",
+    "ConfigField",
+    "DestroyOptions",
+    "EdgeCertificate",
+    "EdgeMount",
+    "EdgePlan",
+    "EdgePort",
+    "EdgeState",
+    "EgressPolicy",
+    "EgressRule",
+    "EmptyConfig",
+    "ExecRequest",
+    "ExecResult",
+    "ExecSession",
+    "Fit",
+    "HealthCheck",
+    "ImageDelivery",
+    "InUse",
+    "IncompatibleAdapter",
+    "InvalidConfig",
+    "InvalidInput",
+    "InvalidPlan",
+    "IsolationClass",
+    "IteratorByteStream",
+    "LogOptions",
+    "LogRetention",
+    "Mount",
+    "NetworkPlan",
+    "NotFound",
+    "ObservedBundle",
+    "ObservedVolume",
+    "ObservedWorkload",
+    "PandoRuntimeError",
+    "Port",
+    "Problem",
+    "Protocol",
+    "RateLimited",
+    "RegistryAuth",
+    "Resources",
+    "RuntimeAdapter",
+    "RuntimeCapabilities",
+    "TrialRequest",
+    "TrialResult",
+    "UnknownAdapter",
+    "Upstream",
+    "VolumeHandle",
+    "VolumePlan",
+    "VolumeRequest",
+    "VolumeUsage",
+    "WorkloadPlan",
+    "WorkloadRef",
+    "WorkloadUsage",
+    "__version__",
+    "api_compatible",
+    "available_adapters",
+    "bundle_event_channel",
+    "byte_stream_pair",
+    "check_plan",
+    "config_json_schema",
+    "converter",
+    "from_json",
+    "in_read_scope",
+    "is_valid_image",
+    "load_adapter",
+    "load_bundle_file",
+    "raise_problems",
+    "read_all",
+    "read_scope",
+    "register_adapter",
+    "scoped_read",
+    "setting",
+    "structure",
+    "structure_config",
+    "to_json",
+    "unstructure",
+    "validate_edge",
+    "validate_plan",
+    "validate_trial",
+    "validate_volume_request",
+]

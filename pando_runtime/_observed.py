@@ -1,0 +1,83 @@
+"""What a runtime reports about a bundle: observed, never remediated.
+
+Observed state never carries a workload's environment: it is secret-bearing
+input, one-way.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import attrs
+
+from ._frozen import frozen_tuple
+from ._volumes import VolumeHandle
+
+__all__ = ["ObservedBundle", "ObservedVolume", "ObservedWorkload"]
+
+
+@attrs.frozen(kw_only=True)
+class ObservedWorkload:
+    """The newest instance of one workload, as the runtime sees it.
+
+    ``healthy`` is tri-state: ``None`` means the runtime has no health signal
+    (no health check, or none has run yet). ``exit_code`` is set once the
+    instance has ended. ``present`` is false when the plan names the workload
+    but no instance exists (never started, or stopped). ``instance_id`` is
+    opaque and changes whenever a new instance replaces the old one.
+    """
+
+    name: str
+    present: bool
+    running: bool
+    instance_id: str | None = None
+    image_digest: str | None = None
+    started_at: datetime | None = None
+    exit_code: int | None = None
+    restart_count: int = 0
+    healthy: bool | None = None
+    restarting: bool = False
+    oom_killed: bool = False
+
+    @property
+    def ended(self) -> bool:
+        """The instance ran and has finished (with ``exit_code``)."""
+        return self.present and not self.running and self.exit_code is not None
+
+
+@attrs.frozen(kw_only=True)
+class ObservedVolume:
+    """A volume of the bundle and whether the runtime still has it."""
+
+    volume_id: str
+    present: bool
+    handle: VolumeHandle | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ObservedBundle:
+    """A bundle as observed; ``exists`` is false when nothing of it is deployed."""
+
+    bundle_id: str
+    exists: bool
+    workloads: tuple[ObservedWorkload, ...] = attrs.field(default=(), converter=frozen_tuple)
+    volumes: tuple[ObservedVolume, ...] = attrs.field(default=(), converter=frozen_tuple)
+
+    def workload(self, name: str) -> ObservedWorkload:
+        """The observed workload called ``name``; ``KeyError`` when there is none."""
+        for workload in self.workloads:
+            if workload.name == name:
+                return workload
+        raise KeyError(name)
+
+    def volume(self, volume_id: str) -> ObservedVolume:
+        """The observed volume with ``volume_id``; ``KeyError`` when there is none."""
+        for volume in self.volumes:
+            if volume.volume_id == volume_id:
+                return volume
+        raise KeyError(volume_id)
+
+    @property
+    def all_running(self) -> bool:
+        """Every workload is present and running."""
+        return self.exists and all(w.running for w in self.workloads)

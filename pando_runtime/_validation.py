@@ -1,0 +1,378 @@
+"""Plan validation: every problem of a plan, each with its path, before anything is written.
+
+``validate_plan`` checks the rules every runtime shares; given the adapter's
+capabilities it also lists what this runtime cannot do. ``check_plan`` raises:
+:class:`InvalidPlan` for a badly formed plan, :class:`CapabilityUnsupported`
+for a well-formed plan this runtime cannot run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ._capabilities import Capability, RuntimeCapabilities
+from ._edge import EdgePlan
+from ._errors import CapabilityUnsupported, InvalidPlan, Problem
+from ._plans import BundlePlan, HealthCheck, Resources, WorkloadPlan
+from ._trial import TrialRequest
+from ._volumes import VolumeRequest
+
+__all__ = [
+    "CAPABILITY_PROBLEM",
+    "MAX_CARRIED_FILES_BYTES",
+    "check_plan",
+    "is_valid_image",
+    "validate_edge",
+    "validate_plan",
+    "validate_trial",
+    "validate_volume_request",
+]
+
+MAX_CARRIED_FILES_BYTES = 1024 * 1024
+"""Carried files of one workload may hold this many bytes in all (1 MiB)."""
+
+CAPABILITY_PROBLEM = "capability_unsupported"
+"""The ``code`` of a problem that names a capability the runtime lacks."""
+
+_DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
+_ID = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_-]{0,46}[A-Za-z0-9])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$")
+# An OCI reference: [registry[:port]/]path[:tag][@algorithm:hex]
+_IMAGE = re.compile(
+    r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
+    r"(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
+
+
+def is_valid_image(reference: str) -> bool:
+    """Whether ``reference`` is a well-formed image reference (``registry/path:tag@digest``)."""
+    return len(reference) <= 255 and bool(_IMAGE.match(reference))
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+
+    def add(self, path: str, message: str, code: str = "invalid") -> None:
+        self.problems.append(Problem(path, message, code))
+
+    def dns_label(self, path: str, value: str, what: str) -> None:
+        if not _DNS_LABEL.match(value):
+            self.add(
+                path,
+                f"{what} {value!r} must be 1-63 lowercase letters, digits or '-', "
+                "starting with a letter and ending with a letter or digit",
+                "bad_name",
+            )
+
+    def identifier(self, path: str, value: str, what: str) -> None:
+        if not _ID.match(value):
+            self.add(
+                path,
+                f"{what} {value!r} must be 1-48 letters, digits, '_' or '-', "
+                "starting and ending with a letter or digit",
+                "bad_name",
+            )
+
+    def absolute_path(self, path: str, value: str) -> None:
+        if not value.startswith("/"):
+            self.add(path, f"path {value!r} must be absolute", "bad_path")
+        elif "\0" in value or any(part == ".." for part in value.split("/")):
+            self.add(path, f"path {value!r} must not contain '..' or NUL", "bad_path")
+
+    def image(self, path: str, value: str) -> None:
+        if not is_valid_image(value):
+            self.add(path, f"image {value!r} is not a valid image reference", "bad_image")
+
+    def env(self, path: str, env: Iterable[str]) -> None:
+        for name in env:
+            if not _ENV_NAME.match(name):
+                self.add(
+                    f"{path}[{name!r}]",
+                    f"environment variable name {name!r} must be letters, digits "
+                    "and '_', not starting with a digit",
+                    "bad_env",
+                )
+
+    def positive(self, path: str, value: int | float | None, what: str) -> None:
+        if value is not None and value <= 0:
+            self.add(path, f"{what} must be positive, got {value}", "not_positive")
+
+    def unsupported(self, path: str, capability: Capability, message: str) -> None:
+        self.problems.append(
+            Problem(path, f"{message}; this runtime lacks {capability.value!r}",
+                    CAPABILITY_PROBLEM, capability.value)
+        )
+
+
+def _resources(c: _Collector, path: str, resources: Resources) -> None:
+    c.positive(f"{path}.cpu_millis", resources.cpu_millis, "cpu_millis")
+    c.positive(f"{path}.memory_bytes", resources.memory_bytes, "memory_bytes")
+
+
+def _health(c: _Collector, path: str, health: HealthCheck, ports: set[int]) -> None:
+    if bool(health.command) == bool(health.http_path):
+        c.add(path, "set exactly one of 'command' and 'http_path'", "bad_health")
+    if health.http_path is not None:
+        if not health.http_path.startswith("/"):
+            c.add(f"{path}.http_path", "http_path must start with '/'", "bad_health")
+        if health.port is None:
+            c.add(f"{path}.port", "an HTTP health check needs a port", "bad_health")
+        elif health.port not in ports:
+            c.add(f"{path}.port", f"port {health.port} is not one of the workload's ports",
+                  "bad_health")
+    c.positive(f"{path}.interval_seconds", health.interval_seconds, "interval_seconds")
+    c.positive(f"{path}.timeout_seconds", health.timeout_seconds, "timeout_seconds")
+    if health.retries < 1:
+        c.add(f"{path}.retries", "retries must be at least 1", "not_positive")
+
+
+def _workload(c: _Collector, path: str, w: WorkloadPlan, volume_ids: set[str]) -> None:
+    c.dns_label(f"{path}.name", w.name, "workload name")
+    c.image(f"{path}.image", w.image)
+    if w.working_dir is not None:
+        c.absolute_path(f"{path}.working_dir", w.working_dir)
+    c.env(f"{path}.env", w.env)
+    seen_ports: set[tuple[int, str]] = set()
+    for i, port in enumerate(w.ports):
+        if not 1 <= port.number <= 65535:  # noqa: PLR2004 - the TCP/UDP port range
+            c.add(f"{path}.ports[{i}].number", f"port {port.number} is not in 1-65535", "bad_port")
+        key = (port.number, port.protocol.value)
+        if key in seen_ports:
+            c.add(f"{path}.ports[{i}]", f"port {port.number}/{port.protocol} is listed twice",
+                  "duplicate")
+        seen_ports.add(key)
+    taken: dict[str, str] = {}
+    for i, mount in enumerate(w.mounts):
+        mpath = f"{path}.mounts[{i}]"
+        if mount.volume_id not in volume_ids:
+            c.add(f"{mpath}.volume_id", f"volume {mount.volume_id!r} is not declared in the "
+                  "plan's volumes", "unknown_volume")
+        c.absolute_path(f"{mpath}.path", mount.path)
+        if mount.path in taken:
+            c.add(f"{mpath}.path", f"{mount.path!r} is already used by {taken[mount.path]}",
+                  "duplicate")
+        taken.setdefault(mount.path, f"{path}.mounts[{i}]")
+    total = 0
+    for i, carried in enumerate(w.files):
+        fpath = f"{path}.files[{i}]"
+        c.absolute_path(f"{fpath}.path", carried.path)
+        if carried.path in taken:
+            c.add(f"{fpath}.path", f"{carried.path!r} is already used by {taken[carried.path]}",
+                  "duplicate")
+        taken.setdefault(carried.path, fpath)
+        if not 0 <= carried.mode <= 0o7777:  # noqa: PLR2004 - permission bits
+            c.add(f"{fpath}.mode", f"mode {carried.mode:o} is not a file mode", "bad_mode")
+        total += len(carried.content)
+    if total > MAX_CARRIED_FILES_BYTES:
+        c.add(f"{path}.files", f"carried files hold {total} bytes; the limit is "
+              f"{MAX_CARRIED_FILES_BYTES}", "too_large")
+    if w.health is not None:
+        _health(c, f"{path}.health", w.health, {p.number for p in w.ports})
+    _resources(c, f"{path}.resources", w.resources)
+    c.positive(f"{path}.log_bytes", w.log_bytes, "log_bytes")
+    if w.pull_auth is not None and not w.pull_auth.registry:
+        c.add(f"{path}.pull_auth.registry", "registry must not be empty", "missing")
+
+
+def _dependencies(c: _Collector, plan: BundlePlan) -> None:
+    names = {w.name for w in plan.workloads}
+    for i, w in enumerate(plan.workloads):
+        for j, dep in enumerate(w.depends_on):
+            if dep == w.name:
+                c.add(f"workloads[{i}].depends_on[{j}]", "a workload cannot depend on itself",
+                      "cycle")
+            elif dep not in names:
+                c.add(f"workloads[{i}].depends_on[{j}]", f"no workload is named {dep!r}",
+                      "unknown_workload")
+    graph = {w.name: [d for d in w.depends_on if d in names and d != w.name]
+             for w in plan.workloads}
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(name: str, trail: list[str]) -> None:
+        state[name] = 1
+        for dep in graph[name]:
+            if state.get(dep) == 1:
+                cycle = [*trail[trail.index(dep):], dep] if dep in trail else [name, dep]
+                index = next(i for i, w in enumerate(plan.workloads) if w.name == name)
+                c.add(f"workloads[{index}].depends_on",
+                      f"dependency cycle: {' -> '.join(cycle)}", "cycle")
+            elif dep not in state:
+                visit(dep, [*trail, dep])
+        state[name] = 2
+
+    for name in graph:
+        if name not in state:
+            visit(name, [name])
+
+
+def _capabilities(c: _Collector, plan: BundlePlan, caps: RuntimeCapabilities) -> None:
+    count = len(plan.workloads)
+    if count > 1 and not caps.multiple_workloads:
+        c.unsupported("workloads", Capability.MULTIPLE_WORKLOADS,
+                      f"the plan has {count} workloads; this runtime runs one per bundle")
+    if caps.max_workloads_per_bundle and count > caps.max_workloads_per_bundle:
+        c.unsupported("workloads", Capability.MULTIPLE_WORKLOADS,
+                      f"the plan has {count} workloads; this runtime allows "
+                      f"{caps.max_workloads_per_bundle}")
+    if plan.volumes and not caps.persistent_volumes:
+        c.unsupported("volumes", Capability.PERSISTENT_VOLUMES, "the plan declares volumes")
+    if plan.network.egress_restricted and not caps.egress_restriction:
+        c.unsupported("network.egress", Capability.EGRESS_RESTRICTION,
+                      "the plan restricts egress")
+    for i, w in enumerate(plan.workloads):
+        if w.files and not caps.carried_files:
+            c.unsupported(f"workloads[{i}].files", Capability.CARRIED_FILES,
+                          "the workload carries files")
+        limited = w.resources.cpu_millis is not None or w.resources.memory_bytes is not None
+        if limited and not caps.resource_limits:
+            c.unsupported(f"workloads[{i}].resources", Capability.RESOURCE_LIMITS,
+                          "the workload sets resource limits")
+        if w.log_bytes is not None and not caps.log_retention.supports_size_cap:
+            c.unsupported(f"workloads[{i}].log_bytes", Capability.LOG_SIZE_CAP,
+                          "the workload caps its log size")
+
+
+def validate_plan(
+    plan: BundlePlan, capabilities: RuntimeCapabilities | None = None
+) -> list[Problem]:
+    """Every problem of ``plan``, each with its path; empty when the plan is good.
+
+    With ``capabilities``, also every part of the plan this runtime cannot run
+    (those problems have the code :data:`CAPABILITY_PROBLEM`).
+    """
+    c = _Collector()
+    c.identifier("bundle_id", plan.bundle_id, "bundle id")
+    if not plan.workloads:
+        c.add("workloads", "a bundle needs at least one workload", "missing")
+    if not plan.network.private:
+        c.add("network.private", "bundles are always private; set private to true",
+              "not_private")
+    if plan.network.egress is not None:
+        for i, rule in enumerate(plan.network.egress.allow):
+            if not rule.destination:
+                c.add(f"network.egress.allow[{i}].destination", "destination must not be empty",
+                      "missing")
+            for j, port in enumerate(rule.ports):
+                if not 1 <= port <= 65535:  # noqa: PLR2004
+                    c.add(f"network.egress.allow[{i}].ports[{j}]", f"port {port} is not in "
+                          "1-65535", "bad_port")
+    for key, value in plan.labels.items():
+        if not _LABEL_KEY.match(key):
+            c.add(f"labels[{key!r}]", f"label key {key!r} is not valid", "bad_label")
+        if not _LABEL_VALUE.match(value):
+            c.add(f"labels[{key!r}]", f"label value {value!r} must be at most 63 letters, digits,"
+                  " '-', '_' or '.'", "bad_label")
+    volume_ids: set[str] = set()
+    for i, volume in enumerate(plan.volumes):
+        c.identifier(f"volumes[{i}].volume_id", volume.volume_id, "volume id")
+        if volume.volume_id in volume_ids:
+            c.add(f"volumes[{i}].volume_id", f"volume {volume.volume_id!r} is declared twice",
+                  "duplicate")
+        volume_ids.add(volume.volume_id)
+        if not volume.name:
+            c.add(f"volumes[{i}].name", "name must not be empty", "missing")
+        c.positive(f"volumes[{i}].size_bytes", volume.size_bytes, "size_bytes")
+    names: set[str] = set()
+    for i, workload in enumerate(plan.workloads):
+        if workload.name in names:
+            c.add(f"workloads[{i}].name", f"workload name {workload.name!r} is used twice",
+                  "duplicate")
+        names.add(workload.name)
+        _workload(c, f"workloads[{i}]", workload, volume_ids)
+    _dependencies(c, plan)
+    if capabilities is not None:
+        _capabilities(c, plan, capabilities)
+    return c.problems
+
+
+def check_plan(plan: BundlePlan, capabilities: RuntimeCapabilities | None = None) -> None:
+    """Raise unless ``plan`` is good (and, given ``capabilities``, runnable here).
+
+    Raises:
+        InvalidPlan: the plan is badly formed; every problem is listed.
+        CapabilityUnsupported: the plan is good but needs what this runtime lacks.
+    """
+    problems = validate_plan(plan, capabilities)
+    _raise(problems, f"plan for bundle {plan.bundle_id!r}")
+
+
+def _raise(problems: list[Problem], what: str) -> None:
+    formed = [p for p in problems if p.code != CAPABILITY_PROBLEM]
+    if formed:
+        raise InvalidPlan(f"{what} is not valid", problems)
+    if problems:
+        raise CapabilityUnsupported(
+            problems[0].capability or "unknown",
+            f"{what} needs what this runtime cannot do: "
+            + "; ".join(str(p) for p in problems),
+            details={"problems": [{"path": p.path, "message": p.message,
+                                   "capability": p.capability} for p in problems]},
+        )
+
+
+def validate_volume_request(request: VolumeRequest) -> list[Problem]:
+    """Every problem of a volume request."""
+    c = _Collector()
+    c.identifier("volume_id", request.volume_id, "volume id")
+    c.identifier("bundle_id", request.bundle_id, "bundle id")
+    if not request.name:
+        c.add("name", "name must not be empty", "missing")
+    c.positive("size_bytes", request.size_bytes, "size_bytes")
+    return c.problems
+
+
+def validate_trial(request: TrialRequest) -> list[Problem]:
+    """Every problem of a trial request."""
+    c = _Collector()
+    c.identifier("trial_id", request.trial_id, "trial id")
+    c.image("image", request.image)
+    c.env("env", request.env)
+    if request.working_dir is not None:
+        c.absolute_path("working_dir", request.working_dir)
+    for i, declared in enumerate(request.declared_paths):
+        c.absolute_path(f"declared_paths[{i}]", declared)
+    c.positive("timeout_seconds", request.timeout_seconds, "timeout_seconds")
+    return c.problems
+
+
+def validate_edge(plan: EdgePlan) -> list[Problem]:
+    """Every problem of an edge plan."""
+    c = _Collector()
+    c.dns_label("name", plan.name, "edge name")
+    c.image("image", plan.image)
+    c.env("env", plan.env)
+    if plan.replicas < 1:
+        c.add("replicas", "an edge needs at least one replica", "not_positive")
+    published: set[int] = set()
+    for i, port in enumerate(plan.ports):
+        for field, number in (("published", port.published), ("target", port.target)):
+            if not 1 <= number <= 65535:  # noqa: PLR2004
+                c.add(f"ports[{i}].{field}", f"port {number} is not in 1-65535", "bad_port")
+        if port.published in published:
+            c.add(f"ports[{i}].published", f"port {port.published} is published twice",
+                  "duplicate")
+        published.add(port.published)
+    for i, mount in enumerate(plan.mounts):
+        c.absolute_path(f"mounts[{i}].path", mount.path)
+        c.identifier(f"mounts[{i}].volume_id", mount.volume_id, "volume id")
+    names: set[str] = set()
+    for i, cert in enumerate(plan.certificates):
+        if cert.name in names:
+            c.add(f"certificates[{i}].name", f"certificate {cert.name!r} is listed twice",
+                  "duplicate")
+        names.add(cert.name)
+        if "BEGIN" not in cert.cert_pem or "BEGIN" not in cert.key_pem:
+            c.add(f"certificates[{i}]", "cert_pem and key_pem must be PEM text", "bad_pem")
+    return c.problems
+
+
+def raise_problems(problems: list[Problem], what: str) -> None:
+    """Raise :class:`InvalidPlan` (or :class:`CapabilityUnsupported`) when ``problems`` exist."""
+    _raise(problems, what)

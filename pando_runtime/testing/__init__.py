@@ -1,0 +1,27 @@
+"""Test support for hosts and adapter authors.
+
+- :class:`FakeAdapter`: an in-memory runtime for a host's unit tests.
+- :mod:`pando_runtime.testing.conformance`: the contract as tests, for adapters.
+"""
+
+from __future__ import annotations
+
+from ._clock import FakeClock
+from ._fake import FakeAdapter, FakeConfig, FakeNode, ImageBehaviour
+from ._fake_exec import ExecContext, ExecHandler, scripted
+from ._faults import Faults
+from ._tar import make_tar, read_tar
+
+__all__ = [
+    "ExecContext",
+    "ExecHandler",
+    "FakeAdapter",
+    "FakeClock",
+    "FakeConfig",
+    "FakeNode",
+    "Faults",
+    "ImageBehaviour",
+    "make_tar",
+    "read_tar",
+    "scripted",
+]

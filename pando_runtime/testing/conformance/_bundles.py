@@ -1,0 +1,245 @@
+"""Conformance: applying, observing, stopping and destroying bundles."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from ..._capabilities import Capability
+from ..._convert import from_json, to_json
+from ..._errors import CapabilityUnsupported, InvalidPlan
+from ..._events import BundleEventKind
+from ..._observed import ObservedBundle
+from ..._plans import BundlePlan, HealthCheck, Mount, Port, VolumePlan, WorkloadPlan
+from ..._refs import BundleRef, DestroyOptions, WorkloadRef
+from ._base import ConformanceBase, Kit, requires
+
+__all__ = ["BundleConformance", "ValidationConformance"]
+
+
+def _instances(observed: ObservedBundle) -> dict[str, str | None]:
+    return {w.name: w.instance_id for w in observed.workloads}
+
+
+class BundleConformance(ConformanceBase):
+    """The bundle lifecycle every adapter must honour."""
+
+    @requires(Capability.MULTIPLE_WORKLOADS)
+    async def test_apply_then_observe_runs_every_workload(self, kit: Kit) -> None:
+        plan = kit.plan(kit.workload("web", ports=(Port(8080),)), kit.workload("worker"))
+        handle = await kit.apply(plan)
+        assert handle.bundle_id == plan.bundle_id
+        observed = await kit.running(plan)
+        assert observed.exists
+        assert {w.name for w in observed.workloads} == {"web", "worker"}
+        for workload in observed.workloads:
+            assert workload.present
+            assert workload.exit_code is None
+            assert workload.started_at is not None
+            assert workload.instance_id
+
+    async def test_observe_unknown_bundle_reports_absent(self, kit: Kit) -> None:
+        observed = await kit.observe(kit.new_id("absent"))
+        assert observed.exists is False
+        assert observed.workloads == ()
+
+    async def test_second_apply_changes_nothing_observable(self, kit: Kit) -> None:
+        plan = kit.plan(kit.workload("web", env={"GREETING": "hello"}))
+        before = await kit.applied_and_running(plan)
+        await kit.adapter.apply(plan)
+        await kit.quiet()
+        after = await kit.observe(plan)
+        assert after == before
+
+    @requires(Capability.MULTIPLE_WORKLOADS)
+    async def test_changed_workload_is_replaced_unchanged_one_kept(self, kit: Kit) -> None:
+        plan = kit.plan(kit.workload("web", env={"VERSION": "1"}), kit.workload("worker"))
+        before = _instances(await kit.applied_and_running(plan))
+        changed = BundlePlan(
+            bundle_id=plan.bundle_id,
+            workloads=(kit.workload("web", env={"VERSION": "2"}), kit.workload("worker")),
+            labels=plan.labels,
+        )
+        await kit.apply(changed)
+        after = await kit.until_observed(
+            changed,
+            lambda o: o.all_running and _instances(o)["web"] != before["web"],
+            "the changed workload to be replaced",
+        )
+        assert _instances(after)["worker"] == before["worker"]
+
+    async def test_observe_never_remediates_an_ended_workload(self, kit: Kit) -> None:
+        plan = kit.plan()
+        observed = await kit.applied_and_running(plan)
+        first = observed.workloads[0].instance_id
+        await kit.harness_call(kit.harness.end_workload(kit.adapter, kit.ref(plan), 3))
+        ended = await kit.until_observed(plan, lambda o: o.workloads[0].exit_code is not None,
+                                         "the workload to end")
+        assert ended.workloads[0].exit_code == 3
+        assert not ended.workloads[0].running
+        await kit.quiet()
+        later = await kit.observe(plan)
+        assert later.workloads[0].running is False
+        assert later.workloads[0].instance_id == first
+        assert later.workloads[0].restart_count == 0
+
+    async def test_apply_replaces_an_ended_workload(self, kit: Kit) -> None:
+        plan = kit.plan()
+        first = (await kit.applied_and_running(plan)).workloads[0].instance_id
+        await kit.harness_call(kit.harness.end_workload(kit.adapter, kit.ref(plan), 1))
+        await kit.until_observed(plan, lambda o: o.workloads[0].exit_code is not None,
+                                 "the workload to end")
+        await kit.apply(plan)
+        again = await kit.running(plan)
+        assert again.workloads[0].instance_id != first
+        assert again.workloads[0].exit_code is None
+
+    @requires(Capability.MULTIPLE_WORKLOADS)
+    async def test_stop_then_apply_starts_again(self, kit: Kit) -> None:
+        plan = kit.plan(kit.workload("web"), kit.workload("worker"))
+        await kit.applied_and_running(plan)
+        await kit.adapter.stop(BundleRef(plan.bundle_id))
+        stopped = await kit.until_observed(
+            plan, lambda o: not any(w.running for w in o.workloads), "every workload to stop"
+        )
+        assert stopped.exists, "stop keeps the bundle"
+        await kit.apply(plan)
+        await kit.running(plan)
+
+    @requires(Capability.PERSISTENT_VOLUMES)
+    async def test_stop_keeps_volumes(self, kit: Kit) -> None:
+        volume = VolumePlan(volume_id=kit.new_id("vol"), name="data")
+        plan = kit.plan(kit.workload("web", mounts=(Mount(volume.volume_id, "/data"),)),
+                        volumes=(volume,))
+        await kit.applied_and_running(plan)
+        await kit.adapter.stop(BundleRef(plan.bundle_id))
+        observed = await kit.observe(plan)
+        assert observed.volume(volume.volume_id).present
+
+    async def test_destroy_removes_the_bundle(self, kit: Kit) -> None:
+        plan = kit.plan()
+        await kit.applied_and_running(plan)
+        await kit.adapter.destroy(BundleRef(plan.bundle_id))
+        await kit.until_observed(plan, lambda o: not o.exists, "the bundle to be gone")
+        await kit.adapter.destroy(BundleRef(plan.bundle_id))  # idempotent
+
+    @requires(Capability.PERSISTENT_VOLUMES)
+    async def test_destroy_keeps_volumes_by_default_and_removes_them_on_request(
+        self, kit: Kit
+    ) -> None:
+        volume = VolumePlan(volume_id=kit.new_id("vol"), name="data")
+        plan = kit.plan(kit.workload("web", mounts=(Mount(volume.volume_id, "/data"),)),
+                        volumes=(volume,))
+        await kit.applied_and_running(plan)
+        await kit.adapter.destroy(BundleRef(plan.bundle_id))
+        kept = await kit.until_observed(
+            plan, lambda o: not any(w.present for w in o.workloads), "the workloads to be gone"
+        )
+        assert kept.volume(volume.volume_id).present, "destroy keeps volumes by default"
+        await kit.adapter.destroy(BundleRef(plan.bundle_id), DestroyOptions(keep_volumes=False))
+        gone = await kit.until_observed(
+            plan,
+            lambda o: all(v.volume_id != volume.volume_id or not v.present for v in o.volumes),
+            "the volume to be destroyed",
+        )
+        assert not gone.exists
+
+    @requires(Capability.MULTIPLE_WORKLOADS)
+    async def test_dependencies_start_first(self, kit: Kit) -> None:
+        db = kit.workload("db", ports=(Port(5432),),
+                          health=HealthCheck(command=("true",)))
+        api = kit.workload("api", depends_on=("db",))
+        plan = kit.plan(api, db)
+        if kit.caps.supports(Capability.BUNDLE_EVENTS):
+            async with kit.adapter.watch_bundles() as events:
+                first = await anext(events)
+                assert first.kind is BundleEventKind.WATCHING
+                await kit.apply(plan)
+                order: list[str] = []
+                with anyio.fail_after(kit.harness.timeout):
+                    async for event in events:
+                        if (event.bundle_id == plan.bundle_id and event.workload
+                                and event.kind is BundleEventKind.STARTED):
+                            order.append(event.workload)
+                        if len(order) == 2:  # noqa: PLR2004 - two workloads
+                            break
+            assert order == ["db", "api"]
+        else:
+            await kit.apply(plan)
+        observed = await kit.running(plan)
+        db_start, api_start = observed.workload("db").started_at, observed.workload("api").started_at
+        assert db_start is not None
+        assert api_start is not None
+        assert db_start <= api_start
+
+    @requires(Capability.MULTIPLE_WORKLOADS)
+    async def test_health_is_tri_state(self, kit: Kit) -> None:
+        plan = kit.plan(kit.workload("plain"),
+                        kit.workload("checked", health=HealthCheck(command=("true",))))
+        await kit.apply(plan)
+        observed = await kit.until_observed(
+            plan, lambda o: o.all_running and o.workload("checked").healthy is True,
+            "the workload whose check passes to be healthy",
+        )
+        assert observed.workload("plain").healthy is None, "no check means no signal"
+
+    async def test_upstream_is_computed(self, kit: Kit) -> None:
+        upstream = kit.adapter.upstream(WorkloadRef(kit.new_id(), "web"), 8080)
+        assert upstream.url.split("://", 1)[0] in ("http", "https")
+        assert upstream.url.endswith(":8080")
+        assert upstream.pool_key
+
+    async def test_observed_state_round_trips_through_json(self, kit: Kit) -> None:
+        plan = kit.plan()
+        observed = await kit.applied_and_running(plan)
+        assert from_json(to_json(observed), ObservedBundle) == observed
+
+    async def test_health_check_passes(self, kit: Kit) -> None:
+        await kit.adapter.health_check()
+
+
+class ValidationConformance(ConformanceBase):
+    """Bad input is refused, every problem listed, and nothing is written."""
+
+    async def test_invalid_plan_lists_every_problem_and_writes_nothing(self, kit: Kit) -> None:
+        bundle_id = kit.new_id()
+        plan = BundlePlan(
+            bundle_id=bundle_id,
+            workloads=(
+                kit.workload("good"),
+                WorkloadPlan(name="Bad_Name", image="not a valid image!",
+                             ports=(Port(0),), depends_on=("missing",)),
+            ),
+        )
+        kit.track(bundle_id)
+        with pytest.raises(InvalidPlan) as caught:
+            await kit.adapter.apply(plan)
+        paths = {p.path for p in caught.value.problems}
+        assert {"workloads[1].name", "workloads[1].image", "workloads[1].ports[0].number",
+                "workloads[1].depends_on[0]"} <= paths
+        assert caught.value.code == "INVALID_PLAN"
+        assert caught.value.remedy
+        observed = await kit.observe(bundle_id)
+        assert not observed.exists
+        assert not any(w.present for w in observed.workloads)
+
+    async def test_dependency_cycle_is_refused(self, kit: Kit) -> None:
+        plan = kit.plan(kit.workload("a", depends_on=("b",)), kit.workload("b", depends_on=("a",)))
+        kit.track(plan.bundle_id)
+        with pytest.raises(InvalidPlan) as caught:
+            await kit.adapter.apply(plan)
+        assert any(p.code == "cycle" for p in caught.value.problems)
+        assert not (await kit.observe(plan)).exists
+
+    async def test_plan_beyond_capabilities_is_refused(self, kit: Kit) -> None:
+        lacking = [c for c in (Capability.PERSISTENT_VOLUMES, Capability.CARRIED_FILES,
+                               Capability.MULTIPLE_WORKLOADS) if not kit.caps.supports(c)]
+        if not lacking:
+            pytest.skip("the adapter supports every plan feature this test can ask beyond")
+        volume = VolumePlan(volume_id=kit.new_id("vol"), name="data")
+        plan = kit.plan(kit.workload("a", mounts=(Mount(volume.volume_id, "/data"),)),
+                        kit.workload("b"), volumes=(volume,))
+        kit.track(plan.bundle_id)
+        with pytest.raises(CapabilityUnsupported):
+            await kit.adapter.apply(plan)
+        assert not (await kit.observe(plan)).exists

@@ -1,0 +1,75 @@
+"""What an adapter's own test suite tells the conformance kit about its runtime.
+
+The kit drives the adapter through the contract alone. A few things a test
+needs cannot be done through the contract (make a workload exit with a given
+code, make it write to its log), so the adapter's suite supplies a
+:class:`ConformanceHarness`. Each hook the harness lacks skips the tests that
+need it, with the reason; the default harness lacks them all.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+
+if TYPE_CHECKING:
+    from ..._adapter import RuntimeAdapter
+    from ..._refs import WorkloadRef
+
+__all__ = ["ConformanceHarness", "HarnessCannot"]
+
+
+class HarnessCannot(NotImplementedError):  # noqa: N818 - reads as a sentence: HarnessCannot(...)
+    """Raised by a harness hook the runtime's suite cannot provide; the test is skipped."""
+
+
+class ConformanceHarness:
+    """Hooks and knobs of one runtime, for the conformance kit.
+
+    Attributes:
+        image: an image the runtime can start that keeps running.
+        command: the command that keeps it running (empty: the image's own).
+        timeout: seconds to wait for the runtime to converge.
+        poll_interval: seconds between observations while waiting.
+        quiet_period: seconds to watch for unwanted changes (no remediation,
+            no duplicate events); short on an in-memory runtime.
+    """
+
+    image: str = "registry.example/conformance/app:1"
+    command: tuple[str, ...] = ()
+    timeout: float = 60.0
+    poll_interval: float = 0.2
+    quiet_period: float = 1.0
+
+    async def end_workload(self, adapter: RuntimeAdapter, ref: WorkloadRef, exit_code: int) -> None:
+        """Make the workload's running instance exit with ``exit_code``."""
+        raise HarnessCannot("end a workload with a chosen exit code")
+
+    async def oom_kill(self, adapter: RuntimeAdapter, ref: WorkloadRef) -> None:
+        """Make the workload's running instance die of memory exhaustion."""
+        raise HarnessCannot("OOM-kill a workload")
+
+    async def write_log(self, adapter: RuntimeAdapter, ref: WorkloadRef, data: bytes) -> None:
+        """Make the workload write ``data`` (whole lines) to its log."""
+        raise HarnessCannot("make a workload write to its log")
+
+    async def cause_event_gap(self, adapter: RuntimeAdapter) -> None:
+        """Make the runtime lose events, so that open streams must report ``MISSED``."""
+        raise HarnessCannot("cause a gap in the event stream")
+
+    def echo_stdin_command(self) -> tuple[str, ...]:
+        """A command that copies its stdin to its stdout."""
+        return ("cat",)
+
+    def exit_command(self, exit_code: int) -> tuple[str, ...]:
+        """A command that exits with ``exit_code``."""
+        return ("sh", "-c", f"exit {exit_code}")
+
+    def print_command(self, out: str, err: str) -> tuple[str, ...]:
+        """A command that prints ``out`` on stdout and ``err`` on stderr."""
+        return ("sh", "-c", f"printf %s '{out}'; printf %s '{err}' >&2")
+
+    async def settle(self) -> None:
+        """Wait for the runtime to have acted on what was just done (default: a checkpoint)."""
+        await anyio.lowlevel.checkpoint()

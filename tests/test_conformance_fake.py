@@ -1,0 +1,76 @@
+"""The fake adapter passes the whole conformance kit, on asyncio and trio."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from pando_runtime import RuntimeAdapter, RuntimeCapabilities, WorkloadRef
+from pando_runtime.testing import ExecContext, FakeAdapter, scripted
+from pando_runtime.testing.conformance import ConformanceHarness, ConformanceSuite
+
+
+class FakeHarness(ConformanceHarness):
+    """Hooks of the fake runtime: its own test controls."""
+
+    timeout = 5.0
+    poll_interval = 0.0
+    quiet_period = 0.05
+
+    async def end_workload(self, adapter: RuntimeAdapter, ref: WorkloadRef, exit_code: int) -> None:
+        assert isinstance(adapter, FakeAdapter)
+        adapter.exit_workload(ref, exit_code)
+
+    async def oom_kill(self, adapter: RuntimeAdapter, ref: WorkloadRef) -> None:
+        assert isinstance(adapter, FakeAdapter)
+        adapter.oom_kill(ref)
+
+    async def write_log(self, adapter: RuntimeAdapter, ref: WorkloadRef, data: bytes) -> None:
+        assert isinstance(adapter, FakeAdapter)
+        adapter.write_log(ref, data)
+
+    async def cause_event_gap(self, adapter: RuntimeAdapter) -> None:
+        assert isinstance(adapter, FakeAdapter)
+        adapter.simulate_gap()
+
+
+async def _cat(context: ExecContext) -> int:
+    await context.stdout.send(await context.read_stdin())
+    return 0
+
+
+def _scripted_fake() -> FakeAdapter:
+    """A fake whose exec plays the harness's commands as a shell would."""
+    fake = FakeAdapter()
+    fake.on_exec(("cat",), _cat)
+    for code in (0, 3):
+        fake.on_exec(("sh", "-c", f"exit {code}"), scripted(exit_code=code))
+    fake.on_exec(("sh", "-c", "printf %s 'to-out'; printf %s 'to-err' >&2"),
+                 scripted(stdout=b"to-out", stderr=b"to-err"))
+    return fake
+
+
+class TestFakeConformance(ConformanceSuite):
+    @pytest.fixture
+    async def adapter(self) -> AsyncIterator[FakeAdapter]:
+        async with _scripted_fake() as fake:
+            yield fake
+
+    @pytest.fixture
+    def harness(self) -> ConformanceHarness:
+        return FakeHarness()
+
+
+class TestNarrowFakeConformance(ConformanceSuite):
+    """A fake that claims little: the kit skips what it lacks and checks it raises."""
+
+    @pytest.fixture
+    async def adapter(self) -> AsyncIterator[FakeAdapter]:
+        narrow = RuntimeCapabilities(multiple_workloads=True, private_network=True)
+        async with FakeAdapter(capabilities=narrow) as fake:
+            yield fake
+
+    @pytest.fixture
+    def harness(self) -> ConformanceHarness:
+        return FakeHarness()

@@ -16,7 +16,13 @@ Everything public is importable from this package; modules starting with
 from __future__ import annotations
 
 from ._adapter import RuntimeAdapter
-from ._capabilities import Capability, ImageDelivery, IsolationClass, LogRetention, RuntimeCapabilities
+from ._capabilities import (
+    Capability,
+    ImageDelivery,
+    IsolationClass,
+    LogRetention,
+    RuntimeCapabilities,
+)
 from ._capacity import BundleUsage, Capacity, Fit, InUse, VolumeUsage, WorkloadUsage
 from ._config import ConfigField, EmptyConfig, config_json_schema, setting, structure_config
 from ._convert import converter, from_json, load_bundle_file, structure, to_json, unstructure

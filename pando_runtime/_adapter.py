@@ -231,9 +231,9 @@ class RuntimeAdapter(abc.ABC):
     async def restore_volume(
         self, handle: VolumeHandle, source: ByteReceiveStream | AsyncIterable[bytes]
     ) -> None:
-        """Replace the volume's contents, in place, with a tar stream (gate: ``persistent_volumes``).
+        """Replace the volume's contents, in place, with a tar stream.
 
-        The volume is created when absent.
+        Gate: ``persistent_volumes``. The volume is created when absent.
         """
         raise CapabilityUnsupported(Capability.PERSISTENT_VOLUMES)
 
@@ -247,7 +247,7 @@ class RuntimeAdapter(abc.ABC):
         return True
 
     async def import_image(self, source: ByteReceiveStream | AsyncIterable[bytes]) -> str:
-        """Load an image archive; returns its immutable reference (gate: ``image_delivery`` import)."""
+        """Load an image archive; returns its immutable reference (gate: ``image_import``)."""
         raise CapabilityUnsupported(Capability.IMAGE_IMPORT)
 
     # -- trial ------------------------------------------------------------------------------

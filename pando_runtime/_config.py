@@ -24,7 +24,7 @@ __all__ = ["ConfigField", "EmptyConfig", "config_fields", "config_json_schema", 
 C = TypeVar("C")
 
 _HELP = "pando_runtime.help"
-_SECRET = "pando_runtime.secret"
+_MASKED = "pando_runtime.secret"
 
 
 def setting(
@@ -38,7 +38,7 @@ def setting(
 
     ``secret`` settings are masked in ``repr`` and marked for host UIs.
     """
-    metadata = {_HELP: help, _SECRET: secret}
+    metadata = {_HELP: help, _MASKED: secret}
     if factory is not None:
         return attrs.field(factory=factory, metadata=metadata, repr=not secret)
     return attrs.field(default=default, metadata=metadata, repr=not secret)
@@ -98,8 +98,9 @@ def config_fields(config_class: type[Any]) -> tuple[ConfigField, ...]:
     for field in attrs.fields(config_class):
         required = field.default is attrs.NOTHING
         default: Any = None
-        if isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
-            default = unstructure(field.default.factory())  # type: ignore[attr-defined]
+        factory = getattr(field.default, "factory", None)  # an attrs.Factory default
+        if callable(factory):
+            default = unstructure(factory())
         elif not required:
             default = unstructure(field.default)
         fields.append(
@@ -107,9 +108,9 @@ def config_fields(config_class: type[Any]) -> tuple[ConfigField, ...]:
                 key=field.name,
                 type=_type_name(_json_type(hints[field.name])),
                 help=field.metadata.get(_HELP, ""),
-                default=None if field.metadata.get(_SECRET) else default,
+                default=None if field.metadata.get(_MASKED) else default,
                 required=required,
-                secret=bool(field.metadata.get(_SECRET, False)),
+                secret=bool(field.metadata.get(_MASKED, False)),
             )
         )
     return tuple(fields)

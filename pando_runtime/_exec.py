@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping
 from types import TracebackType
+from typing import Self
 
 import attrs
 from anyio.abc import ByteReceiveStream, ByteSendStream
@@ -69,7 +70,7 @@ class ExecSession(abc.ABC):
     async def aclose(self) -> None:
         """End the session and release everything it holds."""
 
-    async def __aenter__(self) -> ExecSession:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(

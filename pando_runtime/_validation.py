@@ -38,7 +38,10 @@ CAPABILITY_PROBLEM = "capability_unsupported"
 _DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
 _ID = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_-]{0,46}[A-Za-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_LABEL_KEY = re.compile(r"^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$"
+)
+_MAX_IMAGE_LENGTH = 255
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$")
 # An OCI reference: [registry[:port]/]path[:tag][@algorithm:hex]
 _IMAGE = re.compile(
@@ -52,7 +55,7 @@ _IMAGE = re.compile(
 
 def is_valid_image(reference: str) -> bool:
     """Whether ``reference`` is a well-formed image reference (``registry/path:tag@digest``)."""
-    return len(reference) <= 255 and bool(_IMAGE.match(reference))
+    return len(reference) <= _MAX_IMAGE_LENGTH and bool(_IMAGE.match(reference))
 
 
 class _Collector:
@@ -100,7 +103,7 @@ class _Collector:
                     "bad_env",
                 )
 
-    def positive(self, path: str, value: int | float | None, what: str) -> None:
+    def positive(self, path: str, value: float | None, what: str) -> None:
         if value is not None and value <= 0:
             self.add(path, f"{what} must be positive, got {value}", "not_positive")
 
@@ -133,46 +136,53 @@ def _health(c: _Collector, path: str, health: HealthCheck, ports: set[int]) -> N
         c.add(f"{path}.retries", "retries must be at least 1", "not_positive")
 
 
+def _ports(c: _Collector, path: str, w: WorkloadPlan) -> None:
+    seen: set[tuple[int, str]] = set()
+    for i, port in enumerate(w.ports):
+        if not 1 <= port.number <= 65535:  # noqa: PLR2004 - the TCP/UDP port range
+            c.add(f"{path}.ports[{i}].number", f"port {port.number} is not in 1-65535", "bad_port")
+        key = (port.number, port.protocol.value)
+        if key in seen:
+            c.add(f"{path}.ports[{i}]", f"port {port.number}/{port.protocol} is listed twice",
+                  "duplicate")
+        seen.add(key)
+
+
+def _paths(c: _Collector, path: str, w: WorkloadPlan, volume_ids: set[str]) -> None:
+    """Mount points and carried files: absolute, each place used once, files within the limit."""
+    taken: dict[str, str] = {}
+
+    def claim(where: str, place: str) -> None:
+        c.absolute_path(f"{where}.path", place)
+        if place in taken:
+            c.add(f"{where}.path", f"{place!r} is already used by {taken[place]}", "duplicate")
+        taken.setdefault(place, where)
+
+    for i, mount in enumerate(w.mounts):
+        if mount.volume_id not in volume_ids:
+            c.add(f"{path}.mounts[{i}].volume_id", f"volume {mount.volume_id!r} is not declared "
+                  "in the plan's volumes", "unknown_volume")
+        claim(f"{path}.mounts[{i}]", mount.path)
+    total = 0
+    for i, carried in enumerate(w.files):
+        claim(f"{path}.files[{i}]", carried.path)
+        if not 0 <= carried.mode <= 0o7777:  # noqa: PLR2004 - permission bits
+            c.add(f"{path}.files[{i}].mode", f"mode {carried.mode:o} is not a file mode",
+                  "bad_mode")
+        total += len(carried.content)
+    if total > MAX_CARRIED_FILES_BYTES:
+        c.add(f"{path}.files", f"carried files hold {total} bytes; the limit is "
+              f"{MAX_CARRIED_FILES_BYTES}", "too_large")
+
+
 def _workload(c: _Collector, path: str, w: WorkloadPlan, volume_ids: set[str]) -> None:
     c.dns_label(f"{path}.name", w.name, "workload name")
     c.image(f"{path}.image", w.image)
     if w.working_dir is not None:
         c.absolute_path(f"{path}.working_dir", w.working_dir)
     c.env(f"{path}.env", w.env)
-    seen_ports: set[tuple[int, str]] = set()
-    for i, port in enumerate(w.ports):
-        if not 1 <= port.number <= 65535:  # noqa: PLR2004 - the TCP/UDP port range
-            c.add(f"{path}.ports[{i}].number", f"port {port.number} is not in 1-65535", "bad_port")
-        key = (port.number, port.protocol.value)
-        if key in seen_ports:
-            c.add(f"{path}.ports[{i}]", f"port {port.number}/{port.protocol} is listed twice",
-                  "duplicate")
-        seen_ports.add(key)
-    taken: dict[str, str] = {}
-    for i, mount in enumerate(w.mounts):
-        mpath = f"{path}.mounts[{i}]"
-        if mount.volume_id not in volume_ids:
-            c.add(f"{mpath}.volume_id", f"volume {mount.volume_id!r} is not declared in the "
-                  "plan's volumes", "unknown_volume")
-        c.absolute_path(f"{mpath}.path", mount.path)
-        if mount.path in taken:
-            c.add(f"{mpath}.path", f"{mount.path!r} is already used by {taken[mount.path]}",
-                  "duplicate")
-        taken.setdefault(mount.path, f"{path}.mounts[{i}]")
-    total = 0
-    for i, carried in enumerate(w.files):
-        fpath = f"{path}.files[{i}]"
-        c.absolute_path(f"{fpath}.path", carried.path)
-        if carried.path in taken:
-            c.add(f"{fpath}.path", f"{carried.path!r} is already used by {taken[carried.path]}",
-                  "duplicate")
-        taken.setdefault(carried.path, fpath)
-        if not 0 <= carried.mode <= 0o7777:  # noqa: PLR2004 - permission bits
-            c.add(f"{fpath}.mode", f"mode {carried.mode:o} is not a file mode", "bad_mode")
-        total += len(carried.content)
-    if total > MAX_CARRIED_FILES_BYTES:
-        c.add(f"{path}.files", f"carried files hold {total} bytes; the limit is "
-              f"{MAX_CARRIED_FILES_BYTES}", "too_large")
+    _ports(c, path, w)
+    _paths(c, path, w, volume_ids)
     if w.health is not None:
         _health(c, f"{path}.health", w.health, {p.number for p in w.ports})
     _resources(c, f"{path}.resources", w.resources)
@@ -191,17 +201,22 @@ def _dependencies(c: _Collector, plan: BundlePlan) -> None:
             elif dep not in names:
                 c.add(f"workloads[{i}].depends_on[{j}]", f"no workload is named {dep!r}",
                       "unknown_workload")
+    _cycles(c, plan, names)
+
+
+def _cycles(c: _Collector, plan: BundlePlan, names: set[str]) -> None:
+    """Report each dependency cycle once, at the workload where the search closes it."""
     graph = {w.name: [d for d in w.depends_on if d in names and d != w.name]
              for w in plan.workloads}
+    index = {w.name: i for i, w in enumerate(plan.workloads)}
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
 
     def visit(name: str, trail: list[str]) -> None:
         state[name] = 1
         for dep in graph[name]:
             if state.get(dep) == 1:
-                cycle = [*trail[trail.index(dep):], dep] if dep in trail else [name, dep]
-                index = next(i for i, w in enumerate(plan.workloads) if w.name == name)
-                c.add(f"workloads[{index}].depends_on",
+                cycle = [*trail[trail.index(dep):], dep]
+                c.add(f"workloads[{index[name]}].depends_on",
                       f"dependency cycle: {' -> '.join(cycle)}", "cycle")
             elif dep not in state:
                 visit(dep, [*trail, dep])
@@ -239,6 +254,45 @@ def _capabilities(c: _Collector, plan: BundlePlan, caps: RuntimeCapabilities) ->
                           "the workload caps its log size")
 
 
+def _network(c: _Collector, plan: BundlePlan) -> None:
+    if not plan.network.private:
+        c.add("network.private", "bundles are always private; set private to true",
+              "not_private")
+    if plan.network.egress is None:
+        return
+    for i, rule in enumerate(plan.network.egress.allow):
+        if not rule.destination:
+            c.add(f"network.egress.allow[{i}].destination", "destination must not be empty",
+                  "missing")
+        for j, port in enumerate(rule.ports):
+            if not 1 <= port <= 65535:  # noqa: PLR2004 - the TCP/UDP port range
+                c.add(f"network.egress.allow[{i}].ports[{j}]", f"port {port} is not in 1-65535",
+                      "bad_port")
+
+
+def _labels(c: _Collector, plan: BundlePlan) -> None:
+    for key, value in plan.labels.items():
+        if not _LABEL_KEY.match(key):
+            c.add(f"labels[{key!r}]", f"label key {key!r} is not valid", "bad_label")
+        if not _LABEL_VALUE.match(value):
+            c.add(f"labels[{key!r}]", f"label value {value!r} must be at most 63 letters, "
+                  "digits, '-', '_' or '.'", "bad_label")
+
+
+def _volumes(c: _Collector, plan: BundlePlan) -> set[str]:
+    volume_ids: set[str] = set()
+    for i, volume in enumerate(plan.volumes):
+        c.identifier(f"volumes[{i}].volume_id", volume.volume_id, "volume id")
+        if volume.volume_id in volume_ids:
+            c.add(f"volumes[{i}].volume_id", f"volume {volume.volume_id!r} is declared twice",
+                  "duplicate")
+        volume_ids.add(volume.volume_id)
+        if not volume.name:
+            c.add(f"volumes[{i}].name", "name must not be empty", "missing")
+        c.positive(f"volumes[{i}].size_bytes", volume.size_bytes, "size_bytes")
+    return volume_ids
+
+
 def validate_plan(
     plan: BundlePlan, capabilities: RuntimeCapabilities | None = None
 ) -> list[Problem]:
@@ -251,34 +305,9 @@ def validate_plan(
     c.identifier("bundle_id", plan.bundle_id, "bundle id")
     if not plan.workloads:
         c.add("workloads", "a bundle needs at least one workload", "missing")
-    if not plan.network.private:
-        c.add("network.private", "bundles are always private; set private to true",
-              "not_private")
-    if plan.network.egress is not None:
-        for i, rule in enumerate(plan.network.egress.allow):
-            if not rule.destination:
-                c.add(f"network.egress.allow[{i}].destination", "destination must not be empty",
-                      "missing")
-            for j, port in enumerate(rule.ports):
-                if not 1 <= port <= 65535:  # noqa: PLR2004
-                    c.add(f"network.egress.allow[{i}].ports[{j}]", f"port {port} is not in "
-                          "1-65535", "bad_port")
-    for key, value in plan.labels.items():
-        if not _LABEL_KEY.match(key):
-            c.add(f"labels[{key!r}]", f"label key {key!r} is not valid", "bad_label")
-        if not _LABEL_VALUE.match(value):
-            c.add(f"labels[{key!r}]", f"label value {value!r} must be at most 63 letters, digits,"
-                  " '-', '_' or '.'", "bad_label")
-    volume_ids: set[str] = set()
-    for i, volume in enumerate(plan.volumes):
-        c.identifier(f"volumes[{i}].volume_id", volume.volume_id, "volume id")
-        if volume.volume_id in volume_ids:
-            c.add(f"volumes[{i}].volume_id", f"volume {volume.volume_id!r} is declared twice",
-                  "duplicate")
-        volume_ids.add(volume.volume_id)
-        if not volume.name:
-            c.add(f"volumes[{i}].name", "name must not be empty", "missing")
-        c.positive(f"volumes[{i}].size_bytes", volume.size_bytes, "size_bytes")
+    _network(c, plan)
+    _labels(c, plan)
+    volume_ids = _volumes(c, plan)
     names: set[str] = set()
     for i, workload in enumerate(plan.workloads):
         if workload.name in names:

@@ -403,14 +403,15 @@ class FakeAdapter(RuntimeAdapter):
         bundle = self._bundles.get(plan.bundle_id)
         if bundle is not None:  # the bundle's instances that keep running keep their room
             starting_names = {w.name for w in starting}
-            for name, workload in bundle.workloads.items():
-                instance = workload.instance
+            planned_names = {w.name for w in plan.workloads}
+            for name, kept in bundle.workloads.items():
+                instance = kept.instance
                 if name in starting_names or not (instance and instance.running):
                     continue
-                if name in {w.name for w in plan.workloads}:
+                if name in planned_names:
                     cpu, memory = used[instance.node]
-                    used[instance.node] = (cpu + (workload.plan.resources.cpu_millis or 0),
-                                           memory + (workload.plan.resources.memory_bytes or 0))
+                    used[instance.node] = (cpu + (kept.plan.resources.cpu_millis or 0),
+                                           memory + (kept.plan.resources.memory_bytes or 0))
         sizes = {node.name: node for node in self.nodes}
         chosen: dict[str, str] = {}
         for workload in starting:
@@ -492,11 +493,12 @@ class FakeAdapter(RuntimeAdapter):
         bundle = self._bundles.get(plan.bundle_id)
         digests = {w.name: _digest(w) for w in plan.workloads}
         starting = []
-        for workload in plan.start_order():
-            current = bundle.workloads.get(workload.name) if bundle else None
+        for planned in plan.start_order():
+            current = bundle.workloads.get(planned.name) if bundle else None
             instance = current.instance if current else None
-            if instance is None or not instance.running or instance.digest != digests[workload.name]:
-                starting.append(workload)
+            current_digest = instance.digest if instance and instance.running else None
+            if current_digest != digests[planned.name]:
+                starting.append(planned)
         nodes = self._place(plan, starting)  # raises before any write
         for volume in plan.volumes:
             self._ensure_volume(VolumeRequest(volume_id=volume.volume_id,
@@ -582,7 +584,8 @@ class FakeAdapter(RuntimeAdapter):
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         host = f"{ref.workload}.{ref.bundle_id.lower().replace('_', '-')}.fake.invalid"
-        return Upstream(url=f"http://{host}:{port}", pool_key=f"fake/{ref.bundle_id}/{ref.workload}")
+        return Upstream(url=f"http://{host}:{port}",
+                        pool_key=f"fake/{ref.bundle_id}/{ref.workload}")
 
     # -- capacity -------------------------------------------------------------------------
 

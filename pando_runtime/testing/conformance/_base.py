@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, ClassVar, TypeVar
 
 import anyio
@@ -115,11 +115,11 @@ class Kit:
         self,
         check: Callable[[], Awaitable[T | None]],
         what: str,
-        timeout: float | None = None,
+        within: float | None = None,
     ) -> T:
         """Poll ``check`` until it returns something other than ``None``/``False``."""
-        last: Any = None
-        with anyio.move_on_after(timeout or self.harness.timeout):
+        last: T | None = None
+        with anyio.move_on_after(within or self.harness.timeout):
             while True:
                 last = await check()
                 if last is not None and last is not False:
@@ -206,10 +206,9 @@ class ConformanceBase:
         return str(request.param)
 
     @pytest.fixture
-    def adapter(self) -> Iterator[RuntimeAdapter]:
+    def adapter(self) -> RuntimeAdapter:
         """The adapter under test: override this fixture."""
         pytest.fail("the conformance suite needs an 'adapter' fixture that builds your adapter")
-        yield  # pragma: no cover
 
     @pytest.fixture
     def harness(self) -> ConformanceHarness:

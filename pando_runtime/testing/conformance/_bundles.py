@@ -161,13 +161,14 @@ class BundleConformance(ConformanceBase):
                         if (event.bundle_id == plan.bundle_id and event.workload
                                 and event.kind is BundleEventKind.STARTED):
                             order.append(event.workload)
-                        if len(order) == 2:  # noqa: PLR2004 - two workloads
+                        if len(order) == 2:
                             break
             assert order == ["db", "api"]
         else:
             await kit.apply(plan)
         observed = await kit.running(plan)
-        db_start, api_start = observed.workload("db").started_at, observed.workload("api").started_at
+        db_start = observed.workload("db").started_at
+        api_start = observed.workload("api").started_at
         assert db_start is not None
         assert api_start is not None
         assert db_start <= api_start

@@ -7,7 +7,7 @@ import pytest
 from ..._capabilities import Capability
 from ..._edge import EdgePlan, EdgePort
 from ..._errors import InvalidPlan
-from ._base import ConformanceBase, Kit, requires
+from ._base import ConformanceBase, Kit
 
 __all__ = ["EdgeConformance"]
 

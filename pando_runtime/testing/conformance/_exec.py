@@ -7,7 +7,7 @@ import anyio
 from ..._capabilities import Capability
 from ..._exec import ExecRequest
 from ..._streams import read_all
-from ._base import ConformanceBase, Kit, requires
+from ._base import ConformanceBase, Kit
 
 __all__ = ["ExecConformance"]
 

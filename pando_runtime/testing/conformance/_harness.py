@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["ConformanceHarness", "HarnessCannot"]
 
 
-class HarnessCannot(NotImplementedError):  # noqa: N818 - reads as a sentence: HarnessCannot(...)
+class HarnessCannot(NotImplementedError):
     """Raised by a harness hook the runtime's suite cannot provide; the test is skipped."""
 
 

@@ -6,7 +6,7 @@ import anyio
 
 from ..._capabilities import Capability
 from ..._trial import TrialRequest
-from ._base import ConformanceBase, Kit, requires
+from ._base import ConformanceBase, Kit
 
 __all__ = ["TrialConformance"]
 

@@ -12,7 +12,7 @@ from ..._refs import BundleRef
 from ..._streams import BytesReceiveStream, read_all
 from ..._volumes import VolumeHandle, VolumeRequest
 from .._tar import make_tar, read_tar
-from ._base import ConformanceBase, Kit, requires
+from ._base import ConformanceBase, Kit
 
 __all__ = ["VolumeConformance"]
 

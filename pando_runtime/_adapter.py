@@ -194,8 +194,9 @@ class RuntimeAdapter(abc.ABC):
         ``stdin`` bytes are written to the command, then end-of-file.
         """
         if stdin is not None and not request.stdin:
-            request = ExecRequest(command=request.command, tty=request.tty, stdin=True,
-                                  env=request.env)
+            request = ExecRequest(
+                command=request.command, tty=request.tty, stdin=True, env=request.env
+            )
         async with self.exec(ref, request) as session:
             outputs: dict[str, bytes] = {}
 

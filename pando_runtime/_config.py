@@ -18,8 +18,14 @@ import attrs
 from ._convert import structure, unstructure
 from ._errors import InvalidConfig
 
-__all__ = ["ConfigField", "EmptyConfig", "config_fields", "config_json_schema", "setting",
-           "structure_config"]
+__all__ = [
+    "ConfigField",
+    "EmptyConfig",
+    "config_fields",
+    "config_json_schema",
+    "setting",
+    "structure_config",
+]
 
 C = TypeVar("C")
 
@@ -77,8 +83,10 @@ def _json_type(annotation: Any) -> dict[str, Any]:
     if origin in (list, tuple, set, frozenset, typing.Sequence):
         return {"type": "array", "items": _json_type(args[0]) if args else {}}
     if origin in (dict, Mapping, typing.Mapping):
-        return {"type": "object",
-                "additionalProperties": _json_type(args[1]) if len(args) > 1 else {}}
+        return {
+            "type": "object",
+            "additionalProperties": _json_type(args[1]) if len(args) > 1 else {},
+        }
     return {}
 
 
@@ -121,8 +129,9 @@ def config_json_schema(config_class: type[Any], *, title: str | None = None) -> 
     hints = typing.get_type_hints(config_class)
     properties: dict[str, Any] = {}
     required: list[str] = []
-    for field, described in zip(attrs.fields(config_class), config_fields(config_class),
-                                strict=True):
+    for field, described in zip(
+        attrs.fields(config_class), config_fields(config_class), strict=True
+    ):
         schema = dict(_json_type(hints[field.name]))
         if described.help:
             schema["description"] = described.help
@@ -147,5 +156,9 @@ def structure_config(config_class: type[C], config: Mapping[str, Any] | C | None
     """``config`` as an instance of ``config_class``; :class:`InvalidConfig` lists every fault."""
     if isinstance(config, config_class):
         return config
-    return structure(config if config is not None else {}, config_class, error=InvalidConfig,
-                     what="adapter config")
+    return structure(
+        config if config is not None else {},
+        config_class,
+        error=InvalidConfig,
+        what="adapter config",
+    )

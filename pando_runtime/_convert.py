@@ -132,8 +132,11 @@ def _walk(error: BaseException, path: str, out: list[Problem]) -> None:  # noqa:
             a.name for a in getattr(error.cl, "__attrs_attrs__", ()) if not a.name.startswith("_")
         )
         out.extend(
-            Problem(_join(path, key), f"unknown key {key!r}; valid keys are {', '.join(valid)}",
-                    "unknown_key")
+            Problem(
+                _join(path, key),
+                f"unknown key {key!r}; valid keys are {', '.join(valid)}",
+                "unknown_key",
+            )
             for key in sorted(error.extra_fields)
         )
     elif isinstance(error, KeyError):

@@ -92,12 +92,16 @@ def available_adapters() -> list[AdapterInfo]:
         try:
             info = _info_from(name, target)
         except AdapterNotInstalled as error:
-            infos.append(AdapterInfo(name=name, description="", factory=target,
-                                     problem=error.message))
+            infos.append(
+                AdapterInfo(name=name, description="", factory=target, problem=error.message)
+            )
             continue
         if not api_compatible(info.api_version):
-            info = attrs.evolve(info, problem=f"built for adapter API {info.api_version}, "
-                                f"this library speaks {API_VERSION}")
+            info = attrs.evolve(
+                info,
+                problem=f"built for adapter API {info.api_version}, "
+                f"this library speaks {API_VERSION}",
+            )
         infos.append(info)
     return infos
 

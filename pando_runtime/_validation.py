@@ -109,8 +109,12 @@ class _Collector:
 
     def unsupported(self, path: str, capability: Capability, message: str) -> None:
         self.problems.append(
-            Problem(path, f"{message}; this runtime lacks {capability.value!r}",
-                    CAPABILITY_PROBLEM, capability.value)
+            Problem(
+                path,
+                f"{message}; this runtime lacks {capability.value!r}",
+                CAPABILITY_PROBLEM,
+                capability.value,
+            )
         )
 
 
@@ -128,8 +132,11 @@ def _health(c: _Collector, path: str, health: HealthCheck, ports: set[int]) -> N
         if health.port is None:
             c.add(f"{path}.port", "an HTTP health check needs a port", "bad_health")
         elif health.port not in ports:
-            c.add(f"{path}.port", f"port {health.port} is not one of the workload's ports",
-                  "bad_health")
+            c.add(
+                f"{path}.port",
+                f"port {health.port} is not one of the workload's ports",
+                "bad_health",
+            )
     c.positive(f"{path}.interval_seconds", health.interval_seconds, "interval_seconds")
     c.positive(f"{path}.timeout_seconds", health.timeout_seconds, "timeout_seconds")
     if health.retries < 1:
@@ -143,8 +150,11 @@ def _ports(c: _Collector, path: str, w: WorkloadPlan) -> None:
             c.add(f"{path}.ports[{i}].number", f"port {port.number} is not in 1-65535", "bad_port")
         key = (port.number, port.protocol.value)
         if key in seen:
-            c.add(f"{path}.ports[{i}]", f"port {port.number}/{port.protocol} is listed twice",
-                  "duplicate")
+            c.add(
+                f"{path}.ports[{i}]",
+                f"port {port.number}/{port.protocol} is listed twice",
+                "duplicate",
+            )
         seen.add(key)
 
 
@@ -160,19 +170,26 @@ def _paths(c: _Collector, path: str, w: WorkloadPlan, volume_ids: set[str]) -> N
 
     for i, mount in enumerate(w.mounts):
         if mount.volume_id not in volume_ids:
-            c.add(f"{path}.mounts[{i}].volume_id", f"volume {mount.volume_id!r} is not declared "
-                  "in the plan's volumes", "unknown_volume")
+            c.add(
+                f"{path}.mounts[{i}].volume_id",
+                f"volume {mount.volume_id!r} is not declared in the plan's volumes",
+                "unknown_volume",
+            )
         claim(f"{path}.mounts[{i}]", mount.path)
     total = 0
     for i, carried in enumerate(w.files):
         claim(f"{path}.files[{i}]", carried.path)
         if not 0 <= carried.mode <= 0o7777:  # noqa: PLR2004 - permission bits
-            c.add(f"{path}.files[{i}].mode", f"mode {carried.mode:o} is not a file mode",
-                  "bad_mode")
+            c.add(
+                f"{path}.files[{i}].mode", f"mode {carried.mode:o} is not a file mode", "bad_mode"
+            )
         total += len(carried.content)
     if total > MAX_CARRIED_FILES_BYTES:
-        c.add(f"{path}.files", f"carried files hold {total} bytes; the limit is "
-              f"{MAX_CARRIED_FILES_BYTES}", "too_large")
+        c.add(
+            f"{path}.files",
+            f"carried files hold {total} bytes; the limit is {MAX_CARRIED_FILES_BYTES}",
+            "too_large",
+        )
 
 
 def _workload(c: _Collector, path: str, w: WorkloadPlan, volume_ids: set[str]) -> None:
@@ -196,18 +213,23 @@ def _dependencies(c: _Collector, plan: BundlePlan) -> None:
     for i, w in enumerate(plan.workloads):
         for j, dep in enumerate(w.depends_on):
             if dep == w.name:
-                c.add(f"workloads[{i}].depends_on[{j}]", "a workload cannot depend on itself",
-                      "cycle")
+                c.add(
+                    f"workloads[{i}].depends_on[{j}]", "a workload cannot depend on itself", "cycle"
+                )
             elif dep not in names:
-                c.add(f"workloads[{i}].depends_on[{j}]", f"no workload is named {dep!r}",
-                      "unknown_workload")
+                c.add(
+                    f"workloads[{i}].depends_on[{j}]",
+                    f"no workload is named {dep!r}",
+                    "unknown_workload",
+                )
     _cycles(c, plan, names)
 
 
 def _cycles(c: _Collector, plan: BundlePlan, names: set[str]) -> None:
     """Report each dependency cycle once, at the workload where the search closes it."""
-    graph = {w.name: [d for d in w.depends_on if d in names and d != w.name]
-             for w in plan.workloads}
+    graph = {
+        w.name: [d for d in w.depends_on if d in names and d != w.name] for w in plan.workloads
+    }
     index = {w.name: i for i, w in enumerate(plan.workloads)}
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
 
@@ -215,9 +237,12 @@ def _cycles(c: _Collector, plan: BundlePlan, names: set[str]) -> None:
         state[name] = 1
         for dep in graph[name]:
             if state.get(dep) == 1:
-                cycle = [*trail[trail.index(dep):], dep]
-                c.add(f"workloads[{index[name]}].depends_on",
-                      f"dependency cycle: {' -> '.join(cycle)}", "cycle")
+                cycle = [*trail[trail.index(dep) :], dep]
+                c.add(
+                    f"workloads[{index[name]}].depends_on",
+                    f"dependency cycle: {' -> '.join(cycle)}",
+                    "cycle",
+                )
             elif dep not in state:
                 visit(dep, [*trail, dep])
         state[name] = 2
@@ -230,44 +255,58 @@ def _cycles(c: _Collector, plan: BundlePlan, names: set[str]) -> None:
 def _capabilities(c: _Collector, plan: BundlePlan, caps: RuntimeCapabilities) -> None:
     count = len(plan.workloads)
     if count > 1 and not caps.multiple_workloads:
-        c.unsupported("workloads", Capability.MULTIPLE_WORKLOADS,
-                      f"the plan has {count} workloads; this runtime runs one per bundle")
+        c.unsupported(
+            "workloads",
+            Capability.MULTIPLE_WORKLOADS,
+            f"the plan has {count} workloads; this runtime runs one per bundle",
+        )
     if caps.max_workloads_per_bundle and count > caps.max_workloads_per_bundle:
-        c.unsupported("workloads", Capability.MULTIPLE_WORKLOADS,
-                      f"the plan has {count} workloads; this runtime allows "
-                      f"{caps.max_workloads_per_bundle}")
+        c.unsupported(
+            "workloads",
+            Capability.MULTIPLE_WORKLOADS,
+            f"the plan has {count} workloads; this runtime allows {caps.max_workloads_per_bundle}",
+        )
     if plan.volumes and not caps.persistent_volumes:
         c.unsupported("volumes", Capability.PERSISTENT_VOLUMES, "the plan declares volumes")
     if plan.network.egress_restricted and not caps.egress_restriction:
-        c.unsupported("network.egress", Capability.EGRESS_RESTRICTION,
-                      "the plan restricts egress")
+        c.unsupported("network.egress", Capability.EGRESS_RESTRICTION, "the plan restricts egress")
     for i, w in enumerate(plan.workloads):
         if w.files and not caps.carried_files:
-            c.unsupported(f"workloads[{i}].files", Capability.CARRIED_FILES,
-                          "the workload carries files")
+            c.unsupported(
+                f"workloads[{i}].files", Capability.CARRIED_FILES, "the workload carries files"
+            )
         limited = w.resources.cpu_millis is not None or w.resources.memory_bytes is not None
         if limited and not caps.resource_limits:
-            c.unsupported(f"workloads[{i}].resources", Capability.RESOURCE_LIMITS,
-                          "the workload sets resource limits")
+            c.unsupported(
+                f"workloads[{i}].resources",
+                Capability.RESOURCE_LIMITS,
+                "the workload sets resource limits",
+            )
         if w.log_bytes is not None and not caps.log_retention.supports_size_cap:
-            c.unsupported(f"workloads[{i}].log_bytes", Capability.LOG_SIZE_CAP,
-                          "the workload caps its log size")
+            c.unsupported(
+                f"workloads[{i}].log_bytes",
+                Capability.LOG_SIZE_CAP,
+                "the workload caps its log size",
+            )
 
 
 def _network(c: _Collector, plan: BundlePlan) -> None:
     if not plan.network.private:
-        c.add("network.private", "bundles are always private; set private to true",
-              "not_private")
+        c.add("network.private", "bundles are always private; set private to true", "not_private")
     if plan.network.egress is None:
         return
     for i, rule in enumerate(plan.network.egress.allow):
         if not rule.destination:
-            c.add(f"network.egress.allow[{i}].destination", "destination must not be empty",
-                  "missing")
+            c.add(
+                f"network.egress.allow[{i}].destination", "destination must not be empty", "missing"
+            )
         for j, port in enumerate(rule.ports):
             if not 1 <= port <= 65535:  # noqa: PLR2004 - the TCP/UDP port range
-                c.add(f"network.egress.allow[{i}].ports[{j}]", f"port {port} is not in 1-65535",
-                      "bad_port")
+                c.add(
+                    f"network.egress.allow[{i}].ports[{j}]",
+                    f"port {port} is not in 1-65535",
+                    "bad_port",
+                )
 
 
 def _labels(c: _Collector, plan: BundlePlan) -> None:
@@ -275,8 +314,11 @@ def _labels(c: _Collector, plan: BundlePlan) -> None:
         if not _LABEL_KEY.match(key):
             c.add(f"labels[{key!r}]", f"label key {key!r} is not valid", "bad_label")
         if not _LABEL_VALUE.match(value):
-            c.add(f"labels[{key!r}]", f"label value {value!r} must be at most 63 letters, "
-                  "digits, '-', '_' or '.'", "bad_label")
+            c.add(
+                f"labels[{key!r}]",
+                f"label value {value!r} must be at most 63 letters, digits, '-', '_' or '.'",
+                "bad_label",
+            )
 
 
 def _volumes(c: _Collector, plan: BundlePlan) -> set[str]:
@@ -284,8 +326,11 @@ def _volumes(c: _Collector, plan: BundlePlan) -> set[str]:
     for i, volume in enumerate(plan.volumes):
         c.identifier(f"volumes[{i}].volume_id", volume.volume_id, "volume id")
         if volume.volume_id in volume_ids:
-            c.add(f"volumes[{i}].volume_id", f"volume {volume.volume_id!r} is declared twice",
-                  "duplicate")
+            c.add(
+                f"volumes[{i}].volume_id",
+                f"volume {volume.volume_id!r} is declared twice",
+                "duplicate",
+            )
         volume_ids.add(volume.volume_id)
         if not volume.name:
             c.add(f"volumes[{i}].name", "name must not be empty", "missing")
@@ -311,8 +356,11 @@ def validate_plan(
     names: set[str] = set()
     for i, workload in enumerate(plan.workloads):
         if workload.name in names:
-            c.add(f"workloads[{i}].name", f"workload name {workload.name!r} is used twice",
-                  "duplicate")
+            c.add(
+                f"workloads[{i}].name",
+                f"workload name {workload.name!r} is used twice",
+                "duplicate",
+            )
         names.add(workload.name)
         _workload(c, f"workloads[{i}]", workload, volume_ids)
     _dependencies(c, plan)
@@ -339,10 +387,13 @@ def _raise(problems: list[Problem], what: str) -> None:
     if problems:
         raise CapabilityUnsupported(
             problems[0].capability or "unknown",
-            f"{what} needs what this runtime cannot do: "
-            + "; ".join(str(p) for p in problems),
-            details={"problems": [{"path": p.path, "message": p.message,
-                                   "capability": p.capability} for p in problems]},
+            f"{what} needs what this runtime cannot do: " + "; ".join(str(p) for p in problems),
+            details={
+                "problems": [
+                    {"path": p.path, "message": p.message, "capability": p.capability}
+                    for p in problems
+                ]
+            },
         )
 
 
@@ -385,8 +436,7 @@ def validate_edge(plan: EdgePlan) -> list[Problem]:
             if not 1 <= number <= 65535:  # noqa: PLR2004
                 c.add(f"ports[{i}].{field}", f"port {number} is not in 1-65535", "bad_port")
         if port.published in published:
-            c.add(f"ports[{i}].published", f"port {port.published} is published twice",
-                  "duplicate")
+            c.add(f"ports[{i}].published", f"port {port.published} is published twice", "duplicate")
         published.add(port.published)
     for i, mount in enumerate(plan.mounts):
         c.absolute_path(f"mounts[{i}].path", mount.path)
@@ -394,8 +444,9 @@ def validate_edge(plan: EdgePlan) -> list[Problem]:
     names: set[str] = set()
     for i, cert in enumerate(plan.certificates):
         if cert.name in names:
-            c.add(f"certificates[{i}].name", f"certificate {cert.name!r} is listed twice",
-                  "duplicate")
+            c.add(
+                f"certificates[{i}].name", f"certificate {cert.name!r} is listed twice", "duplicate"
+            )
         names.add(cert.name)
         if "BEGIN" not in cert.cert_pem or "BEGIN" not in cert.key_pem:
             c.add(f"certificates[{i}]", "cert_pem and key_pem must be PEM text", "bad_pem")

@@ -46,8 +46,10 @@ def _scripted_fake() -> FakeAdapter:
     fake.on_exec(("cat",), _cat)
     for code in (0, 3):
         fake.on_exec(("sh", "-c", f"exit {code}"), scripted(exit_code=code))
-    fake.on_exec(("sh", "-c", "printf %s 'to-out'; printf %s 'to-err' >&2"),
-                 scripted(stdout=b"to-out", stderr=b"to-err"))
+    fake.on_exec(
+        ("sh", "-c", "printf %s 'to-out'; printf %s 'to-err' >&2"),
+        scripted(stdout=b"to-out", stderr=b"to-err"),
+    )
     return fake
 
 

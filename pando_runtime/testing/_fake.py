@@ -137,8 +137,9 @@ class _Volume:
 
     @property
     def handle(self) -> VolumeHandle:
-        return VolumeHandle(volume_id=self.request.volume_id,
-                            handle=f"fake-volume:{self.request.volume_id}")
+        return VolumeHandle(
+            volume_id=self.request.volume_id, handle=f"fake-volume:{self.request.volume_id}"
+        )
 
 
 @attrs.define
@@ -173,11 +174,18 @@ class FakeAdapter(RuntimeAdapter):
         super().__init__(config)
         cfg: FakeConfig = self.config
         self.clock = clock or FakeClock()
-        self.nodes: list[FakeNode] = list(nodes) if nodes is not None else [
-            FakeNode(name=f"fake-node-{i}", cpu_millis=cfg.node_cpu_millis,
-                     memory_bytes=cfg.node_memory_bytes)
-            for i in range(cfg.nodes)
-        ]
+        self.nodes: list[FakeNode] = (
+            list(nodes)
+            if nodes is not None
+            else [
+                FakeNode(
+                    name=f"fake-node-{i}",
+                    cpu_millis=cfg.node_cpu_millis,
+                    memory_bytes=cfg.node_memory_bytes,
+                )
+                for i in range(cfg.nodes)
+            ]
+        )
         self._capabilities = capabilities or RuntimeCapabilities(
             isolation_class=IsolationClass.CONTAINER,
             persistent_volumes=True,
@@ -321,15 +329,19 @@ class FakeAdapter(RuntimeAdapter):
     def _newest(self, ref: WorkloadRef) -> _Instance:
         instance = self._workload(ref).instance
         if instance is None:
-            raise NotFound(f"workload {ref.workload!r} of {ref.bundle_id!r} has no instance",
-                           details={"bundle_id": ref.bundle_id, "workload": ref.workload})
+            raise NotFound(
+                f"workload {ref.workload!r} of {ref.bundle_id!r} has no instance",
+                details={"bundle_id": ref.bundle_id, "workload": ref.workload},
+            )
         return instance
 
     def _running(self, ref: WorkloadRef) -> _Instance:
         instance = self._newest(ref)
         if not instance.running:
-            raise NotFound(f"workload {ref.workload!r} of {ref.bundle_id!r} is not running",
-                           details={"bundle_id": ref.bundle_id, "workload": ref.workload})
+            raise NotFound(
+                f"workload {ref.workload!r} of {ref.bundle_id!r} is not running",
+                details={"bundle_id": ref.bundle_id, "workload": ref.workload},
+            )
         return instance
 
     def _volume(self, volume_id: str) -> _Volume:
@@ -358,8 +370,15 @@ class FakeAdapter(RuntimeAdapter):
                 self._subscribers.remove(subscriber)
 
     def _emit(self, kind: BundleEventKind, ref: WorkloadRef, **fields: Any) -> None:
-        self._broadcast(BundleEvent(kind=kind, at=self.clock.now(), bundle_id=ref.bundle_id,
-                                    workload=ref.workload, **fields))
+        self._broadcast(
+            BundleEvent(
+                kind=kind,
+                at=self.clock.now(),
+                bundle_id=ref.bundle_id,
+                workload=ref.workload,
+                **fields,
+            )
+        )
 
     def _end(self, ref: WorkloadRef, instance: _Instance, *, exit_code: int, oom: bool) -> None:
         instance.running, instance.exit_code, instance.oom_killed = False, exit_code, oom
@@ -387,8 +406,10 @@ class FakeAdapter(RuntimeAdapter):
                 if instance and instance.running and instance.node in used:
                     cpu, memory = used[instance.node]
                     resources = workload.plan.resources
-                    used[instance.node] = (cpu + (resources.cpu_millis or 0),
-                                           memory + (resources.memory_bytes or 0))
+                    used[instance.node] = (
+                        cpu + (resources.cpu_millis or 0),
+                        memory + (resources.memory_bytes or 0),
+                    )
         return used
 
     async def _placements(self, exclude_bundle: str | None) -> dict[str, tuple[int, int]]:
@@ -410,8 +431,10 @@ class FakeAdapter(RuntimeAdapter):
                     continue
                 if name in planned_names:
                     cpu, memory = used[instance.node]
-                    used[instance.node] = (cpu + (kept.plan.resources.cpu_millis or 0),
-                                           memory + (kept.plan.resources.memory_bytes or 0))
+                    used[instance.node] = (
+                        cpu + (kept.plan.resources.cpu_millis or 0),
+                        memory + (kept.plan.resources.memory_bytes or 0),
+                    )
         sizes = {node.name: node for node in self.nodes}
         chosen: dict[str, str] = {}
         for workload in starting:
@@ -425,8 +448,7 @@ class FakeAdapter(RuntimeAdapter):
                     break
             else:
                 raise CapacityExceeded(
-                    f"no node has room for workload {workload.name!r} "
-                    f"({cpu}m CPU, {memory} bytes)",
+                    f"no node has room for workload {workload.name!r} ({cpu}m CPU, {memory} bytes)",
                     details={"bundle_id": plan.bundle_id, "workload": workload.name},
                 )
         return chosen
@@ -436,8 +458,9 @@ class FakeAdapter(RuntimeAdapter):
         self._instances += 1
         if workload.instance is not None:
             workload.instance.log.close()
-        instance = _Instance(number=self._instances, digest=digest, node=node,
-                             started_at=self.clock.now())
+        instance = _Instance(
+            number=self._instances, digest=digest, node=node, started_at=self.clock.now()
+        )
         if workload.plan.health is not None:
             instance.healthy = behaviour.healthy
         workload.instance = instance
@@ -501,9 +524,14 @@ class FakeAdapter(RuntimeAdapter):
                 starting.append(planned)
         nodes = self._place(plan, starting)  # raises before any write
         for volume in plan.volumes:
-            self._ensure_volume(VolumeRequest(volume_id=volume.volume_id,
-                                              bundle_id=plan.bundle_id, name=volume.name,
-                                              size_bytes=volume.size_bytes))
+            self._ensure_volume(
+                VolumeRequest(
+                    volume_id=volume.volume_id,
+                    bundle_id=plan.bundle_id,
+                    name=volume.name,
+                    size_bytes=volume.size_bytes,
+                )
+            )
         if bundle is None:
             bundle = self._bundles[plan.bundle_id] = _Bundle(plan=plan, workloads={})
             self.writes += 1
@@ -513,8 +541,9 @@ class FakeAdapter(RuntimeAdapter):
         for name in [n for n in bundle.workloads if n not in digests]:
             self._remove(WorkloadRef(plan.bundle_id, name), bundle.workloads.pop(name))
         for workload_plan in plan.start_order():
-            workload = bundle.workloads.setdefault(workload_plan.name,
-                                                   _Workload(plan=workload_plan))
+            workload = bundle.workloads.setdefault(
+                workload_plan.name, _Workload(plan=workload_plan)
+            )
             workload.plan = workload_plan
             if workload_plan.name in nodes:
                 ref = WorkloadRef(plan.bundle_id, workload_plan.name)
@@ -523,41 +552,59 @@ class FakeAdapter(RuntimeAdapter):
 
     def _observed_volumes(self, bundle_id: str, plan: BundlePlan | None) -> list[ObservedVolume]:
         ids = [v.volume_id for v in plan.volumes] if plan else []
-        ids += sorted(v for v, vol in self._volumes.items()
-                      if vol.request.bundle_id == bundle_id and v not in ids)
+        ids += sorted(
+            v
+            for v, vol in self._volumes.items()
+            if vol.request.bundle_id == bundle_id and v not in ids
+        )
         observed = []
         for volume_id in ids:
             volume = self._volumes.get(volume_id)
-            observed.append(ObservedVolume(volume_id=volume_id, present=volume is not None,
-                                           handle=volume.handle if volume else None))
+            observed.append(
+                ObservedVolume(
+                    volume_id=volume_id,
+                    present=volume is not None,
+                    handle=volume.handle if volume else None,
+                )
+            )
         return observed
 
     async def observe(self, ref: BundleRef) -> ObservedBundle:
         await self._enter("observe")
         bundle = self._bundles.get(ref.bundle_id)
         if bundle is None:
-            return ObservedBundle(bundle_id=ref.bundle_id, exists=False,
-                                  volumes=self._observed_volumes(ref.bundle_id, None))
+            return ObservedBundle(
+                bundle_id=ref.bundle_id,
+                exists=False,
+                volumes=self._observed_volumes(ref.bundle_id, None),
+            )
         workloads = []
         for workload_plan in bundle.plan.workloads:
             instance = bundle.workloads[workload_plan.name].instance
             if instance is None:
-                workloads.append(ObservedWorkload(name=workload_plan.name, present=False,
-                                                  running=False))
+                workloads.append(
+                    ObservedWorkload(name=workload_plan.name, present=False, running=False)
+                )
                 continue
-            workloads.append(ObservedWorkload(
-                name=workload_plan.name,
-                present=True,
-                running=instance.running,
-                instance_id=f"fake-instance-{instance.number}",
-                image_digest=_image_digest(workload_plan.image),
-                started_at=instance.started_at,
-                exit_code=instance.exit_code,
-                healthy=instance.healthy,
-                oom_killed=instance.oom_killed,
-            ))
-        return ObservedBundle(bundle_id=ref.bundle_id, exists=True, workloads=workloads,
-                              volumes=self._observed_volumes(ref.bundle_id, bundle.plan))
+            workloads.append(
+                ObservedWorkload(
+                    name=workload_plan.name,
+                    present=True,
+                    running=instance.running,
+                    instance_id=f"fake-instance-{instance.number}",
+                    image_digest=_image_digest(workload_plan.image),
+                    started_at=instance.started_at,
+                    exit_code=instance.exit_code,
+                    healthy=instance.healthy,
+                    oom_killed=instance.oom_killed,
+                )
+            )
+        return ObservedBundle(
+            bundle_id=ref.bundle_id,
+            exists=True,
+            workloads=workloads,
+            volumes=self._observed_volumes(ref.bundle_id, bundle.plan),
+        )
 
     async def stop(self, ref: BundleRef) -> None:
         await self._enter("stop")
@@ -577,23 +624,29 @@ class FakeAdapter(RuntimeAdapter):
             for name, workload in bundle.workloads.items():
                 self._remove(WorkloadRef(ref.bundle_id, name), workload)
         if not options.keep_volumes:
-            for volume_id in [v for v, vol in self._volumes.items()
-                              if vol.request.bundle_id == ref.bundle_id]:
+            for volume_id in [
+                v for v, vol in self._volumes.items() if vol.request.bundle_id == ref.bundle_id
+            ]:
                 del self._volumes[volume_id]
                 self.writes += 1
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         host = f"{ref.workload}.{ref.bundle_id.lower().replace('_', '-')}.fake.invalid"
-        return Upstream(url=f"http://{host}:{port}",
-                        pool_key=f"fake/{ref.bundle_id}/{ref.workload}")
+        return Upstream(
+            url=f"http://{host}:{port}", pool_key=f"fake/{ref.bundle_id}/{ref.workload}"
+        )
 
     # -- capacity -------------------------------------------------------------------------
 
     async def capacity(self) -> Capacity:
         await self._enter("capacity")
         used = await self._placements(None)
-        running = sum(1 for b in self._bundles.values() for w in b.workloads.values()
-                      if w.instance and w.instance.running)
+        running = sum(
+            1
+            for b in self._bundles.values()
+            for w in b.workloads.values()
+            if w.instance and w.instance.running
+        )
         return Capacity(
             total_cpu_millis=sum(n.cpu_millis for n in self.nodes),
             total_memory_bytes=sum(n.memory_bytes for n in self.nodes),
@@ -604,8 +657,13 @@ class FakeAdapter(RuntimeAdapter):
         )
 
     def _largest(self, used: dict[str, tuple[int, int]]) -> Fit | None:
-        fits = [Fit(cpu_millis=max(n.cpu_millis - used[n.name][0], 0),
-                    memory_bytes=max(n.memory_bytes - used[n.name][1], 0)) for n in self.nodes]
+        fits = [
+            Fit(
+                cpu_millis=max(n.cpu_millis - used[n.name][0], 0),
+                memory_bytes=max(n.memory_bytes - used[n.name][1], 0),
+            )
+            for n in self.nodes
+        ]
         if not fits:
             return None
         return max(fits, key=lambda f: (f.memory_bytes, f.cpu_millis))
@@ -619,18 +677,27 @@ class FakeAdapter(RuntimeAdapter):
         for name, workload in bundle.workloads.items():
             instance = workload.instance
             running = bool(instance and instance.running)
-            workloads.append(WorkloadUsage(
-                workload=name, running=running,
-                cpu_millis=instance.cpu_millis if instance and running else 0,
-                memory_bytes=instance.memory_bytes if instance and running else 0,
-                cpu_limit_millis=workload.plan.resources.cpu_millis,
-                memory_limit_bytes=workload.plan.resources.memory_bytes,
-            ))
-        volumes = [VolumeUsage(volume_id=v.volume_id,
-                               bytes=sum(map(len, self._volumes[v.volume_id].files.values())))
-                   for v in bundle.plan.volumes if v.volume_id in self._volumes]
-        return BundleUsage(bundle_id=bundle_id, reported_at=self.clock.now(),
-                           workloads=workloads, volumes=volumes)
+            workloads.append(
+                WorkloadUsage(
+                    workload=name,
+                    running=running,
+                    cpu_millis=instance.cpu_millis if instance and running else 0,
+                    memory_bytes=instance.memory_bytes if instance and running else 0,
+                    cpu_limit_millis=workload.plan.resources.cpu_millis,
+                    memory_limit_bytes=workload.plan.resources.memory_bytes,
+                )
+            )
+        volumes = [
+            VolumeUsage(
+                volume_id=v.volume_id,
+                bytes=sum(map(len, self._volumes[v.volume_id].files.values())),
+            )
+            for v in bundle.plan.volumes
+            if v.volume_id in self._volumes
+        ]
+        return BundleUsage(
+            bundle_id=bundle_id, reported_at=self.clock.now(), workloads=workloads, volumes=volumes
+        )
 
     async def usage(self, ref: BundleRef) -> BundleUsage:
         await self._enter("usage")
@@ -641,9 +708,11 @@ class FakeAdapter(RuntimeAdapter):
         await self._enter("in_use")
         self._capabilities.require("reports_usage")
         usages = [self._usage_of(i, b) for i, b in self._bundles.items()]
-        return InUse(cpu_millis=sum(w.cpu_millis for u in usages for w in u.workloads),
-                     memory_bytes=sum(w.memory_bytes for u in usages for w in u.workloads),
-                     reported_at=self.clock.now())
+        return InUse(
+            cpu_millis=sum(w.cpu_millis for u in usages for w in u.workloads),
+            memory_bytes=sum(w.memory_bytes for u in usages for w in u.workloads),
+            reported_at=self.clock.now(),
+        )
 
     # -- events ---------------------------------------------------------------------------
 
@@ -689,8 +758,9 @@ class FakeAdapter(RuntimeAdapter):
         if not request.command:
             raise InvalidPlan("an exec request needs a command")
         self._running(ref)
-        session = new_session(ref, request.command, request.env, tty=request.tty,
-                              want_stdin=request.stdin)
+        session = new_session(
+            ref, request.command, request.env, tty=request.tty, want_stdin=request.stdin
+        )
         async with anyio.create_task_group() as group:
             group.start_soon(session.play, self._handler_for(request.command))
             try:
@@ -736,9 +806,11 @@ class FakeAdapter(RuntimeAdapter):
         files = read_tar(await read_all(source))  # refuses a bad archive before any change
         volume = self._volumes.get(handle.volume_id)
         if volume is None:
-            volume = self._ensure_volume(VolumeRequest(volume_id=handle.volume_id,
-                                                       bundle_id=handle.volume_id,
-                                                       name=handle.volume_id))
+            volume = self._ensure_volume(
+                VolumeRequest(
+                    volume_id=handle.volume_id, bundle_id=handle.volume_id, name=handle.volume_id
+                )
+            )
         volume.files = files
         self.writes += 1
 
@@ -792,8 +864,11 @@ class FakeAdapter(RuntimeAdapter):
         if current is not None and current.plan == plan:
             return
         for mount in plan.mounts:
-            self._ensure_volume(VolumeRequest(volume_id=mount.volume_id,
-                                              bundle_id=f"edge-{plan.name}", name=mount.volume_id))
+            self._ensure_volume(
+                VolumeRequest(
+                    volume_id=mount.volume_id, bundle_id=f"edge-{plan.name}", name=mount.volume_id
+                )
+            )
         self._edges[plan.name] = _Edge(plan=plan)
         self.writes += 1
 
@@ -802,12 +877,20 @@ class FakeAdapter(RuntimeAdapter):
         self._capabilities.require("edge")
         edge = self._edges.get(name)
         if edge is None:
-            return EdgeState(name=name, present=False, running=False,
-                             detail=f"no edge named {name!r} is installed")
+            return EdgeState(
+                name=name,
+                present=False,
+                running=False,
+                detail=f"no edge named {name!r} is installed",
+            )
         if edge.failure:
             return EdgeState(name=name, present=True, running=False, detail=edge.failure)
-        return EdgeState(name=name, present=True, running=True,
-                         detail=f"{edge.plan.replicas} of {edge.plan.replicas} replicas serving")
+        return EdgeState(
+            name=name,
+            present=True,
+            running=True,
+            detail=f"{edge.plan.replicas} of {edge.plan.replicas} replicas serving",
+        )
 
     async def remove_edge(self, name: str) -> None:
         await self._enter("remove_edge")

@@ -79,7 +79,10 @@ class FakeExecSession(ExecSession):
         self._stdin_send = stdin_send
         self._outputs = (stdout_send, stderr_send)
         self.context = ExecContext(
-            stdin=stdin_receive, stdout=stdout_send, stderr=stderr_send, **context_args  # type: ignore[arg-type]
+            stdin=stdin_receive,
+            stdout=stdout_send,
+            stderr=stderr_send,
+            **context_args,  # type: ignore[arg-type]
         )
         self._done = anyio.Event()
         self._exit_code: int | None = None
@@ -120,4 +123,3 @@ def new_session(
     return FakeExecSession(
         {"ref": ref, "command": command, "env": env, "tty": tty}, want_stdin=want_stdin
     )
-

@@ -50,8 +50,7 @@ def read_tar(data: bytes) -> dict[str, bytes]:
                 if name.startswith("/") or ".." in name.split("/"):
                     problems.append(Problem(member.name, "member leaves the volume", "unsafe"))
                 elif member.issym() or member.islnk() or member.isdev():
-                    problems.append(Problem(member.name, "links and devices are refused",
-                                            "unsafe"))
+                    problems.append(Problem(member.name, "links and devices are refused", "unsafe"))
                 elif member.isfile():
                     extracted = archive.extractfile(member)
                     files[name] = extracted.read() if extracted else b""

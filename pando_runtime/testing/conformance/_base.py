@@ -140,8 +140,9 @@ class Kit:
 
     async def running(self, plan: BundlePlan) -> ObservedBundle:
         """Wait until every workload of ``plan`` runs."""
-        return await self.until_observed(plan, lambda o: o.all_running,
-                                         f"every workload of {plan.bundle_id} to run")
+        return await self.until_observed(
+            plan, lambda o: o.all_running, f"every workload of {plan.bundle_id} to run"
+        )
 
     async def applied_and_running(self, plan: BundlePlan) -> ObservedBundle:
         """Apply ``plan``, then wait until all of it runs."""
@@ -168,8 +169,7 @@ class Kit:
         errors: list[PandoRuntimeError] = []
         for bundle_id in self._bundles:
             try:
-                await self.adapter.destroy(BundleRef(bundle_id),
-                                           DestroyOptions(keep_volumes=False))
+                await self.adapter.destroy(BundleRef(bundle_id), DestroyOptions(keep_volumes=False))
             except PandoRuntimeError as error:
                 errors.append(error)
         for edge in self._edges:
@@ -228,8 +228,10 @@ class ConformanceBase:
             request.applymarker(pytest.mark.xfail(reason=self.xfail[name], strict=True))
         marker = request.node.get_closest_marker("pando_since")
         if marker and _version_key(marker.args[0]) > _version_key(self.conformance_version):
-            pytest.skip(f"added in conformance {marker.args[0]}; the adapter targets "
-                        f"{self.conformance_version}")
+            pytest.skip(
+                f"added in conformance {marker.args[0]}; the adapter targets "
+                f"{self.conformance_version}"
+            )
         caps = await adapter.capabilities()
         needed = [c for mark in request.node.iter_markers("pando_requires") for c in mark.args]
         needed += _gate_of(type(self), request.function.__name__)

@@ -73,8 +73,9 @@ class BundleConformance(ConformanceBase):
         observed = await kit.applied_and_running(plan)
         first = observed.workloads[0].instance_id
         await kit.harness_call(kit.harness.end_workload(kit.adapter, kit.ref(plan), 3))
-        ended = await kit.until_observed(plan, lambda o: o.workloads[0].exit_code is not None,
-                                         "the workload to end")
+        ended = await kit.until_observed(
+            plan, lambda o: o.workloads[0].exit_code is not None, "the workload to end"
+        )
         assert ended.workloads[0].exit_code == 3
         assert not ended.workloads[0].running
         await kit.quiet()
@@ -87,8 +88,9 @@ class BundleConformance(ConformanceBase):
         plan = kit.plan()
         first = (await kit.applied_and_running(plan)).workloads[0].instance_id
         await kit.harness_call(kit.harness.end_workload(kit.adapter, kit.ref(plan), 1))
-        await kit.until_observed(plan, lambda o: o.workloads[0].exit_code is not None,
-                                 "the workload to end")
+        await kit.until_observed(
+            plan, lambda o: o.workloads[0].exit_code is not None, "the workload to end"
+        )
         await kit.apply(plan)
         again = await kit.running(plan)
         assert again.workloads[0].instance_id != first
@@ -109,8 +111,9 @@ class BundleConformance(ConformanceBase):
     @requires(Capability.PERSISTENT_VOLUMES)
     async def test_stop_keeps_volumes(self, kit: Kit) -> None:
         volume = VolumePlan(volume_id=kit.new_id("vol"), name="data")
-        plan = kit.plan(kit.workload("web", mounts=(Mount(volume.volume_id, "/data"),)),
-                        volumes=(volume,))
+        plan = kit.plan(
+            kit.workload("web", mounts=(Mount(volume.volume_id, "/data"),)), volumes=(volume,)
+        )
         await kit.applied_and_running(plan)
         await kit.adapter.stop(BundleRef(plan.bundle_id))
         observed = await kit.observe(plan)
@@ -128,8 +131,9 @@ class BundleConformance(ConformanceBase):
         self, kit: Kit
     ) -> None:
         volume = VolumePlan(volume_id=kit.new_id("vol"), name="data")
-        plan = kit.plan(kit.workload("web", mounts=(Mount(volume.volume_id, "/data"),)),
-                        volumes=(volume,))
+        plan = kit.plan(
+            kit.workload("web", mounts=(Mount(volume.volume_id, "/data"),)), volumes=(volume,)
+        )
         await kit.applied_and_running(plan)
         await kit.adapter.destroy(BundleRef(plan.bundle_id))
         kept = await kit.until_observed(
@@ -146,8 +150,7 @@ class BundleConformance(ConformanceBase):
 
     @requires(Capability.MULTIPLE_WORKLOADS)
     async def test_dependencies_start_first(self, kit: Kit) -> None:
-        db = kit.workload("db", ports=(Port(5432),),
-                          health=HealthCheck(command=("true",)))
+        db = kit.workload("db", ports=(Port(5432),), health=HealthCheck(command=("true",)))
         api = kit.workload("api", depends_on=("db",))
         plan = kit.plan(api, db)
         if kit.caps.supports(Capability.BUNDLE_EVENTS):
@@ -158,8 +161,11 @@ class BundleConformance(ConformanceBase):
                 order: list[str] = []
                 with anyio.fail_after(kit.harness.timeout):
                     async for event in events:
-                        if (event.bundle_id == plan.bundle_id and event.workload
-                                and event.kind is BundleEventKind.STARTED):
+                        if (
+                            event.bundle_id == plan.bundle_id
+                            and event.workload
+                            and event.kind is BundleEventKind.STARTED
+                        ):
                             order.append(event.workload)
                         if len(order) == 2:
                             break
@@ -175,11 +181,13 @@ class BundleConformance(ConformanceBase):
 
     @requires(Capability.MULTIPLE_WORKLOADS)
     async def test_health_is_tri_state(self, kit: Kit) -> None:
-        plan = kit.plan(kit.workload("plain"),
-                        kit.workload("checked", health=HealthCheck(command=("true",))))
+        plan = kit.plan(
+            kit.workload("plain"), kit.workload("checked", health=HealthCheck(command=("true",)))
+        )
         await kit.apply(plan)
         observed = await kit.until_observed(
-            plan, lambda o: o.all_running and o.workload("checked").healthy is True,
+            plan,
+            lambda o: o.all_running and o.workload("checked").healthy is True,
             "the workload whose check passes to be healthy",
         )
         assert observed.workload("plain").healthy is None, "no check means no signal"
@@ -208,16 +216,24 @@ class ValidationConformance(ConformanceBase):
             bundle_id=bundle_id,
             workloads=(
                 kit.workload("good"),
-                WorkloadPlan(name="Bad_Name", image="not a valid image!",
-                             ports=(Port(0),), depends_on=("missing",)),
+                WorkloadPlan(
+                    name="Bad_Name",
+                    image="not a valid image!",
+                    ports=(Port(0),),
+                    depends_on=("missing",),
+                ),
             ),
         )
         kit.track(bundle_id)
         with pytest.raises(InvalidPlan) as caught:
             await kit.adapter.apply(plan)
         paths = {p.path for p in caught.value.problems}
-        assert {"workloads[1].name", "workloads[1].image", "workloads[1].ports[0].number",
-                "workloads[1].depends_on[0]"} <= paths
+        assert {
+            "workloads[1].name",
+            "workloads[1].image",
+            "workloads[1].ports[0].number",
+            "workloads[1].depends_on[0]",
+        } <= paths
         assert caught.value.code == "INVALID_PLAN"
         assert caught.value.remedy
         observed = await kit.observe(bundle_id)
@@ -233,13 +249,23 @@ class ValidationConformance(ConformanceBase):
         assert not (await kit.observe(plan)).exists
 
     async def test_plan_beyond_capabilities_is_refused(self, kit: Kit) -> None:
-        lacking = [c for c in (Capability.PERSISTENT_VOLUMES, Capability.CARRIED_FILES,
-                               Capability.MULTIPLE_WORKLOADS) if not kit.caps.supports(c)]
+        lacking = [
+            c
+            for c in (
+                Capability.PERSISTENT_VOLUMES,
+                Capability.CARRIED_FILES,
+                Capability.MULTIPLE_WORKLOADS,
+            )
+            if not kit.caps.supports(c)
+        ]
         if not lacking:
             pytest.skip("the adapter supports every plan feature this test can ask beyond")
         volume = VolumePlan(volume_id=kit.new_id("vol"), name="data")
-        plan = kit.plan(kit.workload("a", mounts=(Mount(volume.volume_id, "/data"),)),
-                        kit.workload("b"), volumes=(volume,))
+        plan = kit.plan(
+            kit.workload("a", mounts=(Mount(volume.volume_id, "/data"),)),
+            kit.workload("b"),
+            volumes=(volume,),
+        )
         kit.track(plan.bundle_id)
         with pytest.raises(CapabilityUnsupported):
             await kit.adapter.apply(plan)

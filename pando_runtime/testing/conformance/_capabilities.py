@@ -40,18 +40,19 @@ def _probes(kit: Kit) -> dict[Capability, list[Callable[[], Awaitable[object]]]]
     return {
         Capability.EXEC: [exec_],
         Capability.BUNDLE_EVENTS: [watch],
-        Capability.REPORTS_USAGE: [lambda: adapter.usage(BundleRef(ref.bundle_id)),
-                                   adapter.in_use],
+        Capability.REPORTS_USAGE: [lambda: adapter.usage(BundleRef(ref.bundle_id)), adapter.in_use],
         Capability.PERSISTENT_VOLUMES: [
-            lambda: adapter.create_volume(VolumeRequest(volume_id=handle.volume_id,
-                                                        bundle_id=ref.bundle_id, name="x")),
+            lambda: adapter.create_volume(
+                VolumeRequest(volume_id=handle.volume_id, bundle_id=ref.bundle_id, name="x")
+            ),
             lambda: adapter.destroy_volume(handle),
             snapshot,
             lambda: adapter.restore_volume(handle, BytesReceiveStream(b"")),
         ],
         Capability.IMAGE_IMPORT: [lambda: adapter.import_image(BytesReceiveStream(b"x"))],
-        Capability.TRIAL_RUN: [lambda: adapter.trial(TrialRequest(trial_id="t1",
-                                                                  image="example/app:1"))],
+        Capability.TRIAL_RUN: [
+            lambda: adapter.trial(TrialRequest(trial_id="t1", image="example/app:1"))
+        ],
         Capability.EDGE: [
             lambda: adapter.apply_edge(EdgePlan(name="edge", image="example/edge:1")),
             lambda: adapter.observe_edge("edge"),
@@ -72,8 +73,7 @@ class CapabilityConformance(ConformanceBase):
         assert caps == await kit.adapter.capabilities(), "capabilities are stable"
 
     async def test_every_unsupported_capability_raises(self, kit: Kit) -> None:
-        lacking = [(c, probes) for c, probes in _probes(kit).items()
-                   if not kit.caps.supports(c)]
+        lacking = [(c, probes) for c, probes in _probes(kit).items() if not kit.caps.supports(c)]
         if not lacking:
             pytest.skip("the adapter supports every gated capability")
         for capability, probes in lacking:

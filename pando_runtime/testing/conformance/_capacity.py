@@ -26,8 +26,9 @@ class CapacityConformance(ConformanceBase):
 
     @requires(Capability.RESOURCE_LIMITS)
     async def test_largest_fit_counts_the_bundles_own_use_as_free(self, kit: Kit) -> None:
-        plan = kit.plan(kit.workload("web", resources=Resources(cpu_millis=500,
-                                                                memory_bytes=256 * 1024**2)))
+        plan = kit.plan(
+            kit.workload("web", resources=Resources(cpu_millis=500, memory_bytes=256 * 1024**2))
+        )
         await kit.applied_and_running(plan)
         async with kit.adapter.read_scope():
             capacity = await kit.adapter.capacity()
@@ -44,8 +45,9 @@ class CapacityConformance(ConformanceBase):
     @requires(Capability.RESOURCE_LIMITS)
     async def test_plan_larger_than_any_place_is_refused(self, kit: Kit) -> None:
         capacity = await kit.adapter.capacity()
-        too_big = Resources(cpu_millis=capacity.total_cpu_millis * 4,
-                            memory_bytes=capacity.total_memory_bytes * 4)
+        too_big = Resources(
+            cpu_millis=capacity.total_cpu_millis * 4, memory_bytes=capacity.total_memory_bytes * 4
+        )
         plan = kit.plan(kit.workload("huge", resources=too_big))
         kit.track(plan.bundle_id)
         refused: CapacityExceeded | None = None

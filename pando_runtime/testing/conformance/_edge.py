@@ -18,8 +18,12 @@ class EdgeConformance(ConformanceBase):
     gate = (Capability.EDGE,)
 
     def _plan(self, kit: Kit) -> EdgePlan:
-        return EdgePlan(name=kit.new_id("edge"), image=kit.harness.image,
-                        args=kit.harness.command, ports=(EdgePort(published=8080, target=80),))
+        return EdgePlan(
+            name=kit.new_id("edge"),
+            image=kit.harness.image,
+            args=kit.harness.command,
+            ports=(EdgePort(published=8080, target=80),),
+        )
 
     async def test_edge_lifecycle(self, kit: Kit) -> None:
         plan = self._plan(kit)

@@ -55,13 +55,17 @@ class EventConformance(ConformanceBase):
             assert started.workload == "web"
             await kit.running(plan)
             await kit.harness_call(kit.harness.end_workload(kit.adapter, kit.ref(plan), 4))
-            exited = await _next_matching(events, kit, plan.bundle_id, BundleEventKind.EXITED,
-                                          BundleEventKind.OOM_KILLED)
+            exited = await _next_matching(
+                events, kit, plan.bundle_id, BundleEventKind.EXITED, BundleEventKind.OOM_KILLED
+            )
             assert exited.kind is BundleEventKind.EXITED
             assert exited.workload == "web"
             assert exited.exit_code == 4
-            extra = [e for e in await _drain(events, kit) if e.bundle_id == plan.bundle_id
-                     and e.kind is BundleEventKind.EXITED]
+            extra = [
+                e
+                for e in await _drain(events, kit)
+                if e.bundle_id == plan.bundle_id and e.kind is BundleEventKind.EXITED
+            ]
             assert extra == [], "one transition, one event"
             await kit.adapter.destroy(BundleRef(plan.bundle_id))
             removed = await _next_matching(events, kit, plan.bundle_id, BundleEventKind.REMOVED)
@@ -73,8 +77,9 @@ class EventConformance(ConformanceBase):
             await _next_matching(events, kit, None, BundleEventKind.WATCHING)
             await kit.applied_and_running(plan)
             await kit.harness_call(kit.harness.oom_kill(kit.adapter, kit.ref(plan)))
-            event = await _next_matching(events, kit, plan.bundle_id,
-                                         BundleEventKind.OOM_KILLED, BundleEventKind.EXITED)
+            event = await _next_matching(
+                events, kit, plan.bundle_id, BundleEventKind.OOM_KILLED, BundleEventKind.EXITED
+            )
         assert event.kind is BundleEventKind.OOM_KILLED
         observed = await kit.observe(plan)
         assert observed.workloads[0].oom_killed

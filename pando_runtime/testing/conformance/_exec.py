@@ -21,10 +21,12 @@ class ExecConformance(ConformanceBase):
         plan = kit.plan()
         await kit.applied_and_running(plan)
         with anyio.fail_after(kit.harness.timeout):
-            failed = await kit.adapter.run(kit.ref(plan),
-                                           ExecRequest(command=kit.harness.exit_command(3)))
-            passed = await kit.adapter.run(kit.ref(plan),
-                                           ExecRequest(command=kit.harness.exit_command(0)))
+            failed = await kit.adapter.run(
+                kit.ref(plan), ExecRequest(command=kit.harness.exit_command(3))
+            )
+            passed = await kit.adapter.run(
+                kit.ref(plan), ExecRequest(command=kit.harness.exit_command(0))
+            )
         assert failed.exit_code == 3
         assert passed.exit_code == 0
         assert passed.ok
@@ -34,11 +36,13 @@ class ExecConformance(ConformanceBase):
         await kit.applied_and_running(plan)
         with anyio.fail_after(kit.harness.timeout):
             echoed = await kit.adapter.run(
-                kit.ref(plan), ExecRequest(command=kit.harness.echo_stdin_command()),
+                kit.ref(plan),
+                ExecRequest(command=kit.harness.echo_stdin_command()),
                 stdin=b"ping from the host",
             )
             printed = await kit.adapter.run(
-                kit.ref(plan), ExecRequest(command=kit.harness.print_command("to-out", "to-err")),
+                kit.ref(plan),
+                ExecRequest(command=kit.harness.print_command("to-out", "to-err")),
             )
         assert echoed.stdout == b"ping from the host"
         assert echoed.exit_code == 0

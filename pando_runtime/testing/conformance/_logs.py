@@ -23,8 +23,9 @@ class LogConformance(ConformanceBase):
         ref = kit.ref(plan)
         await kit.harness_call(kit.harness.write_log(kit.adapter, ref, b"conformance says hi\n"))
         await kit.harness_call(kit.harness.end_workload(kit.adapter, ref, 2))
-        await kit.until_observed(plan, lambda o: o.workloads[0].exit_code is not None,
-                                 "the workload to end")
+        await kit.until_observed(
+            plan, lambda o: o.workloads[0].exit_code is not None, "the workload to end"
+        )
         async with kit.adapter.logs(ref) as stream:
             with anyio.fail_after(kit.harness.timeout):
                 log = await read_all(stream)

@@ -17,8 +17,12 @@ class TrialConformance(ConformanceBase):
     gate = (Capability.TRIAL_RUN,)
 
     async def test_trial_runs_the_image(self, kit: Kit) -> None:
-        request = TrialRequest(trial_id=kit.new_id("trial"), image=kit.harness.image,
-                               command=kit.harness.command, timeout_seconds=5)
+        request = TrialRequest(
+            trial_id=kit.new_id("trial"),
+            image=kit.harness.image,
+            command=kit.harness.command,
+            timeout_seconds=5,
+        )
         with anyio.fail_after(kit.harness.timeout + request.timeout_seconds):
             result = await kit.adapter.trial(request)
         assert result.started

@@ -24,8 +24,12 @@ class VolumeConformance(ConformanceBase):
 
     async def _volume(self, kit: Kit) -> tuple[str, VolumeHandle]:
         bundle_id = kit.new_id()
-        request = VolumeRequest(volume_id=kit.new_id("vol"), bundle_id=bundle_id, name="data",
-                                size_bytes=64 * 1024 * 1024)
+        request = VolumeRequest(
+            volume_id=kit.new_id("vol"),
+            bundle_id=bundle_id,
+            name="data",
+            size_bytes=64 * 1024 * 1024,
+        )
         handle = await kit.adapter.create_volume(request)
         kit.track_volume(handle)
         again = await kit.adapter.create_volume(request)
@@ -34,8 +38,11 @@ class VolumeConformance(ConformanceBase):
 
     async def test_restore_then_snapshot_gives_the_same_bytes(self, kit: Kit) -> None:
         _, handle = await self._volume(kit)
-        files = {"hello.txt": b"hello volume\n", "nested/dir/blob.bin": os.urandom(200_000),
-                 "empty": b""}
+        files = {
+            "hello.txt": b"hello volume\n",
+            "nested/dir/blob.bin": os.urandom(200_000),
+            "empty": b"",
+        }
         with anyio.fail_after(kit.harness.timeout):
             await kit.adapter.restore_volume(handle, BytesReceiveStream(make_tar(files)))
             async with kit.adapter.snapshot_volume(handle) as stream:
@@ -53,16 +60,18 @@ class VolumeConformance(ConformanceBase):
 
     async def test_data_outlives_the_app(self, kit: Kit) -> None:
         volume = VolumePlan(volume_id=kit.new_id("vol"), name="data")
-        plan = kit.plan(kit.workload("web", mounts=(Mount(volume.volume_id, "/data"),)),
-                        volumes=(volume,))
+        plan = kit.plan(
+            kit.workload("web", mounts=(Mount(volume.volume_id, "/data"),)), volumes=(volume,)
+        )
         observed = await kit.applied_and_running(plan)
         handle = observed.volume(volume.volume_id).handle
         assert handle is not None
         with anyio.fail_after(kit.harness.timeout):
             await kit.adapter.restore_volume(handle, BytesReceiveStream(make_tar({"keep": b"me"})))
         await kit.adapter.destroy(BundleRef(plan.bundle_id))
-        await kit.until_observed(plan, lambda o: not any(w.present for w in o.workloads),
-                                 "the workloads to be gone")
+        await kit.until_observed(
+            plan, lambda o: not any(w.present for w in o.workloads), "the workloads to be gone"
+        )
         await kit.applied_and_running(plan)
         with anyio.fail_after(kit.harness.timeout):
             async with kit.adapter.snapshot_volume(handle) as stream:

@@ -25,7 +25,7 @@ __all__ = ["ENTRY_POINT_GROUP", "available_adapters", "load_adapter", "register_
 
 ENTRY_POINT_GROUP = "pando_runtime.adapters"
 
-_BUILTIN: dict[str, str] = {"fake": "pando_runtime.testing._fake:FakeAdapter"}
+_BUILTIN: dict[str, str] = {"fake": "pando_runtime._fake_info:FAKE"}
 _registered: dict[str, str] = {}
 _lock = threading.Lock()
 

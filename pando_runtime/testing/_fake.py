@@ -24,12 +24,12 @@ from anyio.streams.memory import MemoryObjectSendStream
 from .._adapter import RuntimeAdapter
 from .._capabilities import ImageDelivery, IsolationClass, LogRetention, RuntimeCapabilities
 from .._capacity import BundleUsage, Capacity, Fit, InUse, VolumeUsage, WorkloadUsage
-from .._config import setting
 from .._convert import unstructure
 from .._edge import EdgePlan, EdgeState
 from .._errors import AdapterFailed, AdapterUnavailable, CapacityExceeded, InvalidPlan, NotFound
 from .._events import BundleEvent, BundleEventKind, bundle_event_channel
 from .._exec import ExecRequest, ExecSession
+from .._fake_info import FakeConfig
 from .._logs import LogOptions
 from .._observed import ObservedBundle, ObservedVolume, ObservedWorkload
 from .._plans import BundlePlan, Port, WorkloadPlan
@@ -54,7 +54,6 @@ from ._tar import make_tar, read_tar
 __all__ = ["FakeAdapter", "FakeConfig", "FakeNode", "ImageBehaviour"]
 
 TRIAL_LOG_LIMIT = 64 * 1024
-GIB = 1024**3
 
 
 @attrs.frozen(kw_only=True)
@@ -82,16 +81,6 @@ class ImageBehaviour:
     listens: tuple[Port, ...] = ()
     loopback_listens: tuple[Port, ...] = ()
     writes: tuple[str, ...] = ()
-
-
-@attrs.frozen(kw_only=True)
-class FakeConfig:
-    """Settings of the fake adapter, for ``load_adapter("fake", {...})``."""
-
-    nodes: int = setting(default=2, help="How many equal nodes the fake runtime has.")
-    node_cpu_millis: int = setting(default=4000, help="CPU of each node, in millicores.")
-    node_memory_bytes: int = setting(default=8 * GIB, help="Memory of each node, in bytes.")
-    platform: str = setting(default="linux/amd64", help="The platform the fake reports.")
 
 
 def _digest(workload: WorkloadPlan) -> str:

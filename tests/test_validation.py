@@ -1,0 +1,217 @@
+"""Plan validation lists every problem with its path; check_plan raises the right error."""
+
+from __future__ import annotations
+
+import pytest
+
+import pando_runtime as pr
+
+
+def _plan(*workloads: pr.WorkloadPlan, **fields: object) -> pr.BundlePlan:
+    return pr.BundlePlan(
+        bundle_id=str(fields.pop("bundle_id", "app_1")),
+        workloads=workloads or (pr.WorkloadPlan(name="web", image="nginx:1.27"),),
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def _paths(plan: pr.BundlePlan, caps: pr.RuntimeCapabilities | None = None) -> set[str]:
+    return {p.path for p in pr.validate_plan(plan, caps)}
+
+
+def test_a_good_plan_has_no_problems() -> None:
+    volume = pr.VolumePlan(volume_id="vol_1", name="data", size_bytes=1024)
+    plan = _plan(
+        pr.WorkloadPlan(
+            name="db",
+            image="registry.example:5000/team/postgres:16@sha256:" + "a" * 64,
+            ports=(pr.Port(5432),),
+            mounts=(pr.Mount("vol_1", "/var/lib/postgresql"),),
+            env={"POSTGRES_PASSWORD": "s3cret", "_X1": "y"},
+            health=pr.HealthCheck(command=("pg_isready",)),
+            resources=pr.Resources(cpu_millis=500, memory_bytes=512 * 1024**2),
+        ),
+        pr.WorkloadPlan(
+            name="api",
+            image="ghcr.io/example/api:v2",
+            depends_on=("db",),
+            ports=(pr.Port(8080), pr.Port(8080, pr.Protocol.UDP)),
+            files=(pr.CarriedFile("/etc/api.toml", b"x = 1\n"),),
+            health=pr.HealthCheck(http_path="/healthz", port=8080),
+        ),
+        volumes=(volume,),
+        labels={"pando.dev/app": "shop", "tier": "web"},
+    )
+    assert pr.validate_plan(plan) == []
+    pr.check_plan(plan)
+
+
+def test_every_problem_is_listed_with_its_path() -> None:
+    plan = pr.BundlePlan(
+        bundle_id="-bad id-",
+        workloads=(
+            pr.WorkloadPlan(name="web", image="nginx"),
+            pr.WorkloadPlan(
+                name="Web_2",
+                image="UPPER/Case:tag",
+                working_dir="relative",
+                env={"1BAD": "x", "OK": "y"},
+                ports=(pr.Port(0), pr.Port(70000), pr.Port(80), pr.Port(80)),
+                mounts=(pr.Mount("nope", "/data"), pr.Mount("vol", "data")),
+                files=(pr.CarriedFile("/data", b""), pr.CarriedFile("/a/../b", b"")),
+                depends_on=("web", "ghost", "Web_2"),
+                resources=pr.Resources(cpu_millis=0, memory_bytes=-1),
+                health=pr.HealthCheck(command=("true",), http_path="x", retries=0),
+                log_bytes=0,
+            ),
+            pr.WorkloadPlan(name="web", image="nginx"),
+        ),
+        volumes=(pr.VolumePlan(volume_id="vol", name=""), pr.VolumePlan(volume_id="vol", name="x")),
+        network=pr.NetworkPlan(private=False),
+        labels={"bad key!": "v", "ok": "bad value with spaces"},
+    )
+    paths = _paths(plan)
+    expected = {
+        "bundle_id",
+        "workloads[1].name",
+        "workloads[1].image",
+        "workloads[1].working_dir",
+        "workloads[1].env['1BAD']",
+        "workloads[1].ports[0].number",
+        "workloads[1].ports[1].number",
+        "workloads[1].ports[3]",
+        "workloads[1].mounts[0].volume_id",
+        "workloads[1].mounts[1].path",
+        "workloads[1].files[0].path",
+        "workloads[1].files[1].path",
+        "workloads[1].depends_on[1]",
+        "workloads[1].depends_on[2]",
+        "workloads[1].resources.cpu_millis",
+        "workloads[1].resources.memory_bytes",
+        "workloads[1].health",
+        "workloads[1].health.http_path",
+        "workloads[1].health.port",
+        "workloads[1].health.retries",
+        "workloads[1].log_bytes",
+        "workloads[2].name",
+        "volumes[0].name",
+        "volumes[1].volume_id",
+        "network.private",
+        "labels['bad key!']",
+        "labels['ok']",
+    }
+    assert expected <= paths, expected - paths
+    with pytest.raises(pr.InvalidPlan) as caught:
+        pr.check_plan(plan)
+    assert caught.value.code == "INVALID_PLAN"
+    assert len(caught.value.problems) >= len(expected)
+    assert caught.value.details["problems"][0]["path"]
+
+
+def test_dependency_cycles_are_found() -> None:
+    plan = _plan(
+        pr.WorkloadPlan(name="a", image="x/a:1", depends_on=("b",)),
+        pr.WorkloadPlan(name="b", image="x/b:1", depends_on=("c",)),
+        pr.WorkloadPlan(name="c", image="x/c:1", depends_on=("a",)),
+        pr.WorkloadPlan(name="d", image="x/d:1", depends_on=("a",)),
+    )
+    cycles = [p for p in pr.validate_plan(plan) if p.code == "cycle"]
+    assert len(cycles) == 1
+    assert "a -> b -> c -> a" in cycles[0].message
+
+
+def test_start_order_puts_dependencies_first() -> None:
+    plan = _plan(
+        pr.WorkloadPlan(name="web", image="x/web:1", depends_on=("api",)),
+        pr.WorkloadPlan(name="api", image="x/api:1", depends_on=("db", "cache")),
+        pr.WorkloadPlan(name="cache", image="x/cache:1"),
+        pr.WorkloadPlan(name="db", image="x/db:1"),
+    )
+    assert [w.name for w in plan.start_order()] == ["db", "cache", "api", "web"]
+
+
+def test_carried_files_have_a_size_limit() -> None:
+    big = pr.CarriedFile("/big", b"x" * (pr.MAX_CARRIED_FILES_BYTES + 1))
+    plan = _plan(pr.WorkloadPlan(name="web", image="nginx", files=(big,)))
+    assert "workloads[0].files" in _paths(plan)
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["nginx", "nginx:1.27", "library/nginx", "localhost:5000/a/b:c", "a.b/c@sha256:" + "0" * 64],
+)
+def test_valid_images(image: str) -> None:
+    assert pr.is_valid_image(image)
+
+
+@pytest.mark.parametrize("image", ["", "Nginx", "nginx:", "a b", "nginx@sha256:short", ":tag"])
+def test_invalid_images(image: str) -> None:
+    assert not pr.is_valid_image(image)
+
+
+def test_capabilities_turn_features_into_problems() -> None:
+    caps = pr.RuntimeCapabilities(multiple_workloads=False)
+    plan = _plan(
+        pr.WorkloadPlan(
+            name="a",
+            image="x/a:1",
+            files=(pr.CarriedFile("/f", b"1"),),
+            resources=pr.Resources(cpu_millis=1),
+            mounts=(pr.Mount("v1", "/data"),),
+            log_bytes=10,
+        ),
+        pr.WorkloadPlan(name="b", image="x/b:1"),
+        volumes=(pr.VolumePlan(volume_id="v1", name="data"),),
+        network=pr.NetworkPlan(egress=pr.EgressPolicy()),
+    )
+    problems = pr.validate_plan(plan, caps)
+    assert {p.capability for p in problems} == {
+        "multiple_workloads",
+        "persistent_volumes",
+        "egress_restriction",
+        "carried_files",
+        "resource_limits",
+        "log_size_cap",
+    }
+    assert pr.validate_plan(plan) == []
+    with pytest.raises(pr.CapabilityUnsupported) as caught:
+        pr.check_plan(plan, caps)
+    assert caught.value.capability == "multiple_workloads"
+    assert isinstance(caught.value, NotImplementedError)
+    assert len(caught.value.details["problems"]) == 6
+
+
+def test_max_workloads_per_bundle() -> None:
+    caps = pr.RuntimeCapabilities(max_workloads_per_bundle=1)
+    plan = _plan(pr.WorkloadPlan(name="a", image="x/a:1"), pr.WorkloadPlan(name="b", image="x/b:1"))
+    assert [p.path for p in pr.validate_plan(plan, caps)] == ["workloads"]
+
+
+def test_volume_trial_and_edge_requests_are_validated() -> None:
+    volume = pr.VolumeRequest(volume_id="", bundle_id="ok", name="", size_bytes=0)
+    assert {p.path for p in pr.validate_volume_request(volume)} == {
+        "volume_id",
+        "name",
+        "size_bytes",
+    }
+    trial = pr.TrialRequest(
+        trial_id="t 1", image="BAD", declared_paths=("rel",), timeout_seconds=0, env={"9": "x"}
+    )
+    assert {p.path for p in pr.validate_trial(trial)} == {
+        "trial_id",
+        "image",
+        "declared_paths[0]",
+        "timeout_seconds",
+        "env['9']",
+    }
+    edge = pr.EdgePlan(
+        name="edge",
+        image="traefik:3",
+        ports=(pr.EdgePort(published=80, target=0), pr.EdgePort(published=80, target=80)),
+        certificates=(pr.EdgeCertificate(name="c", cert_pem="nope", key_pem="nope"),),
+    )
+    assert {p.path for p in pr.validate_edge(edge)} == {
+        "ports[0].target",
+        "ports[1].published",
+        "certificates[0]",
+    }

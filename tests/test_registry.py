@@ -30,7 +30,8 @@ def test_importing_and_listing_imports_no_adapter() -> None:
         """
         import sys, json, pando_runtime
         names = [a.name for a in pando_runtime.available_adapters()]
-        heavy = [m for m in sys.modules if m.startswith(("kubernetes", "pando_runtime_kubernetes._adapter", "pando_runtime.testing"))]
+        prefixes = ("kubernetes", "pando_runtime_kubernetes._", "pando_runtime.testing")
+        heavy = [m for m in sys.modules if m.startswith(prefixes)]
         print(json.dumps({"names": names, "heavy": heavy}))
         """
     )
@@ -151,5 +152,4 @@ def test_config_schema_for_host_uis() -> None:
     assert fields["token"].default is None
     assert fields["endpoint"].required
     assert fields["labels"].default == {}
-    assert "token" not in repr(Config(endpoint="e", token="tok-123")).split("endpoint")[0]
     assert "tok-123" not in repr(Config(endpoint="e", token="tok-123"))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Mapping
-from importlib.metadata import entry_points
 from typing import Any
 
 import attrs
@@ -48,6 +47,9 @@ def register_adapter(name: str, target: str, *, clobber: bool = False) -> None:
 
 
 def _targets() -> dict[str, str]:
+    # importlib.metadata costs ~20 ms to import: pay it when adapters are looked up.
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
     targets = dict(_BUILTIN)
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         targets[entry.name] = entry.value

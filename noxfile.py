@@ -1,0 +1,85 @@
+"""Development sessions: tests on asyncio and trio, lint, type checks, docs, benchmarks.
+
+    nox -s tests        # the whole suite (builds the local control plane when missing)
+    nox -s lint typecheck docs
+    nox -s benchmarks   # prints figures; never asserts timings
+    nox -s downstream_adapters   # each adapter's own suite against this core
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["lint", "typecheck", "tests"]
+
+ROOT = Path(__file__).parent
+ADAPTERS = sorted(str(p.parent) for p in ROOT.glob("adapters/*/pyproject.toml"))
+EXAMPLE_DISTS = sorted(str(p.parent) for p in ROOT.glob("examples/*/pyproject.toml"))
+
+
+def _install(session: nox.Session, *groups: str) -> None:
+    session.install("pip>=25.1")
+    editable = [arg for dist in [".", *ADAPTERS, *EXAMPLE_DISTS] for arg in ("-e", dist)]
+    group_args = [arg for group in groups for arg in ("--group", f"pyproject.toml:{group}")]
+    session.install(*editable, *group_args)
+
+
+def _control_plane_bin() -> str:
+    out = subprocess.run(
+        [str(ROOT / "tools/controlplane/build.sh")], check=True, capture_output=True, text=True
+    ).stdout
+    return out.strip().splitlines()[-1]
+
+
+@nox.session(python="3.11")
+def tests(session: nox.Session) -> None:
+    """The whole suite, on asyncio and trio, with the local control plane."""
+    _install(session, "test")
+    env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
+    session.run("pytest", *session.posargs, env=env)
+
+
+@nox.session(python="3.11")
+def lint(session: nox.Session) -> None:
+    """ruff, for lint and format."""
+    session.install("ruff>=0.8")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", "pando_runtime", "adapters", "examples")
+
+
+@nox.session(python="3.11")
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over the core and every adapter."""
+    _install(session, "typecheck")
+    session.run("mypy")
+
+
+@nox.session(python="3.11")
+def docs(session: nox.Session) -> None:
+    """Build the docs with warnings as errors, and run their examples."""
+    _install(session, "test", "docs")
+    session.run("mkdocs", "build", "--strict", "--site-dir", str(ROOT / "site"))
+
+
+@nox.session(python="3.11")
+def benchmarks(session: nox.Session) -> None:
+    """Print benchmark figures: the fake's lifecycle rate, import time, Kubernetes API calls."""
+    _install(session, "test")
+    session.run("python", "benchmarks/fake_lifecycle.py", *session.posargs)
+    for script in sorted(ROOT.glob("adapters/*/benchmarks/*.py")):
+        env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
+        session.run("python", str(script), env=env)
+
+
+@nox.session(python="3.11")
+def downstream_adapters(session: nox.Session) -> None:
+    """Each adapter distribution's own suite (conformance included) against this core."""
+    _install(session, "test")
+    env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
+    for adapter in ADAPTERS:
+        session.run("pytest", f"{adapter}/tests", env=env)

@@ -1,0 +1,27 @@
+"""The examples run as a newcomer runs them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_quickstart_runs_a_full_lifecycle_on_the_fake() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "quickstart.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for step in ("== applied", "== observed", "started db", "started web", "== logs of web",
+                 "listening on :8080", "exec pg_isready in db: exit 0", "volume snapshot",
+                 "== destroyed", "lifecycle complete"):
+        assert step in out, step
+    assert out.index("started db") < out.index("started web"), "dependencies start first"
+    assert "only-the-runtime-sees-this" not in out, "observed state never carries the env"

@@ -20,6 +20,10 @@ class FakeConfig:
     node_cpu_millis: int = setting(default=4000, help="CPU of each node, in millicores.")
     node_memory_bytes: int = setting(default=8 * GIB, help="Memory of each node, in bytes.")
     platform: str = setting(default="linux/amd64", help="The platform the fake reports.")
+    state_file: str | None = setting(
+        default=None,
+        help="A JSON file that keeps bundles, volumes and edges between processes (for the CLI).",
+    )
 
 
 FAKE = AdapterInfo(

@@ -143,9 +143,9 @@ class BlockingRuntime:
         return self.portal.call(read)
 
     @contextlib.contextmanager
-    def follow_logs(self, ref: WorkloadRef, options: LogOptions | None = None) -> Iterator[
-        Iterator[bytes]
-    ]:
+    def follow_logs(
+        self, ref: WorkloadRef, options: LogOptions | None = None
+    ) -> Iterator[Iterator[bytes]]:
         """``with runtime.follow_logs(ref) as chunks: for chunk in chunks: ...``."""
         options = options or LogOptions(follow=True)
         with self.portal.wrap_async_context_manager(self.adapter.logs(ref, options)) as stream:
@@ -173,7 +173,9 @@ class BlockingRuntime:
 
             yield iterate()
 
-    def run(self, ref: WorkloadRef, request: ExecRequest, *, stdin: bytes | None = None) -> ExecResult:
+    def run(
+        self, ref: WorkloadRef, request: ExecRequest, *, stdin: bytes | None = None
+    ) -> ExecResult:
         """See :meth:`RuntimeAdapter.run`."""
         return self.portal.call(lambda: self.adapter.run(ref, request, stdin=stdin))
 

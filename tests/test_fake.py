@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import pytest
 
@@ -262,3 +264,26 @@ async def test_usage_reports_what_the_test_set() -> None:
     usage = await fake.usage(pr.BundleRef("app"))
     assert usage.workloads[0].cpu_millis == 250
     assert (await fake.in_use()).memory_bytes == 1000
+
+
+async def test_state_file_shares_the_world_between_processes(tmp_path: Path) -> None:
+    state = str(tmp_path / "fake.json")
+    plan = _plan(pr.WorkloadPlan(name="web", image="x/web:1", mounts=(pr.Mount("v", "/d"),)))
+    plan = pr.BundlePlan(
+        bundle_id="app",
+        workloads=plan.workloads,
+        volumes=(pr.VolumePlan(volume_id="v", name="data"),),
+    )
+    async with FakeAdapter({"state_file": state}) as first:
+        await first.apply(plan)
+        first.write_log(pr.WorkloadRef("app", "web"), b"hello\n")
+        first.write_volume_file("v", "note.txt", b"kept")
+        before = await first.observe(pr.BundleRef("app"))
+    async with FakeAdapter({"state_file": state}) as second:
+        assert await second.observe(pr.BundleRef("app")) == before
+        async with second.logs(pr.WorkloadRef("app", "web")) as log:
+            assert await pr.read_all(log) == b"hello\n"
+        assert second.volume_files("v") == {"note.txt": b"kept"}
+        writes = second.writes
+        await second.apply(plan)
+        assert second.writes == writes, "the re-loaded world is the same world"

@@ -48,6 +48,7 @@ from .._volumes import VolumeHandle, VolumeRequest
 from ._clock import FakeClock
 from ._fake_exec import ExecHandler, command_not_found, new_session
 from ._fake_logs import LogBuffer
+from ._fake_state import load_state, save_state
 from ._faults import Faults
 from ._tar import make_tar, read_tar
 
@@ -211,6 +212,8 @@ class FakeAdapter(RuntimeAdapter):
         self._subscribers: list[MemoryObjectSendStream[BundleEvent | BaseException]] = []
         self._instances = 0
         self.closed = False
+        if cfg.state_file:
+            load_state(self, cfg.state_file)
 
     # -- test controls --------------------------------------------------------------------
 
@@ -491,7 +494,15 @@ class FakeAdapter(RuntimeAdapter):
         await self._enter("capabilities")
         return self._capabilities
 
+    def save_state(self) -> None:
+        """Write bundles, volumes and edges to the configured ``state_file`` (if any)."""
+        cfg: FakeConfig = self.config
+        if cfg.state_file:
+            save_state(self, cfg.state_file)
+
     async def aclose(self) -> None:
+        if not self.closed:
+            self.save_state()
         self.closed = True
         for subscriber in self._subscribers:
             subscriber.close()

@@ -1,9 +1,9 @@
 """Development sessions: tests on asyncio and trio, lint, type checks, docs, benchmarks.
 
-    nox -s tests        # the whole suite (builds the local control plane when missing)
-    nox -s lint typecheck docs
-    nox -s benchmarks   # prints figures; never asserts timings
-    nox -s downstream_adapters   # each adapter's own suite against this core
+nox -s tests        # the whole suite (builds the local control plane when missing)
+nox -s lint typecheck docs
+nox -s benchmarks   # prints figures; never asserts timings
+nox -s downstream_adapters   # each adapter's own suite against this core
 """
 
 from __future__ import annotations

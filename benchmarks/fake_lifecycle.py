@@ -25,10 +25,19 @@ def plan(index: int) -> pr.BundlePlan:
         bundle_id=f"bench-{index}",
         workloads=(
             pr.WorkloadPlan(name="db", image="example/db:1", ports=(pr.Port(5432),)),
-            pr.WorkloadPlan(name="api", image="example/api:1", depends_on=("db",),
-                            env={"DB": "db:5432"}, ports=(pr.Port(8080),)),
-            pr.WorkloadPlan(name="web", image="example/web:1", depends_on=("api",),
-                            resources=pr.Resources(cpu_millis=100, memory_bytes=64 << 20)),
+            pr.WorkloadPlan(
+                name="api",
+                image="example/api:1",
+                depends_on=("db",),
+                env={"DB": "db:5432"},
+                ports=(pr.Port(8080),),
+            ),
+            pr.WorkloadPlan(
+                name="web",
+                image="example/web:1",
+                depends_on=("api",),
+                resources=pr.Resources(cpu_millis=100, memory_bytes=64 << 20),
+            ),
         ),
     )
 
@@ -65,10 +74,14 @@ def main() -> None:
     args = parser.parse_args()
     for backend in ("asyncio", "trio"):
         count, elapsed = anyio.run(lifecycles, args.seconds, backend=backend)
-        print(f"fake lifecycle ({backend}): {count / elapsed:,.0f} apply+observe+destroy/s "
-              f"of a 3-workload bundle ({count} in {elapsed:.1f} s)")
-    print(f"import pando_runtime: {import_time(args.import_runs) * 1000:.1f} ms "
-          f"(median of {args.import_runs}, interpreter start subtracted)")
+        print(
+            f"fake lifecycle ({backend}): {count / elapsed:,.0f} apply+observe+destroy/s "
+            f"of a 3-workload bundle ({count} in {elapsed:.1f} s)"
+        )
+    print(
+        f"import pando_runtime: {import_time(args.import_runs) * 1000:.1f} ms "
+        f"(median of {args.import_runs}, interpreter start subtracted)"
+    )
 
 
 if __name__ == "__main__":

@@ -62,10 +62,14 @@ def teach_the_fake(adapter: pr.RuntimeAdapter) -> None:
 
     if not isinstance(adapter, FakeAdapter):
         return
-    adapter.script_image("registry.example/shop/web:1.4",
-                         ImageBehaviour(log=b"web: connected to db\nweb: listening on :8080\n"))
-    adapter.script_image("registry.example/shop/postgres:16",
-                         ImageBehaviour(log=b"db: ready to accept connections\n"))
+    adapter.script_image(
+        "registry.example/shop/web:1.4",
+        ImageBehaviour(log=b"web: connected to db\nweb: listening on :8080\n"),
+    )
+    adapter.script_image(
+        "registry.example/shop/postgres:16",
+        ImageBehaviour(log=b"db: ready to accept connections\n"),
+    )
     adapter.on_exec(("pg_isready",), scripted(stdout=b"/run/postgresql:5432 - accepting\n"))
 
 
@@ -129,7 +133,9 @@ async def lifecycle(adapter: pr.RuntimeAdapter, timeout: float) -> None:
         print((await pr.read_all(stream)).decode(errors="replace"), end="")
 
     if caps.exec:
-        result = await adapter.run(pr.WorkloadRef(APP, "db"), pr.ExecRequest(command=("pg_isready",)))
+        result = await adapter.run(
+            pr.WorkloadRef(APP, "db"), pr.ExecRequest(command=("pg_isready",))
+        )
         show(f"exec pg_isready in db: exit {result.exit_code}")
         print(result.stdout.decode(errors="replace"), end="")
 

@@ -44,7 +44,9 @@ def test_follow_logs_iterates_until_the_workload_ends() -> None:
     with BlockingRuntime.load("fake") as runtime:
         fake = runtime.adapter
         assert isinstance(fake, FakeAdapter)
-        runtime.apply(pr.BundlePlan(bundle_id="a", workloads=(pr.WorkloadPlan(name="w", image="x/w:1"),)))
+        runtime.apply(
+            pr.BundlePlan(bundle_id="a", workloads=(pr.WorkloadPlan(name="w", image="x/w:1"),))
+        )
         ref = pr.WorkloadRef("a", "w")
         fake.write_log(ref, b"one\n")
         with runtime.follow_logs(ref) as chunks:
@@ -58,8 +60,7 @@ async def _exit(fake: FakeAdapter, ref: pr.WorkloadRef) -> None:
 
 
 def test_errors_cross_the_thread_unchanged() -> None:
-    with BlockingRuntime.load("fake") as runtime:
-        with pytest.raises(pr.InvalidPlan):
-            runtime.apply(pr.BundlePlan(bundle_id="bad id", workloads=()))
+    with BlockingRuntime.load("fake") as runtime, pytest.raises(pr.InvalidPlan):
+        runtime.apply(pr.BundlePlan(bundle_id="bad id", workloads=()))
     with pytest.raises(RuntimeError, match="context manager"):
         BlockingRuntime.load("fake").capacity()

@@ -16,11 +16,13 @@ import pytest
 import pando_runtime as pr
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-PAGES = sorted(DOCS.glob("*.md"))
-BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+PAGES = [*sorted(DOCS.glob("*.md")), DOCS.parent / "README.md"]
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if BLOCK.search(p.read_text())], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "page", [p for p in PAGES if BLOCK.search(p.read_text())], ids=lambda p: p.name
+)
 def test_examples_in_docs_run(page: Path) -> None:
     code = "\n\n".join(BLOCK.findall(page.read_text(encoding="utf-8")))
     result = subprocess.run(

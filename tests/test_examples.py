@@ -19,9 +19,18 @@ def test_quickstart_runs_a_full_lifecycle_on_the_fake() -> None:
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    for step in ("== applied", "== observed", "started db", "started web", "== logs of web",
-                 "listening on :8080", "exec pg_isready in db: exit 0", "volume snapshot",
-                 "== destroyed", "lifecycle complete"):
+    for step in (
+        "== applied",
+        "== observed",
+        "started db",
+        "started web",
+        "== logs of web",
+        "listening on :8080",
+        "exec pg_isready in db: exit 0",
+        "volume snapshot",
+        "== destroyed",
+        "lifecycle complete",
+    ):
         assert step in out, step
     assert out.index("started db") < out.index("started web"), "dependencies start first"
     assert "only-the-runtime-sees-this" not in out, "observed state never carries the env"

@@ -97,7 +97,7 @@ async def record_events(
                 into.append(f"{event.kind.value:>14} {event.workload or ''}{detail}")
 
 
-async def lifecycle(adapter: pr.RuntimeAdapter, timeout: float) -> None:
+async def lifecycle(adapter: pr.RuntimeAdapter, patience: float) -> None:
     """Plan, apply, observe, watch, read logs, exec, snapshot and destroy one app."""
     plan = make_plan()
     caps = await adapter.capabilities()
@@ -117,7 +117,7 @@ async def lifecycle(adapter: pr.RuntimeAdapter, timeout: float) -> None:
             await group.start(record_events, adapter, lines)
         handle = await adapter.apply(plan)
         show("applied", handle)
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(patience):
             while not (observed := await adapter.observe(handle.ref)).all_running:
                 await anyio.sleep(0.5)
         show("observed (no environment in it, by design)", observed)
@@ -148,7 +148,7 @@ async def lifecycle(adapter: pr.RuntimeAdapter, timeout: float) -> None:
 
     show("upstream for the host's proxy", adapter.upstream(pr.WorkloadRef(APP, "web"), 8080))
     await adapter.destroy(handle.ref, pr.DestroyOptions(keep_volumes=False))
-    with anyio.fail_after(timeout):
+    with anyio.fail_after(patience):
         while (await adapter.observe(handle.ref)).exists:
             await anyio.sleep(0.5)
     show("destroyed", await adapter.observe(handle.ref))

@@ -24,8 +24,12 @@ __all__ = [
 
 
 class IsolationClass(enum.IntEnum):
-    """How strongly one bundle is kept apart from others; ordered, weakest first."""
+    """How strongly one bundle is kept apart from others; ordered, weakest first.
 
+    ``PROCESS`` is no isolation beyond the operating system's process model.
+    """
+
+    PROCESS = 0
     CONTAINER = 10
     SANDBOXED = 20
     VM = 30

@@ -30,8 +30,10 @@ def test_importing_and_listing_imports_no_adapter() -> None:
         """
         import sys, json, pando_runtime
         names = [a.name for a in pando_runtime.available_adapters()]
-        prefixes = ("kubernetes", "pando_runtime_kubernetes._", "pando_runtime.testing")
-        heavy = [m for m in sys.modules if m.startswith(prefixes)]
+        light = ("pando_runtime_kubernetes._info", "pando_runtime_localproc._info")
+        prefixes = ("kubernetes", "pando_runtime_kubernetes.", "pando_runtime_localproc.",
+                    "pando_runtime.testing")
+        heavy = [m for m in sys.modules if m.startswith(prefixes) and m not in light]
         print(json.dumps({"names": names, "heavy": heavy}))
         """
     )

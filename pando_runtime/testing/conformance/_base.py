@@ -153,6 +153,15 @@ class Kit:
         """A ref to a workload of ``plan`` (its first by default)."""
         return WorkloadRef(plan.bundle_id, workload or plan.workloads[0].name)
 
+    def needs(self, *hooks: str) -> None:
+        """Skip the test now, before it starts anything, unless the harness has ``hooks``.
+
+        Skipping inside an open stream would surface as an error group, not a skip.
+        """
+        missing = [h for h in hooks if not self.harness.can(h)]
+        if missing:
+            pytest.skip(f"the harness has no {', '.join(missing)}")
+
     async def harness_call(self, hook: Awaitable[None]) -> None:
         """Await a harness hook; skip the test where the harness cannot do it."""
         try:

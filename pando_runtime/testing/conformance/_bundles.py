@@ -10,7 +10,18 @@ from ..._convert import from_json, to_json
 from ..._errors import CapabilityUnsupported, InvalidPlan
 from ..._events import BundleEventKind
 from ..._observed import ObservedBundle
-from ..._plans import BundlePlan, HealthCheck, Mount, Port, VolumePlan, WorkloadPlan
+from ..._plans import (
+    BundlePlan,
+    CarriedFile,
+    EgressPolicy,
+    HealthCheck,
+    Mount,
+    NetworkPlan,
+    Port,
+    Resources,
+    VolumePlan,
+    WorkloadPlan,
+)
 from ..._refs import BundleRef, DestroyOptions, WorkloadRef
 from ._base import ConformanceBase, Kit, requires
 
@@ -69,6 +80,7 @@ class BundleConformance(ConformanceBase):
         assert _instances(after)["worker"] == before["worker"]
 
     async def test_observe_never_remediates_an_ended_workload(self, kit: Kit) -> None:
+        kit.needs("end_workload")
         plan = kit.plan()
         observed = await kit.applied_and_running(plan)
         first = observed.workloads[0].instance_id
@@ -85,6 +97,7 @@ class BundleConformance(ConformanceBase):
         assert later.workloads[0].restart_count == 0
 
     async def test_apply_replaces_an_ended_workload(self, kit: Kit) -> None:
+        kit.needs("end_workload")
         plan = kit.plan()
         first = (await kit.applied_and_running(plan)).workloads[0].instance_id
         await kit.harness_call(kit.harness.end_workload(kit.adapter, kit.ref(plan), 1))
@@ -255,18 +268,31 @@ class ValidationConformance(ConformanceBase):
                 Capability.PERSISTENT_VOLUMES,
                 Capability.CARRIED_FILES,
                 Capability.MULTIPLE_WORKLOADS,
+                Capability.RESOURCE_LIMITS,
+                Capability.EGRESS_RESTRICTION,
             )
             if not kit.caps.supports(c)
         ]
         if not lacking:
             pytest.skip("the adapter supports every plan feature this test can ask beyond")
         volume = VolumePlan(volume_id=kit.new_id("vol"), name="data")
-        plan = kit.plan(
-            kit.workload("a", mounts=(Mount(volume.volume_id, "/data"),)),
-            kit.workload("b"),
+        plan = BundlePlan(
+            bundle_id=kit.new_id(),
+            workloads=(
+                kit.workload(
+                    "a",
+                    mounts=(Mount(volume.volume_id, "/data"),),
+                    files=(CarriedFile("/etc/app.conf", b"x"),),
+                    resources=Resources(cpu_millis=100),
+                ),
+                kit.workload("b"),
+            ),
             volumes=(volume,),
+            network=NetworkPlan(egress=EgressPolicy()),
         )
         kit.track(plan.bundle_id)
-        with pytest.raises(CapabilityUnsupported):
+        with pytest.raises(CapabilityUnsupported) as caught:
             await kit.adapter.apply(plan)
+        named = {p["capability"] for p in caught.value.details["problems"]}
+        assert named == {c.value for c in lacking}
         assert not (await kit.observe(plan)).exists

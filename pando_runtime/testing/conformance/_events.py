@@ -47,6 +47,7 @@ class EventConformance(ConformanceBase):
         assert first.bundle_id is None
 
     async def test_start_exit_and_removal_are_reported_once(self, kit: Kit) -> None:
+        kit.needs("end_workload")
         plan = kit.plan()
         async with kit.adapter.watch_bundles() as events:
             await _next_matching(events, kit, None, BundleEventKind.WATCHING)
@@ -72,6 +73,7 @@ class EventConformance(ConformanceBase):
             assert removed.workload == "web"
 
     async def test_oom_kill_is_reported(self, kit: Kit) -> None:
+        kit.needs("oom_kill")
         plan = kit.plan()
         async with kit.adapter.watch_bundles() as events:
             await _next_matching(events, kit, None, BundleEventKind.WATCHING)
@@ -85,6 +87,7 @@ class EventConformance(ConformanceBase):
         assert observed.workloads[0].oom_killed
 
     async def test_gap_is_reported_as_missed(self, kit: Kit) -> None:
+        kit.needs("cause_event_gap")
         async with kit.adapter.watch_bundles() as events:
             await _next_matching(events, kit, None, BundleEventKind.WATCHING)
             await kit.harness_call(kit.harness.cause_event_gap(kit.adapter))

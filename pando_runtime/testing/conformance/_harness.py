@@ -42,6 +42,10 @@ class ConformanceHarness:
     poll_interval: float = 0.2
     quiet_period: float = 1.0
 
+    def can(self, hook: str) -> bool:
+        """Whether this harness provides ``hook`` (overrides it)."""
+        return getattr(type(self), hook) is not getattr(ConformanceHarness, hook)
+
     async def end_workload(self, adapter: RuntimeAdapter, ref: WorkloadRef, exit_code: int) -> None:
         """Make the workload's running instance exit with ``exit_code``."""
         raise HarnessCannot("end a workload with a chosen exit code")

@@ -18,6 +18,7 @@ class LogConformance(ConformanceBase):
     """``logs``: the newest instance's log, a finished one included."""
 
     async def test_log_of_a_finished_workload_can_be_read(self, kit: Kit) -> None:
+        kit.needs("end_workload", "write_log")
         plan = kit.plan()
         await kit.applied_and_running(plan)
         ref = kit.ref(plan)
@@ -32,6 +33,7 @@ class LogConformance(ConformanceBase):
         assert b"conformance says hi" in log
 
     async def test_tail_keeps_the_last_lines(self, kit: Kit) -> None:
+        kit.needs("write_log")
         plan = kit.plan()
         await kit.applied_and_running(plan)
         ref = kit.ref(plan)

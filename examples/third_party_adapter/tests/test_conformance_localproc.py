@@ -1,0 +1,83 @@
+"""The example third-party adapter passes the conformance kit, loaded by name through its entry point."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+import pando_runtime as pr
+from pando_runtime.testing.conformance import ConformanceHarness, ConformanceSuite
+
+pytest_plugins = ["pando_runtime.testing.pytest_plugin"]
+
+# What the workloads run: a process that obeys two files in its sandbox, so tests can make it
+# exit with a code ("exit-code") or print a line ("say"), as a real app would on its own.
+WORKLOAD_PROGRAM = """
+import os, sys, time
+while True:
+    if os.path.exists("say"):
+        text = open("say").read(); os.remove("say"); print(text, end="", flush=True)
+    if os.path.exists("exit-code"):
+        sys.exit(int(open("exit-code").read()))
+    time.sleep(0.02)
+"""
+
+
+class LocalProcessHarness(ConformanceHarness):
+    image = "example/ignored:1"
+    command = (sys.executable, "-c", WORKLOAD_PROGRAM)
+    timeout = 20.0
+    poll_interval = 0.05
+    quiet_period = 0.3
+
+    def _sandbox(self, adapter: pr.RuntimeAdapter, ref: pr.WorkloadRef) -> Path:
+        root: Path = adapter.root  # type: ignore[attr-defined]
+        return root / "bundles" / ref.bundle_id / ref.workload
+
+    async def end_workload(
+        self, adapter: pr.RuntimeAdapter, ref: pr.WorkloadRef, exit_code: int
+    ) -> None:
+        await anyio.Path(self._sandbox(adapter, ref) / "exit-code").write_text(str(exit_code))
+
+    async def write_log(self, adapter: pr.RuntimeAdapter, ref: pr.WorkloadRef, data: bytes) -> None:
+        sandbox = self._sandbox(adapter, ref)
+        await anyio.Path(sandbox / "say").write_bytes(data)
+        while await anyio.Path(sandbox / "say").exists():  # printed once the file is gone
+            await anyio.sleep(0.02)
+
+    def print_command(self, out: str, err: str) -> tuple[str, ...]:
+        return (
+            sys.executable,
+            "-c",
+            f"import sys; sys.stdout.write({out!r}); sys.stderr.write({err!r})",
+        )
+
+
+class TestLocalProcessConformance(ConformanceSuite):
+    @pytest.fixture
+    async def adapter(self, tmp_path: Path) -> AsyncIterator[pr.RuntimeAdapter]:
+        # Loaded by name: the entry point of this distribution is what is under test too.
+        async with pr.load_adapter("localproc", {"root": str(tmp_path)}) as adapter:
+            yield adapter
+
+    @pytest.fixture
+    def harness(self) -> ConformanceHarness:
+        return LocalProcessHarness()
+
+
+def test_listed_without_importing_the_adapter_module() -> None:
+    code = (
+        "import sys, pando_runtime as pr; info = {a.name: a for a in pr.available_adapters()}"
+        "['localproc']; assert info.problem is None, info.problem;"
+        " assert 'pando_runtime_localproc._adapter' not in sys.modules; print(info.distribution)"
+    )
+    listed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.strip() == "pando-runtime-localproc"

@@ -1,0 +1,38 @@
+"""A real local Kubernetes control plane for tests: etcd, kube-apiserver, controller-manager,
+scheduler and kwok (simulated nodes and pods), on 127.0.0.1, without Docker.
+
+From Python::
+
+    from localcluster import LocalCluster
+    with LocalCluster() as cluster:
+        ...  # cluster.kubeconfig, cluster.restricted_kubeconfig, cluster.add_node(...)
+
+From a shell: ``PYTHONPATH=tests/support python -m localcluster up|down|status``.
+The pytest plugin is :mod:`localcluster.pytest_plugin`.
+"""
+
+from __future__ import annotations
+
+from .binaries import ENV_BIN, Binaries, find_binaries
+from .cluster import CONTEXT, LocalCluster
+from .errors import BinariesNotFoundError, ClusterError, ClusterStartError, PkiError
+from .kwok import EXIT_CODE_ANNOTATION, EXIT_DELAY_ANNOTATION, cri_log_line
+from .nodes import DEFAULT_NODES, KWOK_ANNOTATION, NodeSpec
+
+__all__ = [
+    "CONTEXT",
+    "DEFAULT_NODES",
+    "ENV_BIN",
+    "EXIT_CODE_ANNOTATION",
+    "EXIT_DELAY_ANNOTATION",
+    "KWOK_ANNOTATION",
+    "Binaries",
+    "BinariesNotFoundError",
+    "ClusterError",
+    "ClusterStartError",
+    "LocalCluster",
+    "NodeSpec",
+    "PkiError",
+    "cri_log_line",
+    "find_binaries",
+]

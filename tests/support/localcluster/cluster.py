@@ -1,0 +1,396 @@
+"""The local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok.
+
+Everything lives in one temporary work directory::
+
+    pki/            CA, serving and client certificates, service-account key, tokens.csv
+    logs/           one log file per component
+    etcd/           etcd's data
+    kwok/           kwok.yaml, the fake pods' CRI log file (pods.log) and exec work dir
+    admin.kubeconfig, restricted.kubeconfig, admin-token.kubeconfig
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import os
+import shutil
+import ssl
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+from .binaries import Binaries, find_binaries
+from .errors import ClusterError, ClusterStartError
+from .kubeconfig import write_kubeconfig
+from .kwok import cri_log_line, kwok_config
+from .net import free_ports, wait_until
+from .nodes import DEFAULT_NODES, NodeSpec, Taint
+from .pki import Pki, make_pki
+from .process import Component, tail
+from .rest import Rest
+
+CONTEXT = "pando-local"
+"""Context name of the admin kubeconfig."""
+SERVICE_CIDR = "10.96.0.0/16"
+ENV_KEEP = "PANDO_LOCALCLUSTER_KEEP"
+"""Set to 1 to keep the work directory after teardown (for debugging)."""
+START_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+
+class LocalCluster:
+    """A throw-away Kubernetes control plane on 127.0.0.1 with kwok-simulated nodes.
+
+    Use it as a context manager, or call :meth:`start` and :meth:`stop`::
+
+        with LocalCluster() as cluster:
+            print(cluster.kubeconfig)
+    """
+
+    def __init__(
+        self,
+        *,
+        nodes: Sequence[NodeSpec] = DEFAULT_NODES,
+        restricted_user: str = "alice",
+        work_dir: Path | None = None,
+        binaries: Binaries | None = None,
+        start_timeout: float = 120.0,
+        stop_timeout: float = 5.0,
+        keep_work_dir: bool | None = None,
+    ) -> None:
+        self.nodes = list(nodes)
+        self.restricted_user = restricted_user
+        self.binaries = binaries
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.keep_work_dir = (
+            os.environ.get(ENV_KEEP) == "1" if keep_work_dir is None else keep_work_dir
+        )
+        self._own_work_dir = work_dir is None
+        self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="pando-localcluster-"))
+        self.context = CONTEXT
+        self.kubeconfig = self.work_dir / "admin.kubeconfig"
+        self.restricted_kubeconfig = self.work_dir / "restricted.kubeconfig"
+        self.token_kubeconfig = self.work_dir / "admin-token.kubeconfig"
+        self.logs_dir = self.work_dir / "logs"
+        self.logs_file = self.work_dir / "kwok" / "pods.log"
+        """CRI-format file served as the log of every fake pod; append with :meth:`append_log`."""
+        self.exec_dir = self.work_dir / "kwok" / "exec"
+        """Work directory of commands run by ``exec`` into a fake pod (they run on this host)."""
+        self.components: dict[str, Component] = {}
+        self.ports: dict[str, int] = {}
+        self.timings: dict[str, float] = {}
+        """Seconds from the start of :meth:`start` to each readiness milestone."""
+        self.server = ""
+        self._pki: Pki | None = None
+        self._rest: Rest | None = None
+        self._detached = False
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self, *, detach: bool = False, stream_build_output: bool = False) -> Self:
+        """Start every component and wait until the cluster is usable.
+
+        With ``detach``, the components outlive this Python process (see :meth:`state`).
+        On failure the tail of each component log is printed, everything is stopped and
+        :class:`ClusterStartError` is raised.
+        """
+        if self.components:
+            raise ClusterError("cluster already started")
+        self._detached = detach
+        t0 = time.monotonic()
+        if self.binaries is None:
+            try:
+                self.binaries = find_binaries(stream_output=stream_build_output)
+            except BaseException:
+                self.stop()  # removes the (still empty) work dir
+                raise
+        self.timings["binaries"] = round(time.monotonic() - t0, 2)
+        try:
+            self._prepare()
+            self._start_components(t0)
+        except KeyboardInterrupt:
+            self.stop()
+            raise
+        except BaseException as exc:
+            report = self.component_logs()
+            sys.stderr.write(f"local cluster failed to start: {exc}\n{report}\n")
+            self.stop()
+            raise ClusterStartError(f"{exc}\n{report}") from exc
+        if not detach:
+            atexit.register(self.stop)
+        return self
+
+    def stop(self) -> None:
+        """Stop kwok, scheduler, controller-manager, apiserver, etcd (SIGTERM, then SIGKILL)."""
+        atexit.unregister(self.stop)
+        for name in reversed(START_ORDER):
+            component = self.components.get(name)
+            if component is not None:
+                component.stop(self.stop_timeout)
+        self.components.clear()
+        if self._own_work_dir and not self.keep_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    # ----------------------------------------------------------------- setup
+
+    def _prepare(self) -> None:
+        for d in (self.logs_dir, self.exec_dir, self.work_dir / "etcd"):
+            d.mkdir(parents=True, exist_ok=True)
+        self.work_dir.chmod(0o700)
+        self.logs_file.touch()
+        names = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
+        self.ports = dict(zip(names, free_ports(len(names)), strict=True))
+        self.server = f"https://127.0.0.1:{self.ports['apiserver']}"
+        pki = self._pki = make_pki(self.work_dir / "pki", self.restricted_user)
+        write_kubeconfig(
+            self.kubeconfig,
+            user="pando-admin",
+            context=CONTEXT,
+            client_cert=pki.admin.cert,
+            client_key=pki.admin.key,
+            server=self.server,
+            ca_cert=pki.ca.cert,
+        )
+        write_kubeconfig(
+            self.restricted_kubeconfig,
+            user=self.restricted_user,
+            context=f"{CONTEXT}-{self.restricted_user}",
+            client_cert=pki.restricted.cert,
+            client_key=pki.restricted.key,
+            server=self.server,
+            ca_cert=pki.ca.cert,
+        )
+        write_kubeconfig(
+            self.token_kubeconfig,
+            user="pando-admin-token",
+            context=f"{CONTEXT}-token",
+            token=pki.admin_token,
+            server=self.server,
+            ca_cert=pki.ca.cert,
+        )
+        assert self.binaries is not None
+        kwok_yaml = self.work_dir / "kwok" / "kwok.yaml"
+        kwok_yaml.write_text(
+            kwok_config(
+                port=self.ports["kwok"],
+                stage_files=self.binaries.stages,
+                logs_file=self.logs_file,
+                exec_dir=self.exec_dir,
+            )
+        )
+        self._rest = Rest(self.server, pki.ca.cert, pki.admin.cert, pki.admin.key)
+        for name in START_ORDER:
+            self.components[name] = Component(
+                name,
+                self._argv(name, pki, kwok_yaml),
+                self.logs_dir / f"{name}.log",
+                cwd=self.exec_dir if name == "kwok" else self.work_dir,
+            )
+
+    def _argv(self, name: str, pki: Pki, kwok_yaml: Path) -> list[str]:
+        assert self.binaries is not None
+        exe = str(self.binaries.path(name))
+        p = self.ports
+        etcd_url = f"http://127.0.0.1:{p['etcd']}"
+        peer_url = f"http://127.0.0.1:{p['etcd-peer']}"
+        kube_auth = [
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1",
+            "--leader-elect=false",
+        ]
+        args: dict[str, list[str]] = {
+            "etcd": [
+                "--name=node0",
+                f"--data-dir={self.work_dir / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=node0={peer_url}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+            "kube-apiserver": [
+                f"--etcd-servers={etcd_url}",
+                "--etcd-prefix=/registry",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={p['apiserver']}",
+                f"--cert-dir={self.work_dir / 'pki'}",
+                f"--tls-cert-file={pki.apiserver.cert}",
+                f"--tls-private-key-file={pki.apiserver.key}",
+                f"--client-ca-file={pki.ca.cert}",
+                f"--token-auth-file={pki.tokens_csv}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki.sa_pub}",
+                f"--service-account-signing-key-file={pki.sa_key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--authorization-mode=Node,RBAC",
+                "--allow-privileged=true",
+                "--endpoint-reconciler-type=none",
+                "--kubelet-preferred-address-types=InternalIP",
+                "--profiling=false",
+            ],
+            "kube-controller-manager": [
+                *kube_auth,
+                f"--secure-port={p['controller-manager']}",
+                f"--service-account-private-key-file={pki.sa_key}",
+                f"--root-ca-file={pki.ca.cert}",
+                "--use-service-account-credentials=true",
+                f"--cluster-signing-cert-file={pki.ca.cert}",
+                f"--cluster-signing-key-file={pki.ca.key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--profiling=false",
+            ],
+            "kube-scheduler": [*kube_auth, f"--secure-port={p['scheduler']}", "--profiling=false"],
+            "kwok": [
+                f"--kubeconfig={self.kubeconfig}",
+                f"--config={kwok_yaml}",
+                f"--tls-cert-file={pki.kwok.cert}",
+                f"--tls-private-key-file={pki.kwok.key}",
+            ],
+        }
+        return [exe, *args[name]]
+
+    def _start_components(self, t0: float) -> None:
+        comps = self.components
+        deadline = t0 + self.start_timeout
+
+        def remaining() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        def await_(what: str, check: Callable[[], bool]) -> None:
+            if not wait_until(check, timeout=remaining(), abort=self._dead_component):
+                raise ClusterStartError(f"timed out after {self.start_timeout:.0f} s: {what}")
+            self.timings[what] = round(time.monotonic() - t0, 2)
+
+        comps["etcd"].start(detach=self._detached)
+        await_("etcd healthy", lambda: _http_ok(f"http://127.0.0.1:{self.ports['etcd']}/health"))
+        comps["kube-apiserver"].start(detach=self._detached)
+        await_("apiserver ready", lambda: self.rest.get("/readyz")[0] == 200)
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            comps[name].start(detach=self._detached)
+        for node in self.nodes:
+            self._create_node(node)
+        for port_name in ("controller-manager", "scheduler"):
+            url = f"https://127.0.0.1:{self.ports[port_name]}/healthz"
+            await_(f"{port_name} healthy", functools.partial(_http_ok, url))
+        await_("nodes ready", lambda: all(self.node_ready(n.name) for n in self.nodes))
+        sa = "/api/v1/namespaces/default/serviceaccounts/default"
+        await_("default service account", lambda: self.rest.get(sa)[0] == 200)
+        self.timings["total"] = round(time.monotonic() - t0, 2)
+
+    def _dead_component(self) -> str | None:
+        for c in self.components.values():
+            if c.proc is not None and (code := c.exit_code()) is not None:
+                return f"{c.name} exited with code {code}"
+        return None
+
+    # ----------------------------------------------------------------- nodes and logs
+
+    @property
+    def rest(self) -> Rest:
+        """An admin client for the harness's own requests."""
+        if self._rest is None:
+            raise ClusterError("cluster not started")
+        return self._rest
+
+    def _create_node(self, node: NodeSpec) -> None:
+        status, body = self.rest.post("/api/v1/nodes", node.manifest())
+        if status != 201:
+            raise ClusterError(f"creating node {node.name} failed: HTTP {status}: {body}")
+
+    def node_ready(self, name: str) -> bool:
+        """Whether node ``name`` exists and its Ready condition is True."""
+        status, body = self.rest.get(f"/api/v1/nodes/{name}")
+        if status != 200 or not isinstance(body, dict):
+            return False
+        conditions = body.get("status", {}).get("conditions") or []
+        return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+    def add_node(
+        self,
+        name: str,
+        cpu: str | int = "4",
+        memory: str = "8Gi",
+        *,
+        pods: int = 110,
+        labels: Mapping[str, str] | None = None,
+        taints: Iterable[Taint] | None = None,
+        wait: bool = True,
+        timeout: float = 30.0,
+    ) -> NodeSpec:
+        """Create a fake node of the given size (labelled ``type=kwok``) and wait until Ready."""
+        spec = NodeSpec(name, str(cpu), memory, pods, dict(labels or {}), tuple(taints or ()))
+        self._create_node(spec)
+        self.nodes.append(spec)
+        if wait and not wait_until(lambda: self.node_ready(name), timeout=timeout):
+            logs = self.component_logs()
+            raise ClusterError(f"node {name} not Ready after {timeout:.0f} s\n{logs}")
+        return spec
+
+    def append_log(self, *lines: str, stream: str = "stdout") -> None:
+        """Append lines to :attr:`logs_file`, which every fake pod serves as its log."""
+        with self.logs_file.open("a") as f:
+            for line in lines:
+                f.write(cri_log_line(line, stream))
+
+    def component_logs(self, lines: int = 40) -> str:
+        """The tail of each component's log, for failure reports."""
+        parts = []
+        for name in START_ORDER:
+            log = self.logs_dir / f"{name}.log"
+            if log.exists():
+                parts.append(f"----- {name} ({log}) -----\n{tail(log, lines)}")
+        return "\n".join(parts)
+
+    def state(self) -> dict[str, Any]:
+        """What ``python -m localcluster down/status`` needs to find a detached cluster."""
+        return {
+            "work_dir": str(self.work_dir),
+            "server": self.server,
+            "context": self.context,
+            "kubeconfig": str(self.kubeconfig),
+            "restricted_kubeconfig": str(self.restricted_kubeconfig),
+            "restricted_user": self.restricted_user,
+            "token_kubeconfig": str(self.token_kubeconfig),
+            "logs_file": str(self.logs_file),
+            "exec_dir": str(self.exec_dir),
+            "ports": self.ports,
+            "timings": self.timings,
+            "components": [
+                {"name": c.name, "pid": c.pid, "exe": c.argv[0], "log": str(c.log_path)}
+                for c in self.components.values()
+            ],
+        }
+
+    def write_state(self, path: Path) -> None:
+        """Write :meth:`state` as JSON to ``path``."""
+        path.write_text(json.dumps(self.state(), indent=2) + "\n")
+
+
+def _http_ok(url: str) -> bool:
+    """GET ``url`` (TLS not verified: only local health endpoints) and report a 200."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:  # noqa: S310 - http(s) only
+            return int(resp.status) == 200
+    except (OSError, urllib.error.URLError):
+        return False

@@ -1,0 +1,174 @@
+"""Certificates, keys and static tokens for the local cluster, made with the openssl CLI.
+
+One CA signs everything: the apiserver's and kwok's serving certificates, the admin client
+certificate (group ``system:masters``) and the restricted user's client certificate (no groups).
+Keys are ECDSA P-256, which is quick to generate and accepted by every component.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import PkiError
+
+CA_DAYS = "3650"
+_EC_KEY = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+APISERVER_SANS = (
+    "IP:127.0.0.1",
+    "IP:10.96.0.1",
+    "DNS:localhost",
+    "DNS:kubernetes",
+    "DNS:kubernetes.default",
+    "DNS:kubernetes.default.svc",
+    "DNS:kubernetes.default.svc.cluster.local",
+)
+
+
+@dataclass(frozen=True)
+class CertKey:
+    """A PEM certificate and its PEM private key."""
+
+    cert: Path
+    key: Path
+
+
+@dataclass(frozen=True)
+class Pki:
+    """Every credential file that the components and kubeconfigs use."""
+
+    directory: Path
+    ca: CertKey
+    apiserver: CertKey
+    kwok: CertKey
+    admin: CertKey
+    restricted: CertKey
+    restricted_user: str
+    sa_key: Path
+    sa_pub: Path
+    tokens_csv: Path
+    admin_token: str
+
+
+def _openssl() -> str:
+    found = shutil.which("openssl")
+    if found is None:
+        raise PkiError("the 'openssl' command is needed to make the test cluster's certificates")
+    return found
+
+
+def _run(args: list[str], cwd: Path) -> None:
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise PkiError(f"{' '.join(args)} failed:\n{proc.stderr.strip()}")
+
+
+def _make_ca(openssl: str, d: Path) -> CertKey:
+    ca = CertKey(d / "ca.crt", d / "ca.key")
+    _run(
+        [
+            *(openssl, "req", "-x509", *_EC_KEY, "-keyout", str(ca.key), "-out", str(ca.cert)),
+            *("-days", CA_DAYS, "-subj", "/CN=pando-localcluster-ca"),
+            *("-addext", "basicConstraints=critical,CA:TRUE"),
+            *("-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature"),
+        ],
+        d,
+    )
+    return ca
+
+
+def _make_leaf(
+    openssl: str,
+    d: Path,
+    ca: CertKey,
+    name: str,
+    *,
+    subject: str,
+    usage: str,
+    sans: tuple[str, ...] = (),
+) -> CertKey:
+    """Make ``name.crt``/``name.key`` signed by ``ca``; ``usage`` is serverAuth or clientAuth."""
+    leaf = CertKey(d / f"{name}.crt", d / f"{name}.key")
+    csr = d / f"{name}.csr"
+    ext = d / f"{name}.ext"
+    lines = [
+        "basicConstraints=critical,CA:FALSE",
+        "keyUsage=critical,digitalSignature,keyEncipherment",
+        f"extendedKeyUsage={usage}",
+    ]
+    if sans:
+        lines.append(f"subjectAltName={','.join(sans)}")
+    ext.write_text("\n".join(lines) + "\n")
+    _run(
+        [
+            openssl,
+            "req",
+            "-new",
+            *_EC_KEY,
+            "-keyout",
+            str(leaf.key),
+            "-out",
+            str(csr),
+            "-subj",
+            subject,
+        ],
+        d,
+    )
+    _run(
+        [
+            *(openssl, "x509", "-req", "-in", str(csr), "-CA", str(ca.cert), "-CAkey", str(ca.key)),
+            *("-set_serial", "0x" + secrets.token_hex(16), "-days", CA_DAYS),
+            *("-extfile", str(ext), "-out", str(leaf.cert)),
+        ],
+        d,
+    )
+    csr.unlink()
+    ext.unlink()
+    return leaf
+
+
+def make_pki(directory: Path, restricted_user: str = "alice") -> Pki:
+    """Create the PKI in ``directory`` (created if needed) and return its paths."""
+    openssl = _openssl()
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o700)
+    ca = _make_ca(openssl, directory)
+
+    def server(name: str, subject: str, sans: tuple[str, ...]) -> CertKey:
+        return _make_leaf(
+            openssl, directory, ca, name, subject=subject, usage="serverAuth", sans=sans
+        )
+
+    def client(name: str, subject: str) -> CertKey:
+        return _make_leaf(openssl, directory, ca, name, subject=subject, usage="clientAuth")
+
+    apiserver = server("apiserver", "/CN=kube-apiserver", APISERVER_SANS)
+    kwok = server("kwok", "/CN=kwok", ("IP:127.0.0.1", "DNS:localhost"))
+    admin = client("admin", "/O=system:masters/CN=pando-admin")
+    restricted = client("restricted", f"/CN={restricted_user}")
+    sa_key = directory / "sa.key"
+    sa_pub = directory / "sa.pub"
+    _run(
+        [openssl, "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(sa_key)],
+        directory,
+    )
+    _run([openssl, "ec", "-in", str(sa_key), "-pubout", "-out", str(sa_pub)], directory)
+    admin_token = secrets.token_hex(24)
+    tokens_csv = directory / "tokens.csv"
+    tokens_csv.write_text(f'{admin_token},pando-admin-token,1000,"system:masters"\n')
+    return Pki(
+        directory=directory,
+        ca=ca,
+        apiserver=apiserver,
+        kwok=kwok,
+        admin=admin,
+        restricted=restricted,
+        restricted_user=restricted_user,
+        sa_key=sa_key,
+        sa_pub=sa_pub,
+        tokens_csv=tokens_csv,
+        admin_token=admin_token,
+    )

@@ -1,0 +1,99 @@
+"""pytest plugin: the ``kube`` marker and the ``kube_cluster`` / ``kube_api`` fixtures.
+
+Load it with ``-p localcluster.pytest_plugin`` (with ``tests/support`` on ``pythonpath``).
+
+Options (each also read from the environment):
+
+``--kube-backend={local,kind,existing}`` / ``PANDO_KUBE_BACKEND``
+    Where the cluster comes from. Default: ``existing`` if a kubeconfig is named, ``kind`` if
+    Docker runs and pytest-kind is installed, else ``local`` (this package's control plane).
+``--kubeconfig=PATH`` (alias ``--kube-kubeconfig``) / ``PANDO_KUBECONFIG``
+    Admin kubeconfig for the ``existing`` backend. When pytest-kind is installed (it owns
+    ``--kubeconfig``, with another meaning) or another plugin took the name, only
+    ``--kube-kubeconfig`` is registered.
+
+A test that needs a cluster while none can be had fails (at setup) with a message saying how
+to get one; it is never skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .backends import (
+    BACKENDS,
+    ENV_KUBECONFIG,
+    BackendUnavailable,
+    KubeCluster,
+    choose_backend,
+    open_backend,
+)
+from .errors import ClusterError
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+MARKER = "kube: the test needs a Kubernetes cluster (fixtures kube_cluster / kube_api)"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register ``--kube-backend`` and ``--kubeconfig`` (alias ``--kube-kubeconfig``)."""
+    group = parser.getgroup("kube", "Kubernetes cluster for tests marked 'kube'")
+    group.addoption(
+        "--kube-backend",
+        choices=BACKENDS,
+        default=None,
+        help="local | kind | existing (env PANDO_KUBE_BACKEND; default: auto)",
+    )
+    help_text = f"admin kubeconfig for --kube-backend=existing (env {ENV_KUBECONFIG})"
+    names = ["--kube-kubeconfig"]
+    if importlib.util.find_spec("pytest_kind") is None:  # pytest-kind owns --kubeconfig
+        names.append("--kubeconfig")
+    try:
+        group.addoption(*names, dest="kube_kubeconfig", default=None, help=help_text)
+    except (ValueError, argparse.ArgumentError):  # --kubeconfig taken by another plugin
+        group.addoption("--kube-kubeconfig", dest="kube_kubeconfig", default=None, help=help_text)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Declare the ``kube`` marker."""
+    config.addinivalue_line("markers", MARKER)
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
+    """A Kubernetes cluster for the whole session (see the module docstring for backends)."""
+    kubeconfig = request.config.getoption("kube_kubeconfig") or os.environ.get(ENV_KUBECONFIG)
+    failure = ""
+    try:
+        name = choose_backend(request.config.getoption("kube_backend"), kubeconfig)
+        manager = open_backend(name, kubeconfig)
+        cluster = manager.__enter__()
+    except (BackendUnavailable, ClusterError) as exc:
+        failure = f"no Kubernetes cluster: {exc}"
+    if failure:  # outside the except block, so pytest shows the message alone
+        pytest.fail(failure, pytrace=False)
+    try:
+        yield cluster
+    finally:
+        manager.__exit__(None, None, None)
+
+
+@pytest.fixture
+def kube_api(kube_cluster: KubeCluster) -> Iterator[ApiClient]:
+    """An admin ``kubernetes.client.ApiClient`` for the cluster (never the global config)."""
+    config: Any = importlib.import_module("kubernetes.config")
+    client: Any = config.new_client_from_config(
+        config_file=str(kube_cluster.kubeconfig), context=kube_cluster.context
+    )
+    try:
+        yield client
+    finally:
+        client.close()

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Build the local Kubernetes control plane used by the test suite, when missing.
+#
+# Builds, from the pinned Go modules next to this script:
+#   kubernetes/  kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes)
+#   etcd/        etcd (go.etcd.io/etcd/server/v3)
+#   kwok/        kwok (sigs.k8s.io/kwok/cmd/kwok)
+# and copies kwok's default stage YAMLs from the kwok module into bin/kwok-stages/.
+#
+# Output directory (outside the repository, keyed by the pinned versions and a hash of the
+# go.mod/go.sum files and this script):
+#   ${PANDO_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pando-runtime/controlplane}/<key>/bin
+#
+# The script is idempotent: when every binary is already there it only prints the directory.
+# On success the last line on stdout is the bin directory; progress goes to stderr.
+#
+# Usage: tools/controlplane/build.sh [--force] [--print-dir] [--clean-gocache]
+#   --force          rebuild even if the binaries exist
+#   --print-dir      print the bin directory that would be used, build nothing
+#   --clean-gocache  run `go clean -cache` after a successful build (also done automatically
+#                    when less than PANDO_CONTROLPLANE_MIN_FREE_GB, default 4, GiB are free)
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+die() {
+    echo "controlplane/build.sh: error: $*" >&2
+    exit 1
+}
+log() {
+    echo "controlplane/build.sh: $*" >&2
+}
+
+force=0
+print_dir=0
+clean_gocache=0
+for arg in "$@"; do
+    case "$arg" in
+        --force) force=1 ;;
+        --print-dir) print_dir=1 ;;
+        --clean-gocache) clean_gocache=1 ;;
+        -h | --help)
+            sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            exit 0
+            ;;
+        *) die "unknown argument: $arg (see --help)" ;;
+    esac
+done
+
+# The pinned versions are read from the committed go.mod files, so they cannot drift apart.
+modversion() { # <module dir> <module path>
+    local v
+    v="$(awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$here/$1/go.mod")"
+    [[ -n "$v" ]] || die "$2 is not required in $here/$1/go.mod"
+    echo "$v"
+}
+k8s_version="$(modversion kubernetes k8s.io/kubernetes)"
+etcd_version="$(modversion etcd go.etcd.io/etcd/server/v3)"
+kwok_version="$(modversion kwok sigs.k8s.io/kwok)"
+
+digest="$(cat "$here"/kubernetes/go.{mod,sum} "$here"/etcd/go.{mod,sum} "$here"/kwok/go.{mod,sum} \
+    "${BASH_SOURCE[0]}" | sha256sum | cut -c1-10)"
+key="k8s-${k8s_version}_etcd-${etcd_version}_kwok-${kwok_version}_${digest}"
+cache_root="${PANDO_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pando-runtime/controlplane}"
+out="$cache_root/$key"
+bin="$out/bin"
+
+binaries=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok)
+stages=(
+    node/fast/node-initialize.yaml
+    node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+    pod/fast/pod-ready.yaml
+    pod/fast/pod-complete.yaml
+    pod/fast/pod-delete.yaml
+)
+
+complete() {
+    [[ -f "$bin/.complete" ]] || return 1
+    local b s
+    for b in "${binaries[@]}"; do [[ -x "$bin/$b" ]] || return 1; done
+    for s in "${stages[@]}"; do [[ -f "$bin/kwok-stages/${s##*/}" ]] || return 1; done
+    return 0
+}
+
+if ((print_dir)); then
+    echo "$bin"
+    exit 0
+fi
+
+if ((!force)) && complete; then
+    log "binaries present (${k8s_version}, etcd ${etcd_version}, kwok ${kwok_version})"
+    echo "$bin"
+    exit 0
+fi
+
+command -v go >/dev/null 2>&1 ||
+    die "'go' not found on PATH; Go >= 1.26 is needed to build the control plane
+(or set PANDO_CONTROLPLANE_BIN to a directory holding ${binaries[*]} and kwok-stages/)"
+
+mkdir -p "$out" || die "cannot create $out"
+
+# One build at a time per key (pytest-xdist workers, parallel CI steps).
+if command -v flock >/dev/null 2>&1; then
+    exec 9>"$out/.lock"
+    flock 9
+    if ((!force)) && complete; then
+        log "binaries built by a concurrent run"
+        echo "$bin"
+        exit 0
+    fi
+fi
+
+tmp="$(mktemp -d "$out/bin.tmp.XXXXXX")"
+chmod 755 "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+
+export CGO_ENABLED=0
+start=$SECONDS
+
+k8s_minor="$(echo "$k8s_version" | cut -d. -f2)"
+k8s_ldflags="-s -w"
+for kv in "gitVersion=${k8s_version}" gitMajor=1 "gitMinor=${k8s_minor}" gitTreeState=clean; do
+    k8s_ldflags+=" -X k8s.io/component-base/version.${kv}"
+done
+
+build() { # <module dir> <ldflags> <output> <package>...
+    local dir="$1" ldflags="$2" output="$3"
+    shift 3
+    log "building $* ..."
+    (cd "$here/$dir" && go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$output" "$@") ||
+        die "go build failed in tools/controlplane/$dir for: $*
+(a module refused by the Go proxy shows up above as a 'reading ... 404/410' error)"
+}
+
+build kwok "-s -w" "$tmp/kwok" sigs.k8s.io/kwok/cmd/kwok
+build etcd "-s -w" "$tmp/etcd" go.etcd.io/etcd/server/v3 # etcd's main is its server module root
+build kubernetes "$k8s_ldflags" "$tmp/" \
+    k8s.io/kubernetes/cmd/kube-apiserver \
+    k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler
+
+kwok_src="$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)" ||
+    die "cannot locate sigs.k8s.io/kwok in the module cache"
+mkdir -p "$tmp/kwok-stages"
+for s in "${stages[@]}"; do
+    cp "$kwok_src/kustomize/stage/$s" "$tmp/kwok-stages/" || die "kwok stage $s missing in $kwok_src"
+done
+chmod u+w "$tmp/kwok-stages"/*.yaml
+
+for b in "${binaries[@]}"; do
+    [[ -x "$tmp/$b" ]] || die "build produced no $b"
+done
+printf 'kubernetes %s\netcd %s\nkwok %s\n' "$k8s_version" "$etcd_version" "$kwok_version" \
+    >"$tmp/VERSIONS"
+touch "$tmp/.complete"
+
+rm -rf "$bin"
+mv "$tmp" "$bin"
+trap - EXIT
+log "built in $((SECONDS - start)) s into $bin"
+
+free_gb="$(df -Pk "$(go env GOCACHE)" 2>/dev/null | awk 'NR == 2 {print int($4 / 1048576)}')"
+if ((clean_gocache)) || [[ -n "$free_gb" && "$free_gb" -lt "${PANDO_CONTROLPLANE_MIN_FREE_GB:-4}" ]]; then
+    log "running go clean -cache (free: ${free_gb:-?} GiB)"
+    go clean -cache || true
+fi
+
+echo "$bin"

@@ -1,0 +1,128 @@
+"""Benchmark: API calls per operation and cache cost with many apps on a real API server.
+
+    python adapters/kubernetes/benchmarks/kube_apps.py [--apps 200] [--kubeconfig PATH]
+
+Without ``--kubeconfig`` it starts the local control plane (tests/support/localcluster).
+Prints API calls per first apply, per re-apply and per observe, the seconds of one observe pass
+over all apps, and the memory one cached pod takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pando_runtime_kubernetes import KubernetesAdapter
+from pando_runtime_kubernetes._cache import PodStore
+from pando_runtime_kubernetes._names import MANAGED_SELECTOR
+
+from pando_runtime import BundlePlan, BundleRef, Port, Resources, WorkloadPlan
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def plan(i: int) -> BundlePlan:
+    web = WorkloadPlan(
+        name="web",
+        image="registry.example/bench/app:1",
+        env={"INDEX": str(i), "SECRET": "x" * 32},
+        ports=(Port(8080),),
+        resources=Resources(cpu_millis=10, memory_bytes=16 * 1024**2),
+    )
+    return BundlePlan(bundle_id=f"bench-{i:04d}", workloads=(web,))
+
+
+async def run(kubeconfig: str, apps: int, concurrency: int) -> None:
+    config: dict[str, Any] = {
+        "kubeconfig": kubeconfig,
+        "trust_network_policy": True,
+        "api_qps": 1000.0,
+        "api_burst": 200,
+        "schedule_wait": 30.0,
+    }
+    async with KubernetesAdapter(config) as adapter:
+        assert adapter.cache is not None
+        await adapter.cache.wait_synced(30)
+        plans = [plan(i) for i in range(apps)]
+        limiter = anyio.CapacityLimiter(concurrency)
+
+        async def each(fn: Any) -> float:
+            start = time.perf_counter()
+            async with anyio.create_task_group() as group:
+                for p in plans:
+
+                    async def one(p: BundlePlan = p) -> None:
+                        async with limiter:
+                            await fn(p)
+
+                    group.start_soon(one)
+            return time.perf_counter() - start
+
+        calls = adapter.api_calls
+        seconds = await each(adapter.apply)
+        first = (adapter.api_calls - calls) / apps
+        print(f"first apply:  {first:.2f} API calls per app ({seconds:.1f} s for {apps} apps)")
+        with anyio.fail_after(120):
+            while True:
+                states = [await adapter.observe(BundleRef(p.bundle_id)) for p in plans]
+                if all(s.all_running for s in states):
+                    break
+                await anyio.sleep(0.5)
+        calls = adapter.api_calls
+        seconds = await each(adapter.apply)
+        print(
+            f"re-apply:     {(adapter.api_calls - calls) / apps:.2f} API calls per app "
+            f"({seconds:.2f} s)"
+        )
+        calls = adapter.api_calls
+        start = time.perf_counter()
+        for p in plans:
+            await adapter.observe(BundleRef(p.bundle_id))
+        seconds = time.perf_counter() - start
+        print(
+            f"observe:      {(adapter.api_calls - calls) / apps:.2f} API calls per app; "
+            f"one pass over {apps} apps: {seconds:.4f} s"
+        )
+        api = await adapter._api()
+        items = (await api.get("/api/v1/pods", labelSelector=MANAGED_SELECTOR))["items"]
+        tracemalloc.start()
+        before = tracemalloc.take_snapshot()
+        store = PodStore()
+        store.on_list(items, relist=False)
+        after = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        size = sum(s.size_diff for s in after.compare_to(before, "filename"))
+        print(
+            f"cache:        {size / max(1, len(store)):.0f} bytes per cached pod "
+            f"({len(store)} pods)"
+        )
+        async with anyio.create_task_group() as group:
+            for p in plans:
+                group.start_soon(adapter.destroy, BundleRef(p.bundle_id))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--apps", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--kubeconfig")
+    args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        kubeconfig = args.kubeconfig
+        if kubeconfig is None:
+            sys.path.insert(0, str(ROOT / "tests" / "support"))
+            from localcluster import LocalCluster  # noqa: PLC0415
+
+            cluster = stack.enter_context(LocalCluster())
+            kubeconfig = str(cluster.kubeconfig)
+        anyio.run(run, kubeconfig, args.apps, args.concurrency)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,500 @@
+"""The lean cache: what the adapter needs from pods, Services and namespaces, fed by watches.
+
+One cluster-wide watch per kind, selected by ``app.kubernetes.io/managed-by=pando``,
+keeps small slotted projections (never whole API objects): observing an app
+then costs no API call, and apply knows what exists without asking. The pod
+store also turns pod transitions into bundle events for ``watch_bundles``
+subscribers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+
+from pando_runtime import AdapterUnavailable, BundleEvent, BundleEventKind
+
+from ._client import KubeTransport
+from ._names import (
+    ANN_BUNDLE_ID,
+    ANN_CREATED,
+    ANN_NS_DIGEST,
+    ANN_PLAN_DIGEST,
+    ANN_WORKLOADS,
+    LABEL_BUNDLE,
+    LABEL_ROLE,
+    LABEL_WORKLOAD,
+    MANAGED_SELECTOR,
+)
+from ._watch import ApiListWatch, ListWatchSource, WatchHandler, WatchLoop, WorkQueue
+
+__all__ = [
+    "Informer",
+    "NamespaceFacts",
+    "NamespaceStore",
+    "PodFacts",
+    "PodStore",
+    "ServiceStore",
+    "pod_transitions",
+    "project_namespace",
+    "project_pod",
+]
+
+_intern = sys.intern
+
+
+def _version(meta: Mapping[str, Any]) -> int:
+    try:
+        return int(meta.get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+class PodFacts:
+    """What the adapter needs of one pod (about 20 small fields, no API object)."""
+
+    __slots__ = (
+        "bundle_id",
+        "created",
+        "deleting",
+        "digest",
+        "ended",
+        "exit_code",
+        "has_probe",
+        "image_id",
+        "name",
+        "namespace",
+        "node_name",
+        "oom",
+        "ready",
+        "restart_count",
+        "running",
+        "started_at",
+        "uid",
+        "unschedulable",
+        "version",
+        "workload",
+    )
+
+    def __init__(self, **fields: Any) -> None:
+        for name in self.__slots__:
+            setattr(self, name, fields.get(name))
+
+    uid: str
+    namespace: str
+    name: str
+    bundle_id: str | None
+    workload: str
+    digest: str | None
+    created: int
+    running: bool
+    ended: bool
+    exit_code: int | None
+    oom: bool
+    ready: bool | None
+    has_probe: bool
+    deleting: bool
+    started_at: str | None
+    image_id: str | None
+    restart_count: int
+    node_name: str | None
+    unschedulable: str | None
+    version: int
+
+    def __repr__(self) -> str:
+        return (
+            f"PodFacts({self.namespace}/{self.name}, running={self.running}, "
+            f"ended={self.ended}, exit={self.exit_code})"
+        )
+
+    @property
+    def live(self) -> bool:
+        """Neither ended nor on its way out."""
+        return not self.ended and not self.deleting
+
+    def started(self) -> datetime | None:
+        """When the container started, as a datetime."""
+        if not self.started_at:
+            return None
+        return datetime.fromisoformat(self.started_at).astimezone(UTC)
+
+
+def project_pod(obj: Mapping[str, Any]) -> PodFacts | None:
+    """The facts of a pod, or ``None`` for a helper pod (role label) or a foreign one."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    workload = labels.get(LABEL_WORKLOAD)
+    if not workload or LABEL_ROLE in labels:
+        return None
+    annotations = meta.get("annotations") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    containers = spec.get("containers") or []
+    statuses = status.get("containerStatuses") or []
+    main = next((s for s in statuses if s.get("name") == workload), statuses[0] if statuses else {})
+    state = main.get("state") or {}
+    terminated = state.get("terminated")
+    running_state = state.get("running")
+    phase = status.get("phase")
+    deleting = bool(meta.get("deletionTimestamp"))
+    ended = terminated is not None or phase in ("Succeeded", "Failed")
+    has_probe = any(c.get("readinessProbe") for c in containers)
+    unschedulable = None
+    for condition in status.get("conditions") or ():
+        if (
+            condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "Unschedulable"
+        ):
+            unschedulable = condition.get("message") or "unschedulable"
+    try:
+        created = int(annotations.get(ANN_CREATED) or 0)
+    except ValueError:
+        created = 0
+    bundle_id = annotations.get(ANN_BUNDLE_ID) or labels.get(LABEL_BUNDLE)
+    return PodFacts(
+        uid=meta.get("uid", ""),
+        namespace=_intern(meta.get("namespace", "")),
+        name=meta.get("name", ""),
+        bundle_id=_intern(bundle_id) if bundle_id else None,
+        workload=_intern(workload),
+        digest=annotations.get(ANN_PLAN_DIGEST),
+        created=created,
+        running=running_state is not None and not ended and not deleting,
+        ended=ended,
+        exit_code=(terminated or {}).get("exitCode"),
+        oom=(terminated or {}).get("reason") == "OOMKilled",
+        ready=bool(main.get("ready")) if has_probe else None,
+        has_probe=has_probe,
+        deleting=deleting,
+        started_at=(running_state or terminated or {}).get("startedAt"),
+        image_id=main.get("imageID") or None,
+        restart_count=int(main.get("restartCount") or 0),
+        node_name=spec.get("nodeName"),
+        unschedulable=unschedulable,
+        version=_version(meta),
+    )
+
+
+def pod_transitions(old: PodFacts | None, new: PodFacts | None, at: datetime) -> list[BundleEvent]:
+    """The bundle events one change of one pod means (one transition, one event)."""
+    facts = new or old
+    if facts is None:
+        return []
+    if not facts.bundle_id:
+        return [BundleEvent(kind=BundleEventKind.MISSED, at=at)]
+    bundle_id, workload = facts.bundle_id, facts.workload
+
+    def event(
+        kind: BundleEventKind, exit_code: int | None = None, healthy: bool | None = None
+    ) -> BundleEvent:
+        return BundleEvent(
+            kind=kind,
+            at=at,
+            bundle_id=bundle_id,
+            workload=workload,
+            exit_code=exit_code,
+            healthy=healthy,
+        )
+
+    if new is None:
+        return [event(BundleEventKind.REMOVED)]
+    events = []
+    if new.running and not (old is not None and (old.running or old.ended)):
+        events.append(event(BundleEventKind.STARTED))
+    if new.ended and not (old is not None and old.ended):
+        kind = BundleEventKind.OOM_KILLED if new.oom else BundleEventKind.EXITED
+        events.append(event(kind, exit_code=new.exit_code))
+    elif new.has_probe and old is not None and old.ready != new.ready and new.running:
+        events.append(event(BundleEventKind.HEALTH_CHANGED, healthy=new.ready))
+    return events
+
+
+class PodStore:
+    """Pods by namespace, plus event subscribers (a :class:`WatchHandler`)."""
+
+    def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.by_namespace: dict[str, dict[str, PodFacts]] = {}
+        self.subscribers: list[MemoryObjectSendStream[BundleEvent | BaseException]] = []
+        self.on_change: Callable[[PodFacts], None] | None = None
+        self._clock = clock
+        self.changed = anyio.Event()
+
+    def __len__(self) -> int:
+        return sum(len(pods) for pods in self.by_namespace.values())
+
+    def pods(self, namespace: str) -> list[PodFacts]:
+        """The pods of ``namespace`` (a copy of the list)."""
+        return list(self.by_namespace.get(namespace, {}).values())
+
+    def _notify(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    def _emit(self, events: Iterable[BundleEvent]) -> None:
+        for event in events:
+            for subscriber in list(self.subscribers):
+                try:
+                    subscriber.send_nowait(event)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    self.subscribers.remove(subscriber)
+
+    def put(self, facts: PodFacts, *, emit: bool = True) -> None:
+        """Store ``facts`` unless a newer version is already there (write-through safe)."""
+        pods = self.by_namespace.setdefault(facts.namespace, {})
+        old = pods.get(facts.name)
+        if old is not None and old.version > facts.version > 0:
+            return
+        pods[facts.name] = facts
+        if emit:
+            self._emit(pod_transitions(old, facts, self._clock()))
+        if self.on_change is not None:
+            self.on_change(facts)
+        self._notify()
+
+    def remove(self, namespace: str, name: str, *, emit: bool = True) -> None:
+        """Forget a pod (it was deleted)."""
+        pods = self.by_namespace.get(namespace, {})
+        old = pods.pop(name, None)
+        if not pods:
+            self.by_namespace.pop(namespace, None)
+        if old is not None and emit:
+            self._emit(pod_transitions(old, None, self._clock()))
+        self._notify()
+
+    def on_list(self, items: list[dict[str, Any]], relist: bool) -> None:
+        """Replace everything; after a relist tell subscribers they may have missed events."""
+        fresh: dict[str, dict[str, PodFacts]] = {}
+        for item in items:
+            facts = project_pod(item)
+            if facts is not None:
+                fresh.setdefault(facts.namespace, {})[facts.name] = facts
+        self.by_namespace = fresh
+        if relist:
+            self._emit([BundleEvent(kind=BundleEventKind.MISSED, at=self._clock())])
+        self._notify()
+
+    def on_event(self, kind: str, obj: dict[str, Any]) -> None:
+        """Apply one watch event."""
+        facts = project_pod(obj)
+        if facts is None:
+            return
+        if kind == "DELETED":
+            self.remove(facts.namespace, facts.name)
+        else:
+            self.put(facts)
+
+
+class ServiceStore:
+    """Names of the managed Services, by namespace."""
+
+    def __init__(self) -> None:
+        self.by_namespace: dict[str, set[str]] = {}
+
+    def names(self, namespace: str) -> set[str]:
+        """Service names of ``namespace``."""
+        return self.by_namespace.get(namespace, set())
+
+    def put(self, namespace: str, name: str) -> None:
+        """Record a Service."""
+        self.by_namespace.setdefault(_intern(namespace), set()).add(name)
+
+    def on_list(self, items: list[dict[str, Any]], relist: bool) -> None:
+        """Replace everything."""
+        fresh: dict[str, set[str]] = {}
+        for item in items:
+            meta = item.get("metadata") or {}
+            fresh.setdefault(_intern(meta.get("namespace", "")), set()).add(meta.get("name", ""))
+        self.by_namespace = fresh
+
+    def on_event(self, kind: str, obj: dict[str, Any]) -> None:
+        """Apply one watch event."""
+        meta = obj.get("metadata") or {}
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
+        if kind == "DELETED":
+            self.by_namespace.get(namespace, set()).discard(name)
+        else:
+            self.put(namespace, name)
+
+
+class NamespaceFacts:
+    """What the adapter needs of an app namespace."""
+
+    __slots__ = ("bundle_id", "digest", "name", "terminating", "version", "workloads")
+
+    def __init__(
+        self,
+        name: str,
+        bundle_id: str | None,
+        workloads: tuple[str, ...],
+        *,
+        digest: str | None,
+        terminating: bool,
+        version: int,
+    ) -> None:
+        self.name = name
+        self.bundle_id = bundle_id
+        self.workloads = workloads
+        self.digest = digest
+        self.terminating = terminating
+        self.version = version
+
+
+def project_namespace(obj: Mapping[str, Any]) -> NamespaceFacts:
+    """The facts of a namespace."""
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    workloads = tuple(w for w in (annotations.get(ANN_WORKLOADS) or "").split(",") if w)
+    terminating = bool(meta.get("deletionTimestamp")) or (
+        (obj.get("status") or {}).get("phase") == "Terminating"
+    )
+    return NamespaceFacts(
+        name=meta.get("name", ""),
+        bundle_id=annotations.get(ANN_BUNDLE_ID),
+        workloads=workloads,
+        digest=annotations.get(ANN_NS_DIGEST),
+        terminating=terminating,
+        version=_version(meta),
+    )
+
+
+class NamespaceStore:
+    """The managed namespaces by name."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, NamespaceFacts] = {}
+
+    def put(self, facts: NamespaceFacts) -> None:
+        """Store ``facts`` unless a newer version is there."""
+        old = self.by_name.get(facts.name)
+        if old is not None and old.version > facts.version > 0:
+            return
+        self.by_name[facts.name] = facts
+
+    def on_list(self, items: list[dict[str, Any]], relist: bool) -> None:
+        """Replace everything."""
+        self.by_name = {}
+        for item in items:
+            self.put(project_namespace(item))
+
+    def on_event(self, kind: str, obj: dict[str, Any]) -> None:
+        """Apply one watch event."""
+        facts = project_namespace(obj)
+        if kind == "DELETED":
+            self.by_name.pop(facts.name, None)
+        else:
+            self.put(facts)
+
+
+class Informer:
+    """The three watches and their stores, run in one task group while :meth:`running`.
+
+    ``collect`` (optional) is called, through a keyed work queue with retries,
+    for each ``(namespace, workload)`` whose pods changed: the adapter uses it
+    to delete pods a newer instance has superseded.
+    """
+
+    def __init__(
+        self,
+        transport: KubeTransport | None,
+        *,
+        sources: Mapping[str, ListWatchSource] | None = None,
+        kinds: tuple[str, ...] = ("pods", "services", "namespaces"),
+        watch_timeout: int = 290,
+        collect: Callable[[tuple[str, str]], Awaitable[None]] | None = None,
+    ) -> None:
+        self.pods = PodStore()
+        self.services = ServiceStore()
+        self.namespaces = NamespaceStore()
+        paths = {
+            "pods": "/api/v1/pods",
+            "services": "/api/v1/services",
+            "namespaces": "/api/v1/namespaces",
+        }
+        handlers: dict[str, WatchHandler] = {
+            "pods": self.pods,
+            "services": self.services,
+            "namespaces": self.namespaces,
+        }
+        self.loops: dict[str, WatchLoop] = {}
+        for kind in kinds:
+            source = (sources or {}).get(kind)
+            if source is None:
+                assert transport is not None  # noqa: S101 - sources or a transport
+                source = ApiListWatch(
+                    transport,
+                    paths[kind],
+                    label_selector=MANAGED_SELECTOR,
+                    timeout_seconds=watch_timeout,
+                )
+            self.loops[kind] = WatchLoop(source, handlers[kind], name=kind)
+        self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
+        self._collect = collect
+        if collect is not None:
+            self.pods.on_change = lambda f: self.queue.add((f.namespace, f.workload))
+        self.active = False
+
+    @property
+    def synced(self) -> bool:
+        """Every store holds a first list and every watch is connected."""
+        return self.active and all(
+            loop.synced.is_set() and loop.healthy for loop in self.loops.values()
+        )
+
+    async def wait_synced(self, timeout: float) -> bool:  # noqa: ASYNC109 - a bound
+        """Wait for the first lists; false when they did not come in time."""
+        with anyio.move_on_after(timeout):
+            for loop in self.loops.values():
+                await loop.synced.wait()
+        return self.synced
+
+    def fail_subscribers(self, error: AdapterUnavailable) -> None:
+        """End every event stream with ``error``."""
+        for subscriber in self.pods.subscribers:
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                subscriber.send_nowait(error)
+            subscriber.close()
+        self.pods.subscribers.clear()
+
+    async def _supervise(self, give_up_after: float) -> None:
+        """End event streams when the pod watch has been down for ``give_up_after`` s."""
+        loop = self.loops.get("pods")
+        if loop is None:
+            return
+        down_since: float | None = None
+        while True:
+            await anyio.sleep(min(1.0, give_up_after / 4))
+            if loop.healthy or not loop.synced.is_set():
+                down_since = None
+                continue
+            now = anyio.current_time()
+            down_since = down_since or now
+            if now - down_since >= give_up_after and self.pods.subscribers:
+                self.fail_subscribers(
+                    AdapterUnavailable(
+                        f"the pod watch is down: {loop.last_error}",
+                        remedy="Open a new event stream and re-observe every app.",
+                    )
+                )
+
+    @contextlib.asynccontextmanager
+    async def running(self, give_up_after: float = 30.0) -> AsyncIterator[Informer]:
+        """Run the watches (and the collector) for the duration of the block."""
+        async with anyio.create_task_group() as group:
+            for loop in self.loops.values():
+                group.start_soon(loop.run)
+            if self._collect is not None:
+                group.start_soon(self.queue.run, self._collect)
+            group.start_soon(self._supervise, give_up_after)
+            self.active = True
+            try:
+                yield self
+            finally:
+                self.active = False
+                group.cancel_scope.cancel()

@@ -1,0 +1,406 @@
+"""Clusters and the one transport every API call goes through.
+
+*Clusters.* A kubeconfig holds contexts; every context of the first kubeconfig
+found (explicit path, ``$KUBECONFIG``, ``~/.kube/config``) is loadable by name,
+and an in-cluster service account is one more cluster called ``in-cluster``.
+Each cluster gets its own ``Configuration``: the client's global default
+configuration is never read or written (a process may drive several clusters).
+
+*Transport.* :class:`KubeTransport` is the only place that talks HTTP. It
+counts every call (the benchmark and the idempotency tests read the counter),
+takes a token from our own :class:`TokenBucket`, runs the blocking urllib3
+call in a worker thread under the adapter's own ``CapacityLimiter`` (never the
+host's default one) and always sets connect and read timeouts, so a cancelled
+host task never leaves a thread stuck on a socket for long. Bodies stay plain
+JSON dicts: the generated models are slow and not needed for what we project.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import attrs
+import urllib3
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.config import incluster_config, kube_config
+from kubernetes.config.config_exception import ConfigException
+
+from ._ratelimit import TokenBucket
+
+__all__ = [
+    "IN_CLUSTER",
+    "ApiError",
+    "ClusterSet",
+    "KubeTransport",
+    "ResponseStream",
+    "load_clusters",
+]
+
+IN_CLUSTER = "in-cluster"
+
+JSON = "application/json"
+APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class ApiError(Exception):
+    """An API call failed: ``status`` is the HTTP status, 0 when nothing answered."""
+
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        body: Mapping[str, Any] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(f"{status} {reason}")
+        self.status = status
+        self.reason = reason
+        self.body: dict[str, Any] = dict(body or {})
+        self.retry_after = retry_after
+
+    @property
+    def message(self) -> str:
+        """The API server's message, or the reason."""
+        return str(self.body.get("message") or self.reason)
+
+
+@attrs.frozen
+class _Source:
+    kubeconfig: Path | None
+    context: str | None
+
+
+@attrs.define
+class ClusterSet:
+    """Every cluster this adapter can address by name, and the default one."""
+
+    sources: dict[str, _Source]
+    default: str
+
+    def names(self) -> tuple[str, ...]:
+        """Cluster (context) names, the default first."""
+        return (self.default, *sorted(n for n in self.sources if n != self.default))
+
+    def configuration(self, name: str | None = None) -> Configuration:
+        """A fresh client ``Configuration`` for cluster ``name`` (the default when ``None``)."""
+        name = name or self.default
+        if name not in self.sources:
+            raise ConfigException(f"no cluster named {name!r}; known: {', '.join(self.names())}")
+        source = self.sources[name]
+        config = Configuration()
+        if source.kubeconfig is None:
+            incluster_config.InClusterConfigLoader(  # type: ignore[no-untyped-call]
+                token_filename=incluster_config.SERVICE_TOKEN_FILENAME,
+                cert_filename=incluster_config.SERVICE_CERT_FILENAME,
+            ).load_and_set(config)
+        else:
+            # client_configuration + persist_config=False: the global default stays untouched.
+            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(source.kubeconfig),
+                context=source.context,
+                client_configuration=config,
+                persist_config=False,
+            )
+        return config
+
+
+def _kubeconfig_candidates(explicit: str | None) -> list[Path]:
+    if explicit:
+        return [Path(explicit).expanduser()]
+    found = [Path(p).expanduser() for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    found.append(Path("~/.kube/config").expanduser())
+    return found
+
+
+def load_clusters(kubeconfig: str | None = None, context: str | None = None) -> ClusterSet:
+    """Find every cluster: a kubeconfig's contexts, then in-cluster; the first is the default.
+
+    An explicit ``kubeconfig`` must exist; ``context`` picks the default among its
+    contexts. Raises ``ConfigException`` when nothing is found.
+    """
+    sources: dict[str, _Source] = {}
+    default: str | None = None
+    for path in _kubeconfig_candidates(kubeconfig):
+        if not path.is_file():
+            if kubeconfig:
+                raise ConfigException(f"kubeconfig {path} does not exist")
+            continue
+        contexts, current = kube_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            str(path)
+        )
+        for entry in contexts:
+            sources.setdefault(entry["name"], _Source(path, entry["name"]))
+        if default is None:
+            default = current["name"] if current else (contexts[0]["name"] if contexts else None)
+        break  # the first kubeconfig found wins, as kubectl's precedence does
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and not kubeconfig:
+        sources.setdefault(IN_CLUSTER, _Source(None, None))
+        default = default or IN_CLUSTER
+    if context is not None:
+        if context not in sources:
+            raise ConfigException(f"context {context!r} not found; known: {sorted(sources)}")
+        default = context
+    if default is None:
+        raise ConfigException("no kubeconfig found and not running in a cluster")
+    return ClusterSet(sources, default)
+
+
+class ResponseStream:
+    """A streaming response (watch, followed log): read chunks in worker threads.
+
+    Closing it shuts the socket down, which also wakes a thread blocked reading
+    it: that is how cancellation never leaves a thread behind on a socket.
+    """
+
+    def __init__(self, response: urllib3.BaseHTTPResponse, limiter: anyio.CapacityLimiter) -> None:
+        self._response = response
+        self._limiter = limiter
+        self._chunks = response.stream(65536, decode_content=True)
+
+    def _next(self) -> bytes:
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            return b""
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as error:
+            if self._response.closed:
+                return b""
+            raise ApiError(0, f"stream broken: {error}") from error
+
+    async def receive(self) -> bytes:
+        """The next chunk; ``b""`` at the end of the stream."""
+        # Reads may be abandoned: close() unblocks the thread right after.
+        return await anyio.to_thread.run_sync(
+            self._next, limiter=self._limiter, abandon_on_cancel=True
+        )
+
+    def close(self) -> None:
+        """Shut the socket down and drop the connection (safe from any thread, twice)."""
+        with contextlib.suppress(Exception):
+            self._response.shutdown()
+        with contextlib.suppress(Exception):
+            self._response.close()
+        with contextlib.suppress(Exception):
+            self._response.release_conn()
+
+
+def _decode(data: bytes) -> dict[str, Any]:
+    if not data:
+        return {}
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return {"message": data[:500].decode("utf-8", "replace")}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _retry_after(response: urllib3.BaseHTTPResponse) -> float | None:
+    value = response.headers.get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class KubeTransport:
+    """Every API call of one adapter: counted, rate-limited, threaded, with timeouts."""
+
+    def __init__(
+        self,
+        configuration: Configuration,
+        *,
+        qps: float = 50.0,
+        burst: int = 100,
+        max_threads: int = 16,
+        max_streams: int = 16,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 30.0,
+    ) -> None:
+        configuration.connection_pool_maxsize = max_threads
+        self._client = ApiClient(configuration)
+        # Long-lived streams get their own client and pool, so a watch never starves calls.
+        stream_config = copy.deepcopy(configuration)
+        stream_config.connection_pool_maxsize = max_streams
+        self._stream_client = ApiClient(stream_config)
+        self.bucket = TokenBucket(qps, burst)
+        self.limiter = anyio.CapacityLimiter(max_threads)
+        self.stream_limiter = anyio.CapacityLimiter(max_streams)
+        self.timeouts = (connect_timeout, read_timeout)
+        self.calls = 0
+        """Every API call made so far (requests and opened streams)."""
+        self.calls_by_kind: Counter[str] = Counter()
+        self._closed = False
+
+    def _prepare(
+        self,
+        client: ApiClient,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str | None,
+    ) -> tuple[str, dict[str, str], Any]:
+        headers = {"Accept": JSON}
+        if body is not None:
+            headers["Content-Type"] = content_type or JSON
+        params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        _, url, headers, body, _ = client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=params,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        return url, headers, body
+
+    def _count(self, method: str, path: str) -> None:
+        self.calls += 1
+        parts = path.split("?", 1)[0].strip("/").split("/")
+        # /api/v1/<plural>[/<name>] or /api/v1/namespaces/<ns>/<plural>[/<name>][/<sub>]
+        start = 2 if parts[0] == "api" else 3
+        rest = parts[start:]
+        if len(rest) >= 3 and rest[0] == "namespaces":  # noqa: PLR2004
+            rest = rest[2:]
+        self.calls_by_kind[f"{method} {'/'.join(rest[:1] + rest[2:3])}"] += 1
+
+    def _call(  # noqa: PLR0917 - anyio's run_sync passes positionals
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str | None,
+        timeout: tuple[float, float],
+    ) -> dict[str, Any]:
+        url, headers, body = self._prepare(
+            self._client, method, path, query=query, body=body, content_type=content_type
+        )
+        try:
+            response = self._client.rest_client.request(  # type: ignore[no-untyped-call]
+                method, url, headers=headers, body=body, _request_timeout=timeout
+            ).response
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise ApiError(0, f"{type(error).__name__}: {error}") from error
+        try:
+            data = response.data
+        finally:
+            response.release_conn()
+        if not 200 <= response.status < 300:  # noqa: PLR2004
+            raise ApiError(
+                response.status, response.reason or "", _decode(data), _retry_after(response)
+            )
+        return _decode(data)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        read_timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Make one API call and return its JSON body; raise :class:`ApiError` unless 2xx."""
+        if self._closed:
+            raise ApiError(0, "the adapter is closed")
+        await self.bucket.acquire()
+        self._count(method, path)
+        timeout = (self.timeouts[0], read_timeout or self.timeouts[1])
+        # Reads may be abandoned on cancel (the timeout ends the thread); writes finish,
+        # so that we never lose track of whether a write happened.
+        return await anyio.to_thread.run_sync(
+            self._call,
+            method,
+            path,
+            query,
+            body,
+            content_type,
+            timeout,
+            limiter=self.limiter,
+            abandon_on_cancel=method == "GET",
+        )
+
+    async def get(self, path: str, **query: Any) -> dict[str, Any]:
+        """GET ``path`` with ``query``."""
+        return await self.request("GET", path, query=query)
+
+    async def apply(self, path: str, body: Mapping[str, Any], field_manager: str) -> dict[str, Any]:
+        """Server-side apply ``body`` at ``path`` (``.../<kind>/<name>``), forcing ownership."""
+        return await self.request(
+            "PATCH",
+            path,
+            body=body,
+            content_type=APPLY_PATCH,
+            query={"fieldManager": field_manager, "force": "true"},
+        )
+
+    def _open(
+        self, path: str, query: Mapping[str, Any] | None, read_timeout: float
+    ) -> urllib3.BaseHTTPResponse:
+        url, headers, _ = self._prepare(
+            self._stream_client, "GET", path, query=query, body=None, content_type=None
+        )
+        headers["Accept"] = "*/*"
+        try:
+            response = self._stream_client.rest_client.pool_manager.request(
+                "GET",
+                url,
+                headers=headers,
+                preload_content=False,
+                timeout=urllib3.Timeout(connect=self.timeouts[0], read=read_timeout),
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise ApiError(0, f"{type(error).__name__}: {error}") from error
+        if not 200 <= response.status < 300:  # noqa: PLR2004
+            data = response.data
+            response.release_conn()
+            raise ApiError(
+                response.status, response.reason or "", _decode(data), _retry_after(response)
+            )
+        return response
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, path: str, *, query: Mapping[str, Any] | None = None, read_timeout: float
+    ) -> AsyncIterator[ResponseStream]:
+        """Open a streaming GET (a watch or a followed log); closed when the block ends."""
+        if self._closed:
+            raise ApiError(0, "the adapter is closed")
+        await self.bucket.acquire()
+        self._count("STREAM", path)
+        response = await anyio.to_thread.run_sync(
+            self._open,
+            path,
+            query,
+            read_timeout,
+            limiter=self.stream_limiter,
+        )
+        stream = ResponseStream(response, self.stream_limiter)
+        try:
+            yield stream
+        finally:
+            stream.close()
+
+    def close(self) -> None:
+        """Close both connection pools (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        for client in (self._client, self._stream_client):
+            with contextlib.suppress(Exception):
+                client.rest_client.pool_manager.clear()
+            with contextlib.suppress(Exception):
+                client.close()  # type: ignore[no-untyped-call]

@@ -1,0 +1,83 @@
+"""What the Kubernetes adapter says about itself: its settings and its registry entry.
+
+This module is the target of the ``pando_runtime.adapters`` entry point, so it
+imports nothing heavy (attrs and the core only, never ``kubernetes``): listing
+adapters must not pay for the Kubernetes client.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from pando_runtime import AdapterInfo, setting
+
+__all__ = ["ADAPTER", "DESCRIPTION", "KubernetesConfig"]
+
+DESCRIPTION = "Runs each app in its own Kubernetes namespace as bare pods."
+
+
+def _server_labels() -> dict[str, str]:
+    return {"app.kubernetes.io/name": "pando", "app.kubernetes.io/component": "server"}
+
+
+@attrs.frozen(kw_only=True)
+class KubernetesConfig:
+    """Settings of the Kubernetes adapter (all optional)."""
+
+    kubeconfig: str | None = setting(
+        default=None,
+        help="Path of a kubeconfig file; unset: $KUBECONFIG, ~/.kube/config, then in-cluster.",
+    )
+    context: str | None = setting(
+        default=None, help="Context (cluster) of the kubeconfig to use; unset: its current one."
+    )
+    api_qps: float = setting(default=50.0, help="API requests per second, sustained.")
+    api_burst: int = setting(default=100, help="API requests allowed in a burst.")
+    max_threads: int = setting(default=16, help="Worker threads for blocking API calls.")
+    max_streams: int = setting(
+        default=16, help="Worker threads for long-lived streams (watches, followed logs)."
+    )
+    connect_timeout: float = setting(default=5.0, help="Seconds to connect to the API server.")
+    read_timeout: float = setting(default=30.0, help="Seconds to wait for an API answer.")
+    watch_timeout: int = setting(
+        default=290, help="Seconds after which the API server ends a watch (it is reopened)."
+    )
+    server_namespace: str = setting(
+        default="pando", help="Namespace of the host's server pods (admitted into every app)."
+    )
+    server_labels: dict[str, str] = setting(
+        factory=_server_labels, help="Labels of the host's server pods."
+    )
+    app_subject: str | None = setting(
+        default=None,
+        help="Identity bound in each app namespace to app_role, as 'User:<name>' or "
+        "'ServiceAccount:<namespace>:<name>'; unset: the adapter holds app_role cluster-wide.",
+    )
+    app_role: str = setting(
+        default="pando-runtime-app", help="ClusterRole bound in each app namespace."
+    )
+    cluster_domain: str = setting(default="cluster.local", help="The cluster's DNS domain.")
+    runtime_class: str | None = setting(default=None, help="RuntimeClass of every app pod.")
+    node_selector: dict[str, str] = setting(
+        factory=dict, help="Node labels app pods must land on (also limits capacity)."
+    )
+    trust_network_policy: bool = setting(
+        default=False,
+        help="Trust that the cluster enforces NetworkPolicy instead of verifying it by a canary.",
+    )
+    schedule_wait: float = setting(
+        default=20.0, help="Seconds apply waits for a new pod to be scheduled."
+    )
+    dependency_wait: float = setting(
+        default=120.0, help="Seconds apply waits for a workload's dependencies to be ready."
+    )
+    field_manager: str = setting(default="pando-runtime", help="Server-side apply field manager.")
+
+
+ADAPTER = AdapterInfo(
+    name="kubernetes",
+    description=DESCRIPTION,
+    factory="pando_runtime_kubernetes._adapter:KubernetesAdapter",
+    config_class=KubernetesConfig,
+    distribution="pando-runtime-kubernetes",
+)

@@ -1,0 +1,418 @@
+"""The Kubernetes objects of an app, as plain dicts, and the digests that make apply idempotent.
+
+Builders are pure: same plan in, same bodies out, so server-side apply is a
+no-op when nothing changed and the digests below can tell "changed" without
+asking the API server. A pod's ``pando.dev/plan-digest`` covers everything the
+pod runs; the environment enters it only as an HMAC under a per-app random key
+(kept on a Secret), so neither a pod nor an annotation reveals or lets anyone
+guess a value.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pando_runtime import BundlePlan, HealthCheck, RegistryAuth, WorkloadPlan, unstructure
+
+from ._names import (
+    ANN_BUNDLE_ID,
+    ANN_CREATED,
+    ANN_NS_DIGEST,
+    ANN_PLAN_DIGEST,
+    ANN_WORKLOADS,
+    KEY_SECRET,
+    LABEL_BUNDLE,
+    LABEL_MANAGED_BY,
+    LABEL_WORKLOAD,
+    MANAGED_BY,
+    NETWORK_POLICY,
+    PULL_SECRET,
+    QUOTA,
+    ROLE_BINDING,
+    bundle_label,
+    configmap_name,
+    env_secret_name,
+    pod_name,
+)
+
+__all__ = [
+    "PodSettings",
+    "canonical",
+    "env_secret",
+    "files_configmap",
+    "key_secret",
+    "labels_for",
+    "namespace",
+    "namespace_digest",
+    "namespace_objects",
+    "network_policy",
+    "pod",
+    "pull_secret",
+    "resource_quota",
+    "role_binding",
+    "service",
+    "workload_digest",
+]
+
+FILES_VOLUME = "pando-files"
+KEY_FIELD = "key"
+
+
+def canonical(value: Any) -> bytes:
+    """Stable JSON bytes of ``value`` (sorted keys, no spaces): what digests hash."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def labels_for(
+    bundle_id: str, workload: str | None = None, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Labels of an object of ``bundle_id`` (and ``workload``); ours win over the plan's."""
+    labels = dict(extra or {})
+    labels[LABEL_MANAGED_BY] = MANAGED_BY
+    labels[LABEL_BUNDLE] = bundle_label(bundle_id)
+    if workload is not None:
+        labels[LABEL_WORKLOAD] = workload
+    return labels
+
+
+def _meta(
+    name: str,
+    namespace: str | None,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": dict(labels)}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return meta
+
+
+# -- namespace-wide objects -------------------------------------------------------------------
+
+
+def namespace(name: str, plan: BundlePlan, digest: str | None = None) -> dict[str, Any]:
+    """The app's namespace; ``digest`` (of the namespace-wide objects) once they are applied."""
+    annotations = {
+        ANN_BUNDLE_ID: plan.bundle_id,
+        ANN_WORKLOADS: ",".join(w.name for w in plan.workloads),
+    }
+    if digest is not None:
+        annotations[ANN_NS_DIGEST] = digest
+    labels = labels_for(plan.bundle_id, extra=plan.labels)
+    # Pod Security Admission: baseline forbids host namespaces, ports and privileges.
+    labels["pod-security.kubernetes.io/enforce"] = "baseline"
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": _meta(name, None, labels, annotations),
+    }
+
+
+def role_binding(ns: str, bundle_id: str, subject: str, role: str) -> dict[str, Any]:
+    """Binds the adapter's identity (``User:<n>`` / ``ServiceAccount:<ns>:<n>``) to ``role``."""
+    kind, _, rest = subject.partition(":")
+    if kind == "ServiceAccount":
+        sa_ns, _, sa_name = rest.partition(":")
+        subjects = [{"kind": "ServiceAccount", "namespace": sa_ns, "name": sa_name}]
+    else:
+        subjects = [{"kind": kind, "apiGroup": "rbac.authorization.k8s.io", "name": rest}]
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _meta(ROLE_BINDING, ns, labels_for(bundle_id)),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": subjects,
+    }
+
+
+def network_policy(
+    ns: str, bundle_id: str, server_namespace: str, server_labels: Mapping[str, str]
+) -> dict[str, Any]:
+    """Default deny ingress, admitting only the app's own pods and the host's server pods."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(NETWORK_POLICY, ns, labels_for(bundle_id)),
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [
+                        {"podSelector": {}},
+                        {
+                            "namespaceSelector": {
+                                "matchLabels": {"kubernetes.io/metadata.name": server_namespace}
+                            },
+                            "podSelector": {"matchLabels": dict(server_labels)},
+                        },
+                    ]
+                }
+            ],
+        },
+    }
+
+
+def resource_quota(ns: str, bundle_id: str) -> dict[str, Any]:
+    """Forbids NodePort and LoadBalancer Services: an app is reached only through the host."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": _meta(QUOTA, ns, labels_for(bundle_id)),
+        "spec": {"hard": {"services.nodeports": "0", "services.loadbalancers": "0"}},
+    }
+
+
+def namespace_objects(
+    ns: str,
+    plan: BundlePlan,
+    *,
+    server_namespace: str,
+    server_labels: Mapping[str, str],
+    subject: str | None,
+    role: str,
+) -> list[dict[str, Any]]:
+    """The namespace-wide objects, in apply order (binding first: it grants the rest)."""
+    objects = []
+    if subject:
+        objects.append(role_binding(ns, plan.bundle_id, subject, role))
+    objects.append(network_policy(ns, plan.bundle_id, server_namespace, server_labels))
+    objects.append(resource_quota(ns, plan.bundle_id))
+    return objects
+
+
+def namespace_digest(ns_body: Mapping[str, Any], objects: Sequence[Mapping[str, Any]]) -> str:
+    """Digest of the namespace and its namespace-wide objects (not of the digest itself)."""
+    return hashlib.sha256(canonical([ns_body, list(objects)])).hexdigest()
+
+
+def key_secret(ns: str, bundle_id: str, key: bytes) -> dict[str, Any]:
+    """The per-app random key under which environments are HMAC'd into digests."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": _meta(KEY_SECRET, ns, labels_for(bundle_id)),
+        "data": {KEY_FIELD: _b64(key)},
+    }
+
+
+def pull_secret(ns: str, bundle_id: str, auths: Sequence[RegistryAuth]) -> dict[str, Any]:
+    """A ``dockerconfigjson`` Secret with every registry credential of the plan."""
+    config: dict[str, Any] = {}
+    for auth in auths:
+        entry: dict[str, str] = {}
+        if auth.username is not None:
+            entry["username"] = auth.username
+        if auth.password is not None:
+            entry["password"] = auth.password
+        if auth.username is not None and auth.password is not None:
+            entry["auth"] = _b64(f"{auth.username}:{auth.password}".encode())
+        if auth.identity_token is not None:
+            entry["identitytoken"] = auth.identity_token
+        config[auth.registry] = entry
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/dockerconfigjson",
+        "metadata": _meta(PULL_SECRET, ns, labels_for(bundle_id)),
+        "data": {".dockerconfigjson": _b64(canonical({"auths": config}))},
+    }
+
+
+# -- per workload -----------------------------------------------------------------------------
+
+
+def env_secret(ns: str, bundle_id: str, w: WorkloadPlan) -> dict[str, Any]:
+    """The workload's environment, handed to the pod by ``envFrom`` (never in the pod spec)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": _meta(env_secret_name(w.name), ns, labels_for(bundle_id, w.name)),
+        "data": {k: _b64(v.encode()) for k, v in sorted(w.env.items())},
+    }
+
+
+def files_configmap(ns: str, bundle_id: str, w: WorkloadPlan) -> dict[str, Any]:
+    """The workload's carried files, one key each (``f0``, ``f1``...), mounted by subPath."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(configmap_name(w.name), ns, labels_for(bundle_id, w.name)),
+        "binaryData": {f"f{i}": _b64(f.content) for i, f in enumerate(w.files)},
+    }
+
+
+def service(ns: str, bundle_id: str, w: WorkloadPlan) -> dict[str, Any]:
+    """A headless Service named after the workload: stable DNS, never a node port."""
+    ports = [
+        {
+            "name": f"p{p.number}-{p.protocol.value}",
+            "port": p.number,
+            "targetPort": p.number,
+            "protocol": p.protocol.value.upper(),
+        }
+        for p in w.ports
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(w.name, ns, labels_for(bundle_id, w.name)),
+        "spec": {
+            "type": "ClusterIP",
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {LABEL_BUNDLE: bundle_label(bundle_id), LABEL_WORKLOAD: w.name},
+            "ports": ports,
+        },
+    }
+
+
+class PodSettings:
+    """What the adapter's config adds to every pod (and so to every digest)."""
+
+    __slots__ = ("node_selector", "runtime_class")
+
+    def __init__(
+        self, runtime_class: str | None = None, node_selector: Mapping[str, str] | None = None
+    ) -> None:
+        self.runtime_class = runtime_class
+        self.node_selector = dict(node_selector or {})
+
+
+def workload_digest(w: WorkloadPlan, key: bytes, settings: PodSettings) -> str:
+    """sha256 of what the pod runs; the environment only as an HMAC under ``key``."""
+    env_mac = hmac.new(key, canonical(sorted(w.env.items())), hashlib.sha256).hexdigest()
+    doc = {
+        "image": w.image,
+        "command": list(w.command),
+        "entrypoint": list(w.entrypoint),
+        "working_dir": w.working_dir,
+        "ports": [[p.number, p.protocol.value] for p in w.ports],
+        "mounts": [[m.volume_id, m.path, m.read_only] for m in w.mounts],
+        "files": [[f.path, f.mode, hashlib.sha256(f.content).hexdigest()] for f in w.files],
+        "health": unstructure(w.health) if w.health else None,
+        "resources": [w.resources.cpu_millis, w.resources.memory_bytes],
+        "runtime_class": settings.runtime_class,
+        "node_selector": settings.node_selector,
+        "pull": w.pull_auth is not None,
+        "env": env_mac,
+    }
+    return hashlib.sha256(canonical(doc)).hexdigest()
+
+
+def _probe(health: HealthCheck) -> dict[str, Any]:
+    probe: dict[str, Any] = {
+        "periodSeconds": max(1, math.ceil(health.interval_seconds)),
+        "timeoutSeconds": max(1, math.ceil(health.timeout_seconds)),
+        "failureThreshold": health.retries,
+        "successThreshold": 1,
+    }
+    if health.command:
+        probe["exec"] = {"command": list(health.command)}
+    else:
+        probe["httpGet"] = {"path": health.http_path, "port": health.port}
+    return probe
+
+
+def _resources(w: WorkloadPlan) -> dict[str, Any]:
+    amounts: dict[str, str] = {}
+    if w.resources.cpu_millis is not None:
+        amounts["cpu"] = f"{w.resources.cpu_millis}m"
+    if w.resources.memory_bytes is not None:
+        amounts["memory"] = str(w.resources.memory_bytes)
+    # requests = limits: what the scheduler reserves is what the workload may use.
+    return {"requests": amounts, "limits": dict(amounts)} if amounts else {}
+
+
+def pod(  # noqa: C901 - one flat builder reads better than pieces
+    ns: str,
+    bundle_id: str,
+    w: WorkloadPlan,
+    digest: str,
+    settings: PodSettings,
+    *,
+    pull: bool,
+    plan_labels: Mapping[str, str] | None = None,
+    created_ns: int | None = None,
+) -> dict[str, Any]:
+    """A bare pod: never restarted, readiness probe only, no token, no host access."""
+    container: dict[str, Any] = {
+        "name": w.name,
+        "image": w.image,
+        "envFrom": [{"secretRef": {"name": env_secret_name(w.name)}}],
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+    if w.entrypoint:
+        container["command"] = list(w.entrypoint)
+    if w.command:
+        container["args"] = list(w.command)
+    if w.working_dir:
+        container["workingDir"] = w.working_dir
+    if w.ports:
+        container["ports"] = [
+            {"containerPort": p.number, "protocol": p.protocol.value.upper()} for p in w.ports
+        ]
+    if w.health is not None:
+        container["readinessProbe"] = _probe(w.health)
+    resources = _resources(w)
+    if resources:
+        container["resources"] = resources
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "hostNetwork": False,
+        "hostname": w.name[:63],
+        "containers": [container],
+    }
+    if w.files:
+        spec["volumes"] = [
+            {
+                "name": FILES_VOLUME,
+                "configMap": {
+                    "name": configmap_name(w.name),
+                    "items": [
+                        {"key": f"f{i}", "path": f"f{i}", "mode": f.mode}
+                        for i, f in enumerate(w.files)
+                    ],
+                },
+            }
+        ]
+        container["volumeMounts"] = [
+            {"name": FILES_VOLUME, "mountPath": f.path, "subPath": f"f{i}", "readOnly": True}
+            for i, f in enumerate(w.files)
+        ]
+    if pull:
+        spec["imagePullSecrets"] = [{"name": PULL_SECRET}]
+    if settings.runtime_class:
+        spec["runtimeClassName"] = settings.runtime_class
+    if settings.node_selector:
+        spec["nodeSelector"] = dict(settings.node_selector)
+    annotations = {
+        ANN_PLAN_DIGEST: digest,
+        ANN_BUNDLE_ID: bundle_id,
+        ANN_CREATED: str(created_ns if created_ns is not None else time.time_ns()),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _meta(
+            pod_name(w.name), ns, labels_for(bundle_id, w.name, plan_labels), annotations
+        ),
+        "spec": spec,
+    }

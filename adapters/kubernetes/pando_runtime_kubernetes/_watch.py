@@ -1,0 +1,352 @@
+"""A reusable list-then-watch loop, and a keyed work queue with retries.
+
+The loop is client-go's reflector in miniature: list, then watch from the
+list's ``resourceVersion`` with bookmarks; when the server ends a watch (its
+timeout) reopen it from the last version seen, without relisting; on ``410
+Gone`` (the version is too old) relist; on any other error back off
+exponentially and retry. Its handler learns every list (``relist=True`` after
+the first: events may have been missed) and every event, synchronously, so a
+cache fed by it is updated before anything else looks.
+
+The loop and its helpers run as tasks of a task group that lives exactly as
+long as the owner's ``async with`` block (structured: nothing outlives it).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Generic, Protocol, TypeVar
+
+import anyio
+
+from ._client import ApiError, KubeTransport
+
+__all__ = [
+    "ApiListWatch",
+    "Gone",
+    "ListWatchSource",
+    "WatchHandler",
+    "WatchLoop",
+    "WorkQueue",
+]
+
+K = TypeVar("K", bound=Hashable)
+
+GONE = 410
+
+
+class Gone(Exception):
+    """The resource version is too old: relist."""
+
+
+class ListWatchSource(Protocol):
+    """Where a watch loop lists and watches (the API; a fake in unit tests)."""
+
+    async def list(self) -> tuple[list[dict[str, Any]], str]:
+        """Every object now, and the collection's resourceVersion."""
+        ...
+
+    def watch(
+        self, resource_version: str
+    ) -> AbstractAsyncContextManager[AsyncIterator[dict[str, Any]]]:
+        """Events after ``resource_version`` (``{"type": ..., "object": ...}``).
+
+        They last until the server ends the watch; raises :class:`Gone` when the
+        version is too old.
+        """
+        ...
+
+
+class WatchHandler(Protocol):
+    """What a watch loop feeds."""
+
+    def on_list(self, items: list[dict[str, Any]], relist: bool) -> None:
+        """Replace everything with ``items``; ``relist`` means events may have been missed."""
+
+    def on_event(self, kind: str, obj: dict[str, Any]) -> None:
+        """One ``ADDED``, ``MODIFIED`` or ``DELETED`` event."""
+
+
+def _version(obj: Mapping[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    return meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+
+
+class WatchLoop:
+    """List, then watch; reopen, relist and back off as needed, until cancelled.
+
+    ``synced`` is set once the first list is in the handler; ``healthy`` is
+    false while the loop cannot reach the API (readers then fall back to a
+    direct read, which reports the outage).
+    """
+
+    def __init__(
+        self,
+        source: ListWatchSource,
+        handler: WatchHandler,
+        *,
+        name: str = "watch",
+        backoff_initial: float = 0.2,
+        backoff_max: float = 10.0,
+        relist_after_failures: int = 3,
+    ) -> None:
+        self.source = source
+        self.handler = handler
+        self.name = name
+        self.synced = anyio.Event()
+        self.healthy = False
+        self.last_error: BaseException | None = None
+        self.lists = 0
+        self.resource_version = ""
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._relist_after = relist_after_failures
+        self._relist_requested = False
+        self._failures = 0
+        self._watch_scope: anyio.CancelScope | None = None
+
+    def request_relist(self) -> None:
+        """Relist now: the current watch is left at once."""
+        self._relist_requested = True
+        if self._watch_scope is not None:
+            self._watch_scope.cancel()
+
+    async def _backoff(self, error: BaseException) -> None:
+        self.healthy = False
+        self.last_error = error
+        self._failures += 1
+        delay = min(self._backoff_max, self._backoff_initial * 2 ** (self._failures - 1))
+        await anyio.sleep(delay * (0.5 + random.random() / 2))  # noqa: S311 - jitter only
+
+    async def _list(self) -> None:
+        items, version = await self.source.list()
+        self.resource_version = version
+        self.handler.on_list(items, relist=self.lists > 0)
+        self.lists += 1
+        self.healthy = True
+        self._failures = 0
+        self.synced.set()
+
+    async def _watch_once(self) -> None:
+        """One watch, from the last version to the server's end of it."""
+        async with self.source.watch(self.resource_version) as events:
+            self.healthy = True
+            async for event in events:
+                if self._relist_requested:
+                    return
+                kind = event.get("type")
+                obj = event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == GONE:
+                        raise Gone(obj.get("message", "gone"))
+                    raise ApiError(int(obj.get("code") or 0), str(obj.get("message", "")))
+                version = _version(obj)
+                if version:
+                    self.resource_version = version
+                if kind == "BOOKMARK":
+                    continue
+                if kind in ("ADDED", "MODIFIED", "DELETED"):
+                    self.handler.on_event(kind, obj)
+                self._failures = 0
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+        need_list = True
+        while True:
+            if need_list or self._relist_requested:
+                self._relist_requested = False
+                try:
+                    await self._list()
+                except (ApiError, Gone, OSError, ValueError) as error:
+                    await self._backoff(error)
+                    continue
+                need_list = False
+            try:
+                with anyio.CancelScope() as self._watch_scope:
+                    await self._watch_once()
+            except Gone:
+                need_list = True
+            except (ApiError, OSError, ValueError) as error:
+                await self._backoff(error)
+                # A watch that keeps failing may be stuck on a version: start over.
+                need_list = self._failures >= self._relist_after
+            finally:
+                self._watch_scope = None
+
+
+class ApiListWatch:
+    """A :class:`ListWatchSource` over the API: one cluster-wide collection and selector."""
+
+    def __init__(
+        self,
+        transport: KubeTransport,
+        path: str,
+        *,
+        label_selector: str,
+        field_selector: str | None = None,
+        page_size: int = 500,
+        timeout_seconds: int = 290,
+    ) -> None:
+        self.transport = transport
+        self.path = path
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.page_size = page_size
+        self.timeout_seconds = timeout_seconds
+
+    async def list(self) -> tuple[list[dict[str, Any]], str]:
+        """Every object, in pages; a continue token that expired restarts the list."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            try:
+                page = await self.transport.get(
+                    self.path,
+                    labelSelector=self.label_selector,
+                    fieldSelector=self.field_selector,
+                    limit=self.page_size,
+                    **{"continue": token},
+                )
+            except ApiError as error:
+                if error.status == GONE:
+                    raise Gone(error.message) from error
+                raise
+            items.extend(page.get("items") or ())
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items, str((page.get("metadata") or {}).get("resourceVersion", ""))
+
+    @asynccontextmanager
+    async def watch(self, resource_version: str) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        """Watch from ``resource_version`` with bookmarks.
+
+        The server ends it after a timeout with jitter; a client read timeout
+        above it catches a silent connection.
+        """
+        timeout = int(self.timeout_seconds * (0.9 + random.random() / 5))  # noqa: S311
+        query = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": timeout,
+            "labelSelector": self.label_selector,
+            "fieldSelector": self.field_selector,
+        }
+        try:
+            async with self.transport.stream(
+                self.path, query=query, read_timeout=timeout + 30
+            ) as stream:
+                yield _events(stream.receive)
+        except ApiError as error:
+            if error.status == GONE:
+                raise Gone(error.message) from error
+            raise
+
+
+async def _events(receive: Callable[[], Awaitable[bytes]]) -> AsyncIterator[dict[str, Any]]:
+    """JSON lines from a chunked stream."""
+    pending = b""
+    while chunk := await receive():
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield json.loads(line)
+    if pending.strip():
+        yield json.loads(pending)
+
+
+class WorkQueue(Generic[K]):
+    """Keys to process, each at most once in the queue, with retries and backoff.
+
+    As client-go's work queue: a key added while it waits is not queued twice;
+    a key added while it is being processed is queued again when
+    :meth:`done` is called, so its latest state is always processed. A failed
+    key is retried after an exponential backoff, at most ``max_retries`` times.
+    """
+
+    def __init__(
+        self, *, max_retries: int = 5, backoff_initial: float = 0.05, backoff_max: float = 5.0
+    ) -> None:
+        self._queue: deque[K] = deque()
+        self._queued: set[K] = set()
+        self._processing: set[K] = set()
+        self._dirty: set[K] = set()
+        self._failures: dict[K, int] = {}
+        self._wakeup = anyio.Event()
+        self.max_retries = max_retries
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self.dropped = 0
+        """Keys given up after ``max_retries`` failures."""
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def add(self, key: K) -> None:
+        """Queue ``key`` (no-op when it already waits)."""
+        if key in self._processing:
+            self._dirty.add(key)
+            return
+        if key not in self._queued:
+            self._queued.add(key)
+            self._queue.append(key)
+            self._wakeup.set()
+
+    async def get(self) -> K:
+        """The next key; mark it processing until :meth:`done`."""
+        while not self._queue:
+            self._wakeup = anyio.Event()
+            await self._wakeup.wait()
+        key = self._queue.popleft()
+        self._queued.discard(key)
+        self._processing.add(key)
+        return key
+
+    def done(self, key: K, *, failed: bool = False) -> float | None:
+        """Finish ``key``; on failure returns the delay before its retry (None: given up)."""
+        self._processing.discard(key)
+        delay: float | None = None
+        if failed:
+            count = self._failures.get(key, 0) + 1
+            if count > self.max_retries:
+                self._failures.pop(key, None)
+                self.dropped += 1
+            else:
+                self._failures[key] = count
+                delay = min(self._backoff_max, self._backoff_initial * 2 ** (count - 1))
+        else:
+            self._failures.pop(key, None)
+        if key in self._dirty:
+            self._dirty.discard(key)
+            self.add(key)
+        return delay
+
+    async def run(
+        self,
+        process: Callable[[K], Awaitable[None]],
+        *,
+        on_error: Callable[[K, Exception], None] | None = None,
+    ) -> None:
+        """Process keys one at a time until cancelled; failures are retried with backoff."""
+        async with anyio.create_task_group() as retries:
+            while True:
+                key = await self.get()
+                try:
+                    await process(key)
+                except Exception as error:  # noqa: BLE001 - any failure is retried
+                    if on_error is not None:
+                        on_error(key, error)
+                    delay = self.done(key, failed=True)
+                    if delay is not None:
+                        retries.start_soon(self._readd_later, key, delay)
+                else:
+                    self.done(key)
+
+    async def _readd_later(self, key: K, delay: float) -> None:
+        await anyio.sleep(delay)
+        self.add(key)

@@ -1,0 +1,339 @@
+"""Pure logic of the adapter: names, digests, objects, token bucket, capacity, watch loop."""
+
+# ruff: noqa: ASYNC110, FBT003
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import pytest
+from pando_runtime_kubernetes import _objects as objects
+from pando_runtime_kubernetes._cache import PodStore, pod_transitions, project_pod
+from pando_runtime_kubernetes._capacity import (
+    cpu_millis,
+    eligible,
+    memory_bytes,
+    node_rooms,
+    pod_requests,
+)
+from pando_runtime_kubernetes._names import namespace_for, pod_name
+from pando_runtime_kubernetes._ratelimit import TokenBucket
+from pando_runtime_kubernetes._watch import Gone, WatchLoop, WorkQueue
+
+from pando_runtime import (
+    BundleEventKind,
+    BundlePlan,
+    CarriedFile,
+    HealthCheck,
+    Port,
+    Resources,
+    WorkloadPlan,
+    available_adapters,
+)
+
+pytestmark = pytest.mark.anyio
+KEY = b"k" * 32
+SETTINGS = objects.PodSettings()
+
+
+def test_listing_adapters_does_not_import_the_client() -> None:
+    sys.modules.pop("kubernetes", None)
+    names = [a.name for a in available_adapters()]
+    assert "kubernetes" in names
+    assert "kubernetes" not in sys.modules
+
+
+def test_namespace_names() -> None:
+    assert namespace_for("app_01HQ8ABC") == "pando-app-01hq8abc"
+    assert namespace_for("A-b_c") == "pando-a-b-c"
+    name = pod_name("web")
+    assert name.startswith("web-")
+    assert len(name) == 9
+
+
+def _workload(**fields: Any) -> WorkloadPlan:
+    fields.setdefault("image", "registry.example/app:1")
+    return WorkloadPlan(name="web", **fields)
+
+
+def test_digest_changes_with_what_runs_and_hides_env() -> None:
+    base = objects.workload_digest(_workload(env={"A": "1"}), KEY, SETTINGS)
+    assert base == objects.workload_digest(_workload(env={"A": "1"}), KEY, SETTINGS)
+    assert base != objects.workload_digest(_workload(env={"A": "2"}), KEY, SETTINGS)
+    assert base != objects.workload_digest(_workload(env={"A": "1"}), b"x" * 32, SETTINGS)
+    assert base != objects.workload_digest(
+        _workload(env={"A": "1"}, image="r.example/b:2"), KEY, SETTINGS
+    )
+    assert base != objects.workload_digest(
+        _workload(env={"A": "1"}), KEY, objects.PodSettings("gvisor")
+    )
+
+
+def test_pod_is_bare_private_and_limited() -> None:
+    w = _workload(
+        env={"SECRET": "hunter2"},
+        ports=(Port(8080),),
+        command=("serve",),
+        entrypoint=("/bin/app",),
+        health=HealthCheck(command=("true",)),
+        resources=Resources(cpu_millis=250, memory_bytes=1024),
+        files=(CarriedFile("/etc/x", b"1", 0o600),),
+    )
+    body = objects.pod(
+        "pando-a",
+        "a",
+        w,
+        "d1",
+        objects.PodSettings("kata", {"pool": "apps"}),
+        pull=True,
+        created_ns=7,
+    )
+    spec = body["spec"]
+    container = spec["containers"][0]
+    assert spec["restartPolicy"] == "Never"
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["enableServiceLinks"] is False
+    assert spec["runtimeClassName"] == "kata"
+    assert spec["nodeSelector"] == {"pool": "apps"}
+    assert spec["imagePullSecrets"] == [{"name": "pando-pull"}]
+    assert container["command"] == ["/bin/app"]
+    assert container["args"] == ["serve"]
+    assert (
+        container["resources"]["requests"]
+        == container["resources"]["limits"]
+        == {"cpu": "250m", "memory": "1024"}
+    )
+    assert "livenessProbe" not in container
+    assert container["readinessProbe"]["exec"] == {"command": ["true"]}
+    assert "hostPort" not in container["ports"][0]
+    assert "hunter2" not in repr(body)
+    assert body["metadata"]["annotations"]["pando.dev/created"] == "7"
+    assert container["volumeMounts"][0]["subPath"] == "f0"
+
+
+def test_namespace_objects() -> None:
+    plan = BundlePlan(bundle_id="App1", workloads=(_workload(),))
+    body = objects.namespace("pando-app1", plan)
+    assert body["metadata"]["annotations"]["pando.dev/bundle-id"] == "App1"
+    found = objects.namespace_objects(
+        "pando-app1",
+        plan,
+        server_namespace="pando",
+        server_labels={"a": "b"},
+        subject="User:alice",
+        role="pando-runtime-app",
+    )
+    assert [o["kind"] for o in found] == ["RoleBinding", "NetworkPolicy", "ResourceQuota"]
+    assert found[2]["spec"]["hard"] == {"services.nodeports": "0", "services.loadbalancers": "0"}
+    one = objects.namespace_digest(body, found)
+    assert one == objects.namespace_digest(body, found)
+    svc = objects.service("pando-app1", "App1", _workload(ports=(Port(53),)))
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["type"] == "ClusterIP"
+
+
+async def test_token_bucket_burst_then_rate() -> None:
+    now = [0.0]
+    bucket = TokenBucket(rate=10, burst=2, clock=lambda: now[0])
+    assert bucket.try_acquire() == 0.0
+    assert bucket.try_acquire() == 0.0
+    assert bucket.try_acquire() == pytest.approx(0.1)
+    now[0] += 0.1
+    assert bucket.try_acquire() == 0.0
+    real = TokenBucket(rate=100, burst=1)
+    start = anyio.current_time()
+    for _ in range(3):
+        await real.acquire()
+    assert anyio.current_time() - start >= 0.015
+
+
+def test_quantities_and_capacity() -> None:
+    assert cpu_millis("250m") == 250
+    assert cpu_millis("1.5") == 1500
+    assert memory_bytes("8Gi") == 8 * 2**30
+    assert memory_bytes("1e3") == 1000
+
+    def node(name: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name, "labels": extra.pop("labels", {})},
+            "spec": extra.pop("spec", {}),
+            "status": {
+                "allocatable": {"cpu": "4", "memory": "8Gi"},
+                "conditions": [{"type": "Ready", "status": extra.pop("ready", "True")}],
+            },
+        }
+
+    def pod(node_name: str, ns: str, cpu: str, pando: bool = True) -> dict[str, Any]:
+        labels = {"app.kubernetes.io/managed-by": "pando"} if pando else {}
+        return {
+            "metadata": {"namespace": ns, "labels": labels},
+            "spec": {
+                "nodeName": node_name,
+                "containers": [{"resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+            },
+            "status": {"phase": "Running"},
+        }
+
+    nodes = [
+        node("a"),
+        node("b"),
+        node("tainted", spec={"taints": [{"effect": "NoSchedule"}]}),
+        node("down", ready="False"),
+        node("cordoned", spec={"unschedulable": True}),
+    ]
+    assert [n["metadata"]["name"] for n in nodes if eligible(n, {})] == ["a", "b"]
+    assert not eligible(node("a"), {"pool": "x"})
+    assert pod_requests(pod("a", "x", "500m")) == (500, 2**30)
+    rooms = node_rooms(
+        nodes,
+        [pod("a", "pando-x", "1"), pod("b", "kube-system", "3", False), pod("a", "pando-y", "1")],
+        {},
+    )
+    by_name = {r.name: r for r in rooms}
+    assert by_name["a"].free() == (2000, 6 * 2**30)
+    assert by_name["a"].free("pando-x") == (3000, 7 * 2**30)
+    assert by_name["b"].free() == (1000, 7 * 2**30)
+
+
+def _pod(phase: str = "Running", **state: Any) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "phase": phase,
+        "containerStatuses": [
+            {
+                "name": "web",
+                "ready": state.pop("ready", False),
+                "state": state or {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+            }
+        ],
+    }
+    return {
+        "metadata": {
+            "name": "web-abcde",
+            "namespace": "pando-a",
+            "uid": "u1",
+            "resourceVersion": "5",
+            "labels": {"pando.dev/workload": "web", "pando.dev/bundle": "a"},
+            "annotations": {"pando.dev/bundle-id": "A", "pando.dev/created": "9"},
+        },
+        "spec": {
+            "containers": [{"name": "web", "readinessProbe": {"exec": {"command": ["true"]}}}]
+        },
+        "status": status,
+    }
+
+
+def test_pod_projection_and_transitions() -> None:
+    at = datetime.now(UTC)
+    pending = project_pod(_pod("Pending", waiting={}))
+    running = project_pod(_pod(ready=True))
+    ended = project_pod(_pod("Failed", terminated={"exitCode": 3, "reason": "Error"}))
+    oom = project_pod(_pod("Failed", terminated={"exitCode": 137, "reason": "OOMKilled"}))
+    assert running is not None
+    assert running.running
+    assert running.ready is True
+    assert running.bundle_id == "A"
+    assert running.created == 9
+    kinds = [e.kind for e in pod_transitions(pending, running, at)]
+    assert kinds == [BundleEventKind.STARTED, BundleEventKind.HEALTH_CHANGED]
+    exited = pod_transitions(running, ended, at)
+    assert [(e.kind, e.exit_code) for e in exited] == [(BundleEventKind.EXITED, 3)]
+    assert pod_transitions(ended, ended, at) == []
+    assert [e.kind for e in pod_transitions(running, oom, at)] == [BundleEventKind.OOM_KILLED]
+    assert [e.kind for e in pod_transitions(running, None, at)] == [BundleEventKind.REMOVED]
+
+
+class FakeSource:
+    """A list/watch source scripted by the test (the API is not faked, its source is)."""
+
+    def __init__(self) -> None:
+        self.lists = 0
+        self.watches: list[str] = []
+        self.items: list[dict[str, Any]] = []
+        self.scripts: list[list[dict[str, Any]] | Exception] = []
+
+    async def list(self) -> tuple[list[dict[str, Any]], str]:
+        self.lists += 1
+        return list(self.items), "10"
+
+    @asynccontextmanager
+    async def watch(self, resource_version: str) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        self.watches.append(resource_version)
+        script = self.scripts.pop(0) if self.scripts else []
+        if isinstance(script, Exception):
+            raise script
+
+        async def events() -> AsyncIterator[dict[str, Any]]:
+            for event in script:
+                yield event
+            if not self.scripts:
+                await anyio.sleep_forever()
+
+        yield events()
+
+
+async def test_watch_loop_reopens_relists_and_backs_off() -> None:
+    source = FakeSource()
+    store = PodStore()
+    send_events: list[Any] = []
+    send, receive = anyio.create_memory_object_stream[Any](100)
+    store.subscribers.append(send)
+    running = _pod(ready=True)
+    source.scripts = [
+        [
+            {"type": "ADDED", "object": running},
+            {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "20"}}},
+        ],  # ends
+        [{"type": "ERROR", "object": {"code": 410, "message": "too old"}}],
+        OSError("connection reset"),  # backed off, then reopened
+    ]
+    loop = WatchLoop(source, store, backoff_initial=0.001)
+    async with anyio.create_task_group() as group:
+        group.start_soon(loop.run)
+        with anyio.fail_after(5):
+            while source.lists < 2 or len(source.watches) < 4:
+                await anyio.sleep(0.01)
+        group.cancel_scope.cancel()
+    # first watch from the list's version, reopened from the bookmark's, then relist on 410
+    assert source.watches[:2] == ["10", "20"]
+    assert source.lists >= 2
+    while True:
+        try:
+            send_events.append(receive.receive_nowait())
+        except anyio.WouldBlock:
+            break
+    kinds = [e.kind for e in send_events]
+    assert kinds[0] == BundleEventKind.STARTED
+    assert BundleEventKind.MISSED in kinds, "a relist tells subscribers they may have missed"
+
+
+async def test_work_queue_dedups_and_retries() -> None:
+    queue: WorkQueue[str] = WorkQueue(max_retries=2, backoff_initial=0.001)
+    seen: list[str] = []
+    fail = {"b": 2}
+
+    async def process(key: str) -> None:
+        seen.append(key)
+        if fail.get(key):
+            fail[key] -= 1
+            raise RuntimeError(key)
+
+    queue.add("a")
+    queue.add("a")
+    queue.add("b")
+    async with anyio.create_task_group() as group:
+        group.start_soon(queue.run, process)
+        with anyio.fail_after(5):
+            while seen.count("b") < 3:
+                await anyio.sleep(0.005)
+        group.cancel_scope.cancel()
+    assert seen.count("a") == 1
+    assert seen.count("b") == 3
+    assert queue.dropped == 0
+
+
+def test_gone_is_an_exception() -> None:
+    assert issubclass(Gone, Exception)

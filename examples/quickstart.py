@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from typing import Any
 
@@ -25,8 +26,9 @@ import pando_runtime as pr
 APP = "quickstart"
 
 
-def make_plan() -> pr.BundlePlan:
-    """The app: what a host's planner would produce."""
+def make_plan(caps: pr.RuntimeCapabilities) -> pr.BundlePlan:
+    """The app, as a host's planner makes it for this runtime's capabilities."""
+    volumes = caps.persistent_volumes  # a host plans around what the runtime lacks
     return pr.BundlePlan(
         bundle_id=APP,
         workloads=(
@@ -46,12 +48,14 @@ def make_plan() -> pr.BundlePlan:
                 image="registry.example/shop/postgres:16",
                 env={"POSTGRES_PASSWORD": "only-the-runtime-sees-this"},
                 ports=(pr.Port(5432),),
-                mounts=(pr.Mount("shop-data", "/var/lib/postgresql/data"),),
+                mounts=(pr.Mount("shop-data", "/var/lib/postgresql/data"),) if volumes else (),
                 health=pr.HealthCheck(command=("pg_isready",)),
                 resources=pr.Resources(cpu_millis=500, memory_bytes=512 * 1024**2),
             ),
         ),
-        volumes=(pr.VolumePlan(volume_id="shop-data", name="database", size_bytes=1024**3),),
+        volumes=(pr.VolumePlan(volume_id="shop-data", name="database", size_bytes=1024**3),)
+        if volumes
+        else (),
         labels={"pando.dev/app": "shop"},
     )
 
@@ -97,11 +101,15 @@ async def record_events(
                 into.append(f"{event.kind.value:>14} {event.workload or ''}{detail}")
 
 
-async def lifecycle(adapter: pr.RuntimeAdapter, patience: float) -> None:
+async def lifecycle(
+    adapter: pr.RuntimeAdapter,
+    patience: float,
+    probe: tuple[str, ...] = ("pg_isready",),
+) -> None:
     """Plan, apply, observe, watch, read logs, exec, snapshot and destroy one app."""
-    plan = make_plan()
     caps = await adapter.capabilities()
-    show(f"adapter {adapter.kind}: capabilities", caps)
+    show(f"adapter {adapter.kind}: capabilities", sorted(c.value for c in caps.supported))
+    plan = make_plan(caps)
     await adapter.health_check()
 
     problems = pr.validate_plan(plan, caps)
@@ -133,10 +141,8 @@ async def lifecycle(adapter: pr.RuntimeAdapter, patience: float) -> None:
         print((await pr.read_all(stream)).decode(errors="replace"), end="")
 
     if caps.exec:
-        result = await adapter.run(
-            pr.WorkloadRef(APP, "db"), pr.ExecRequest(command=("pg_isready",))
-        )
-        show(f"exec pg_isready in db: exit {result.exit_code}")
+        result = await adapter.run(pr.WorkloadRef(APP, "db"), pr.ExecRequest(command=probe))
+        show(f"exec {shlex.join(probe)} in db: exit {result.exit_code}")
         print(result.stdout.decode(errors="replace"), end="")
 
     if caps.persistent_volumes:
@@ -162,6 +168,7 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context", help="kubeconfig context (kubernetes adapter)")
     parser.add_argument("--config", default="{}", help="adapter settings as JSON")
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--probe", default="pg_isready", help="command exec runs in db")
     args = parser.parse_args(argv)
     config = json.loads(args.config)
     if args.kubeconfig:
@@ -171,7 +178,7 @@ async def main(argv: list[str] | None = None) -> int:
     try:
         async with pr.load_adapter(args.adapter, config) as adapter:
             teach_the_fake(adapter)
-            await lifecycle(adapter, args.timeout)
+            await lifecycle(adapter, args.timeout, tuple(shlex.split(args.probe)))
     except pr.PandoRuntimeError as error:
         print(f"error {error.code}: {error.message}\nremedy: {error.remedy}", file=sys.stderr)
         return 1

@@ -125,10 +125,10 @@ class CapabilityUnsupported(PandoRuntimeError, NotImplementedError):
         remedy: str | None = None,
         details: Mapping[str, Any] | None = None,
     ) -> None:
-        self.capability = capability
-        merged = {"capability": capability, **(details or {})}
+        self.capability = str(capability)  # a Capability (a str enum) reads as its value
+        merged = {"capability": self.capability, **(details or {})}
         super().__init__(
-            message or f"this adapter does not support {capability!r}",
+            message or f"this adapter does not support {self.capability!r}",
             remedy=remedy,
             details=merged,
         )

@@ -34,3 +34,18 @@ def test_quickstart_runs_a_full_lifecycle_on_the_fake() -> None:
         assert step in out, step
     assert out.index("started db") < out.index("started web"), "dependencies start first"
     assert "only-the-runtime-sees-this" not in out, "observed state never carries the env"
+
+
+def test_reconcile_loop_restarts_then_gives_up() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "reconcile_loop.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("flaky: restarted worker") == 3
+    assert "marked failed, not restarting" in result.stdout
+    assert "events were missed: resync every app" in result.stdout
+    assert "steady: restarted" not in result.stdout

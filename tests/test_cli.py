@@ -40,7 +40,7 @@ def cli(tmp_path: Path):
             [str(SCRIPT), *args],
             capture_output=True,
             env=env,
-            input=stdin,
+            input=stdin if stdin is not None else b"",  # never the terminal
             timeout=60,
             check=False,
             cwd=tmp_path,

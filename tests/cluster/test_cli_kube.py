@@ -39,6 +39,7 @@ def cli(
             text=True,
             env=env,
             cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
             timeout=180,
             check=False,
         )

@@ -167,7 +167,7 @@ class InvalidInput(PandoRuntimeError, ValueError):
 
 
 class InvalidPlan(InvalidInput):
-    """A bundle, volume, edge or trial request is not valid."""
+    """A bundle, volume, edge, trial or exec request is not valid."""
 
     code = "INVALID_PLAN"
     default_remedy = "Fix each listed problem in the plan; nothing was written."

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from ._capabilities import Capability, RuntimeCapabilities
 from ._edge import EdgePlan
 from ._errors import CapabilityUnsupported, InvalidPlan, Problem
+from ._exec import ExecRequest
 from ._plans import BundlePlan, HealthCheck, Resources, WorkloadPlan
 from ._trial import TrialRequest
 from ._volumes import VolumeRequest
@@ -419,6 +420,15 @@ def validate_trial(request: TrialRequest) -> list[Problem]:
     for i, declared in enumerate(request.declared_paths):
         c.absolute_path(f"declared_paths[{i}]", declared)
     c.positive("timeout_seconds", request.timeout_seconds, "timeout_seconds")
+    return c.problems
+
+
+def validate_exec_request(request: ExecRequest) -> list[Problem]:
+    """Every problem of an exec request: a command is needed, environment names must be valid."""
+    c = _Collector()
+    if not request.command:
+        c.add("command", "an exec request needs a command", "missing")
+    c.env("env", request.env)
     return c.problems
 
 

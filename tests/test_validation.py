@@ -215,3 +215,23 @@ def test_volume_trial_and_edge_requests_are_validated() -> None:
         "ports[1].published",
         "certificates[0]",
     }
+
+
+def test_exec_requests_are_validated() -> None:
+    assert pr.validate_exec_request(pr.ExecRequest(command=("true",), env={"OK": "1"})) == []
+    bad = pr.ExecRequest(command=(), env={"1BAD": "x"})
+    assert {p.path for p in pr.validate_exec_request(bad)} == {"command", "env['1BAD']"}
+
+
+@pytest.mark.anyio
+async def test_an_exec_request_without_a_command_is_refused_by_the_fake() -> None:
+    async with pr.testing.FakeAdapter() as adapter:
+        await adapter.apply(
+            pr.BundlePlan(bundle_id="app", workloads=(pr.WorkloadPlan(name="w", image="busybox"),))
+        )
+        with pytest.raises(pr.InvalidPlan) as refused:
+            async with adapter.exec(
+                pr.WorkloadRef(bundle_id="app", workload="w"), pr.ExecRequest(command=())
+            ):
+                pass
+        assert [p.path for p in refused.value.problems] == ["command"]

@@ -41,6 +41,7 @@ from .._validation import (
     check_plan,
     raise_problems,
     validate_edge,
+    validate_exec_request,
     validate_trial,
     validate_volume_request,
 )
@@ -755,8 +756,7 @@ class FakeAdapter(RuntimeAdapter):
     async def exec(self, ref: WorkloadRef, request: ExecRequest) -> AsyncIterator[ExecSession]:
         await self._enter("exec")
         self._capabilities.require("exec")
-        if not request.command:
-            raise InvalidPlan("an exec request needs a command")
+        raise_problems(validate_exec_request(request), "exec request")
         self._running(ref)
         session = new_session(
             ref, request.command, request.env, tty=request.tty, want_stdin=request.stdin

@@ -14,7 +14,6 @@ import functools
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
 import anyio
@@ -33,6 +32,8 @@ from pando_runtime import (
     Capacity,
     CapacityExceeded,
     DestroyOptions,
+    ExecRequest,
+    ExecSession,
     Fit,
     ImageDelivery,
     IsolationClass,
@@ -40,6 +41,7 @@ from pando_runtime import (
     LogOptions,
     NotFound,
     ObservedBundle,
+    ObservedVolume,
     ObservedWorkload,
     RateLimited,
     RuntimeAdapter,
@@ -49,29 +51,37 @@ from pando_runtime import (
     WorkloadRef,
     bundle_event_channel,
     check_plan,
+    raise_problems,
     scoped_read,
+    validate_exec_request,
 )
 
 from . import _objects as objects
 from ._cache import (
+    ClaimFacts,
     Informer,
     NamespaceFacts,
     PodFacts,
+    project_claim,
     project_namespace,
     project_pod,
 )
 from ._capacity import NodeRoom, node_rooms
 from ._client import ApiError, KubeTransport, load_clusters
+from ._edge import EdgeOps
 from ._info import DESCRIPTION, KubernetesConfig
 from ._names import (
     KEY_SECRET,
     LABEL_MANAGED_BY,
     MANAGED_BY,
     MANAGED_SELECTOR,
+    PULL_SECRET,
     configmap_name,
     env_secret_name,
     namespace_for,
 )
+from ._trial import TrialOps
+from ._volumes import VolumeOps, volume_handle
 
 __all__ = ["KubernetesAdapter"]
 
@@ -95,6 +105,9 @@ _OBJECT_PATHS = {
     "Pod": ("pods", ""),
     "NetworkPolicy": ("networkpolicies", "networking.k8s.io/v1"),
     "RoleBinding": ("rolebindings", "rbac.authorization.k8s.io/v1"),
+    "PersistentVolumeClaim": ("persistentvolumeclaims", ""),
+    "Deployment": ("deployments", "apps/v1"),
+    "PodDisruptionBudget": ("poddisruptionbudgets", "policy/v1"),
 }
 
 
@@ -143,7 +156,7 @@ def _timestamp_key(stamp: bytes) -> tuple[bytes, bytes]:
     return head, fraction.ljust(9, b"0")
 
 
-class KubernetesAdapter(RuntimeAdapter):
+class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, RuntimeAdapter):
     """Runs each app in its own Kubernetes namespace as bare pods."""
 
     kind: ClassVar[str] = "kubernetes"
@@ -165,6 +178,9 @@ class KubernetesAdapter(RuntimeAdapter):
         self._keys: dict[str, bytes] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._settings = objects.PodSettings(self.config.runtime_class, self.config.node_selector)
+        self._retained: set[tuple[str, str]] = set()
+        """Volumes (namespace, volume id) already set to Retain by this process."""
+        self._edge_keys: dict[str, bytes] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -215,14 +231,6 @@ class KubernetesAdapter(RuntimeAdapter):
         self._stack, self._informer = stack, informer
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     async def aclose(self) -> None:
         """Stop the watches and close the connection pools. Safe to call twice."""
         stack, self._stack, self._informer = self._stack, None, None
@@ -266,17 +274,19 @@ class KubernetesAdapter(RuntimeAdapter):
         """What this adapter builds today; the rest is declared unsupported, never faked."""
         return RuntimeCapabilities(
             isolation_class=IsolationClass.CONTAINER,
-            persistent_volumes=False,
-            exec=False,
+            persistent_volumes=True,
+            exec=True,
             multiple_workloads=True,
             carried_files=True,
             private_network=self.config.trust_network_policy,
             resource_limits=True,
             reports_usage=False,
             bundle_events=True,
-            edge=False,
+            edge=True,
             egress_restriction=False,
-            trial_run=False,
+            trial_run=True,
+            port_observation=True,
+            write_observation=False,  # a trial's writes are not observed
             image_delivery=(ImageDelivery.REGISTRY,),
         )
 
@@ -337,6 +347,29 @@ class KubernetesAdapter(RuntimeAdapter):
         )
         return {(i.get("metadata") or {}).get("name", "") for i in body.get("items") or ()}
 
+    async def _claims(self, ns: str) -> list[ClaimFacts]:
+        informer = await self._synced()
+        if informer is not None:
+            return informer.claims.claims(ns)
+        api = await self._api()
+        body = await self._read(
+            f"list the volumes of {ns}",
+            lambda: api.get(_path(ns, "persistentvolumeclaims"), labelSelector=MANAGED_SELECTOR),
+        )
+        return [f for f in map(project_claim, body.get("items") or ()) if f is not None]
+
+    def _remember_claim(self, body: Mapping[str, Any] | None, ns: str, volume_id: str) -> None:
+        """Write-through for claims: ``None`` forgets one."""
+        informer = self._informer
+        if informer is None:
+            return
+        if body is None:
+            informer.claims.remove(ns, volume_id)
+            return
+        facts = project_claim(body)
+        if facts is not None:
+            informer.claims.put(facts)
+
     def _remember(self, body: Mapping[str, Any]) -> None:
         """Write-through: what we just wrote is in the cache before its watch event."""
         informer = self._informer
@@ -352,6 +385,10 @@ class KubernetesAdapter(RuntimeAdapter):
         elif kind == "Service":
             meta = body.get("metadata") or {}
             informer.services.put(meta.get("namespace", ""), meta.get("name", ""))
+        elif kind == "PersistentVolumeClaim":
+            claim = project_claim(body)
+            if claim is not None:
+                informer.claims.put(claim)
 
     async def observe(self, ref: BundleRef) -> ObservedBundle:
         """The bundle as the cache (or the API) sees it; never remediates."""
@@ -359,13 +396,25 @@ class KubernetesAdapter(RuntimeAdapter):
         facts = await self._namespace(ns)
         if facts is None or facts.terminating or facts.bundle_id != ref.bundle_id:
             return ObservedBundle(bundle_id=ref.bundle_id, exists=False)
+        volumes = tuple(
+            ObservedVolume(
+                volume_id=c.volume_id,
+                present=not c.deleting,
+                handle=volume_handle(ns, c.volume_id, ref.bundle_id),
+            )
+            for c in sorted(await self._claims(ns), key=lambda c: c.volume_id)
+        )
+        if facts.volumes_only:
+            return ObservedBundle(bundle_id=ref.bundle_id, exists=False, volumes=volumes)
         pods = await self._pods(ns)
         names = list(facts.workloads)
         names += sorted({p.workload for p in pods} - set(names))
         workloads = tuple(
             _observed(name, _newest([p for p in pods if p.workload == name])) for name in names
         )
-        return ObservedBundle(bundle_id=ref.bundle_id, exists=True, workloads=workloads)
+        return ObservedBundle(
+            bundle_id=ref.bundle_id, exists=True, workloads=workloads, volumes=volumes
+        )
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         """``http://<workload>.<namespace>.svc.<cluster domain>:<port>``, computed."""
@@ -378,13 +427,18 @@ class KubernetesAdapter(RuntimeAdapter):
         return self._locks.setdefault(ns, anyio.Lock())
 
     async def _ensure_namespace(
-        self, ns: str, plan: BundlePlan, facts: NamespaceFacts | None
+        self,
+        ns: str,
+        plan: BundlePlan,
+        facts: NamespaceFacts | None,
+        *,
+        volumes_only: bool = False,
     ) -> NamespaceFacts:
         if facts is not None:
             self._check_owner(ns, plan.bundle_id, facts)
             return facts
         api = await self._api()
-        body = objects.namespace(ns, plan)
+        body = objects.namespace(ns, plan, volumes_only=volumes_only)
         try:
             created = await api.request("POST", _path(None, "namespaces"), body=body)
         except ApiError as error:
@@ -486,10 +540,13 @@ class KubernetesAdapter(RuntimeAdapter):
             await self._apply_locked(ns, plan)
         return BundleHandle(bundle_id=plan.bundle_id, handle=ns, details={"namespace": ns})
 
-    async def _apply_locked(self, ns: str, plan: BundlePlan) -> None:
+    async def _converge_namespace(
+        self, ns: str, plan: BundlePlan, *, volumes_only: bool = False
+    ) -> tuple[NamespaceFacts | None, NamespaceFacts]:
+        """The namespace and its namespace-wide objects: (as found, as now)."""
         c = self.config
         known = await self._namespace(ns)
-        facts = await self._ensure_namespace(ns, plan, known)
+        facts = await self._ensure_namespace(ns, plan, known, volumes_only=volumes_only)
         ns_objects = objects.namespace_objects(
             ns,
             plan,
@@ -498,11 +555,51 @@ class KubernetesAdapter(RuntimeAdapter):
             subject=c.app_subject,
             role=c.app_role,
         )
-        ns_digest = objects.namespace_digest(objects.namespace(ns, plan), ns_objects)
+        ns_body = objects.namespace(ns, plan, volumes_only=volumes_only)
+        ns_digest = objects.namespace_digest(ns_body, ns_objects)
         if facts.digest != ns_digest:
             for body in ns_objects:
                 await self._apply_object(body)
-            await self._apply_object(objects.namespace(ns, plan, ns_digest))
+            await self._apply_object(
+                objects.namespace(ns, plan, ns_digest, volumes_only=volumes_only)
+            )
+        return known, facts
+
+    async def _volume_namespace(self, ns: str, bundle_id: str | None) -> None:
+        """Make sure a volume's namespace exists (a volumes-only one when the app is not there)."""
+        if bundle_id is None or ns == self.config.edge_namespace:
+            return
+        facts = await self._namespace(ns)
+        if facts is not None and not facts.terminating and facts.bundle_id == bundle_id:
+            return
+        await self._converge_namespace(
+            ns, BundlePlan(bundle_id=bundle_id, workloads=()), volumes_only=True
+        )
+
+    async def _drop_volume_namespace(self, ns: str) -> None:
+        """Delete a volumes-only namespace once its last volume is gone."""
+        if ns == self.config.edge_namespace:
+            return
+        facts = await self._namespace(ns)
+        if facts is None or facts.terminating or not facts.volumes_only:
+            return
+        if any(not c.deleting for c in await self._claims(ns)):
+            return
+        await self._delete(None, "namespaces", ns)
+        self._keys.pop(ns, None)
+        if self._informer is not None:
+            facts.terminating = True
+
+    async def _apply_locked(self, ns: str, plan: BundlePlan) -> None:
+        known, facts = await self._converge_namespace(ns, plan)
+        for volume in plan.volumes:
+            await self._ensure_claim(
+                ns,
+                volume.volume_id,
+                bundle_id=plan.bundle_id,
+                name=volume.name,
+                size_bytes=volume.size_bytes,
+            )
         key = await self._plan_key(ns, plan.bundle_id, fresh=known is None and not facts.digest)
         auths = [w.pull_auth for w in plan.workloads if w.pull_auth is not None]
         if auths:
@@ -518,6 +615,9 @@ class KubernetesAdapter(RuntimeAdapter):
                 created.append(name)
         if created:
             await self._wait_scheduled(ns, created)
+        for volume in plan.volumes:
+            # Bound by now unless the class waits for a consumer that is not placed yet.
+            await self._retain(ns, volume.volume_id)
 
     async def _remove_dropped(
         self, ns: str, plan: BundlePlan, pods: list[PodFacts], services: set[str]
@@ -662,7 +762,12 @@ class KubernetesAdapter(RuntimeAdapter):
                     await self._delete(ns, "pods", pod.name)
 
     async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
-        """Delete the app's namespace (this part has no volumes to keep)."""
+        """Remove the app; its volumes (claims, in a namespace kept for them) stay by default.
+
+        With ``keep_volumes=False`` every volume is destroyed with its data and the
+        namespace is deleted.
+        """
+        options = options or DestroyOptions()
         ns = namespace_for(ref.bundle_id)
         async with self._lock(ns):
             facts = await self._namespace(ns)
@@ -673,11 +778,34 @@ class KubernetesAdapter(RuntimeAdapter):
                     f"namespace {ns} does not belong to {ref.bundle_id!r}",
                     details={"namespace": ns},
                 )
+            claims = [c for c in await self._claims(ns) if not c.deleting]
+            if options.keep_volumes and claims:
+                if not facts.volumes_only:
+                    await self._strip_to_volumes(ns, ref.bundle_id, facts)
+                return
+            for claim in claims:
+                await self._destroy_claim(ns, claim.volume_id)
             await self._delete(None, "namespaces", ns)
             self._keys.pop(ns, None)
             informer = self._informer
             if informer is not None:
                 facts.terminating = True
+
+    async def _strip_to_volumes(self, ns: str, bundle_id: str, facts: NamespaceFacts) -> None:
+        """Delete the app's pods and per-workload objects; keep the namespace for its volumes."""
+        pods = await self._pods(ns)
+        workloads = set(facts.workloads) | {p.workload for p in pods}
+        # Volumes-only first: from now on observe reports the bundle as gone.
+        empty = BundlePlan(bundle_id=bundle_id, workloads=())
+        await self._apply_object(objects.namespace(ns, empty, volumes_only=True))
+        for pod in pods:
+            if not pod.deleting:
+                await self._delete(ns, "pods", pod.name)
+        for name in sorted(workloads | await self._services(ns)):
+            await self._delete(ns, "services", name)
+            await self._delete(ns, "secrets", env_secret_name(name))
+            await self._delete(ns, "configmaps", configmap_name(name))
+        await self._delete(ns, "secrets", PULL_SECRET)
 
     # -- capacity -------------------------------------------------------------------------
 
@@ -795,6 +923,12 @@ class KubernetesAdapter(RuntimeAdapter):
             query["follow"] = "true"
         path = _path(ns, "pods", pod) + "/log"
         last: tuple[bytes, bytes] | None = None
+        reopened = False  # lines of a reopened follow up to the last one sent are dropped
+        since: tuple[bytes, bytes] | None = None
+        if options.since is not None:
+            # The API takes whole seconds: lines of that second before ``since`` are dropped here.
+            moment = options.since.astimezone(UTC)
+            since = _timestamp_key(f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond:06d}Z".encode())
         while True:
             try:
                 async with api.stream(
@@ -810,9 +944,11 @@ class KubernetesAdapter(RuntimeAdapter):
                         for line in lines:
                             stamp, _, text = line.partition(b" ")
                             stamp_key = _timestamp_key(stamp)
-                            if last is not None and stamp_key <= last:
-                                continue  # already sent before a reopen
+                            if reopened and last is not None and stamp_key <= last:
+                                continue  # already sent before the reopen
                             last = stamp_key
+                            if since is not None and stamp_key < since:
+                                continue
                             out.append(text + b"\n")
                         if out:
                             yield b"".join(out)
@@ -831,6 +967,71 @@ class KubernetesAdapter(RuntimeAdapter):
             if not current or not current[0].live:
                 return
             await anyio.sleep(1.0)
+            reopened = True
             query.pop("tailLines", None)
             if last is not None:
                 query["sinceTime"] = last[0].decode() + "Z"
+
+    # -- exec -----------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _session(
+        self, ns: str, pod: str, container: str | None, request: ExecRequest
+    ) -> AsyncIterator[ExecSession]:
+        """An exec session in a pod; API errors become the contract's errors."""
+        api = await self._api()
+        try:
+            async with api.exec(ns, pod, container, request) as session:
+                yield session
+        except ApiError as error:
+            if error.status == NOT_FOUND:
+                raise NotFound(f"pod {pod} is gone", details={"pod": pod}) from error
+            raise _failed(error, f"exec in pod {pod}") from error
+
+    @contextlib.asynccontextmanager
+    async def exec(self, ref: WorkloadRef, request: ExecRequest) -> AsyncIterator[ExecSession]:
+        """Run a command in the workload's running instance over the exec stream.
+
+        ``request.env`` reaches the command through an ``env K=V ...`` prefix, never the pod.
+        """
+        raise_problems(validate_exec_request(request), "exec request")
+        ns = namespace_for(ref.bundle_id)
+        newest = _newest([p for p in await self._pods(ns) if p.workload == ref.workload])
+        if newest is None or not newest.running:
+            raise NotFound(
+                f"workload {ref.workload!r} of {ref.bundle_id!r} has no running instance",
+                details={"bundle_id": ref.bundle_id, "workload": ref.workload},
+            )
+        async with self._session(ns, newest.name, ref.workload, request) as session:
+            yield session
+
+    async def _exec_output(
+        self, ns: str, pod: str, container: str, command: tuple[str, ...]
+    ) -> tuple[int | None, bytes, bytes]:
+        """Run ``command`` to its end: exit code, stdout, stderr."""
+        outputs: dict[str, bytes] = {}
+        async with self._session(ns, pod, container, ExecRequest(command=command)) as session:
+
+            async def collect(name: str, stream: ByteReceiveStream) -> None:
+                outputs[name] = b"".join([chunk async for chunk in stream])
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(collect, "out", session.stdout)
+                group.start_soon(collect, "err", session.stderr)
+            code = await session.wait()
+        return code, outputs["out"], outputs["err"]
+
+    async def _read_log(self, ns: str, pod: str, container: str, limit: int) -> bytes:
+        """The first ``limit`` bytes of a container's log."""
+        api = await self._api()
+        parts: list[bytes] = []
+        size = 0
+        async with api.stream(
+            _path(ns, "pods", pod) + "/log",
+            query={"container": container, "limitBytes": limit},
+            read_timeout=self.config.read_timeout,
+        ) as response:
+            while size < limit and (chunk := await response.receive()):
+                parts.append(chunk)
+                size += len(chunk)
+        return b"".join(parts)[:limit]

@@ -26,6 +26,8 @@ from ._names import (
     ANN_CREATED,
     ANN_NS_DIGEST,
     ANN_PLAN_DIGEST,
+    ANN_VOLUME_ID,
+    ANN_VOLUMES_ONLY,
     ANN_WORKLOADS,
     LABEL_BUNDLE,
     LABEL_ROLE,
@@ -35,6 +37,8 @@ from ._names import (
 from ._watch import ApiListWatch, ListWatchSource, WatchHandler, WatchLoop, WorkQueue
 
 __all__ = [
+    "ClaimFacts",
+    "ClaimStore",
     "Informer",
     "NamespaceFacts",
     "NamespaceStore",
@@ -42,6 +46,7 @@ __all__ = [
     "PodStore",
     "ServiceStore",
     "pod_transitions",
+    "project_claim",
     "project_namespace",
     "project_pod",
 ]
@@ -61,6 +66,7 @@ class PodFacts:
 
     __slots__ = (
         "bundle_id",
+        "claims",
         "created",
         "deleting",
         "digest",
@@ -90,6 +96,7 @@ class PodFacts:
     namespace: str
     name: str
     bundle_id: str | None
+    claims: tuple[str, ...]
     workload: str
     digest: str | None
     created: int
@@ -152,7 +159,10 @@ def project_pod(obj: Mapping[str, Any]) -> PodFacts | None:
             and condition.get("status") == "False"
             and condition.get("reason") == "Unschedulable"
         ):
-            unschedulable = condition.get("message") or "unschedulable"
+            message = condition.get("message") or "unschedulable"
+            # Waiting for a volume claim to bind is no lack of room: the scheduler retries.
+            if "unbound immediate PersistentVolumeClaims" not in message:
+                unschedulable = message
     try:
         created = int(annotations.get(ANN_CREATED) or 0)
     except ValueError:
@@ -163,6 +173,11 @@ def project_pod(obj: Mapping[str, Any]) -> PodFacts | None:
         namespace=_intern(meta.get("namespace", "")),
         name=meta.get("name", ""),
         bundle_id=_intern(bundle_id) if bundle_id else None,
+        claims=tuple(
+            v["persistentVolumeClaim"].get("claimName", "")
+            for v in spec.get("volumes") or ()
+            if v.get("persistentVolumeClaim")
+        ),
         workload=_intern(workload),
         digest=annotations.get(ANN_PLAN_DIGEST),
         created=created,
@@ -326,7 +341,15 @@ class ServiceStore:
 class NamespaceFacts:
     """What the adapter needs of an app namespace."""
 
-    __slots__ = ("bundle_id", "digest", "name", "terminating", "version", "workloads")
+    __slots__ = (
+        "bundle_id",
+        "digest",
+        "name",
+        "terminating",
+        "version",
+        "volumes_only",
+        "workloads",
+    )
 
     def __init__(
         self,
@@ -337,6 +360,7 @@ class NamespaceFacts:
         digest: str | None,
         terminating: bool,
         version: int,
+        volumes_only: bool = False,
     ) -> None:
         self.name = name
         self.bundle_id = bundle_id
@@ -344,6 +368,7 @@ class NamespaceFacts:
         self.digest = digest
         self.terminating = terminating
         self.version = version
+        self.volumes_only = volumes_only
 
 
 def project_namespace(obj: Mapping[str, Any]) -> NamespaceFacts:
@@ -361,7 +386,87 @@ def project_namespace(obj: Mapping[str, Any]) -> NamespaceFacts:
         digest=annotations.get(ANN_NS_DIGEST),
         terminating=terminating,
         version=_version(meta),
+        volumes_only=annotations.get(ANN_VOLUMES_ONLY) == "true",
     )
+
+
+class ClaimFacts:
+    """What the adapter needs of a volume's PersistentVolumeClaim."""
+
+    __slots__ = ("bound_to", "deleting", "name", "namespace", "phase", "volume_id")
+
+    def __init__(
+        self,
+        namespace: str,
+        name: str,
+        volume_id: str,
+        *,
+        phase: str,
+        bound_to: str | None,
+        deleting: bool,
+    ) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.volume_id = volume_id
+        self.phase = phase
+        self.bound_to = bound_to
+        self.deleting = deleting
+
+
+def project_claim(obj: Mapping[str, Any]) -> ClaimFacts | None:
+    """The facts of a volume claim, or ``None`` for a claim that is not a volume of ours."""
+    meta = obj.get("metadata") or {}
+    volume_id = (meta.get("annotations") or {}).get(ANN_VOLUME_ID)
+    if not volume_id:
+        return None
+    return ClaimFacts(
+        _intern(meta.get("namespace", "")),
+        meta.get("name", ""),
+        volume_id,
+        phase=(obj.get("status") or {}).get("phase") or "Pending",
+        bound_to=(obj.get("spec") or {}).get("volumeName") or None,
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+class ClaimStore:
+    """Volume claims by namespace and volume id."""
+
+    def __init__(self) -> None:
+        self.by_namespace: dict[str, dict[str, ClaimFacts]] = {}
+
+    def claims(self, namespace: str) -> list[ClaimFacts]:
+        """The claims of ``namespace``."""
+        return list(self.by_namespace.get(namespace, {}).values())
+
+    def put(self, facts: ClaimFacts) -> None:
+        """Record a claim."""
+        self.by_namespace.setdefault(facts.namespace, {})[facts.volume_id] = facts
+
+    def remove(self, namespace: str, volume_id: str) -> None:
+        """Forget a claim."""
+        claims = self.by_namespace.get(namespace, {})
+        claims.pop(volume_id, None)
+        if not claims:
+            self.by_namespace.pop(namespace, None)
+
+    def on_list(self, items: list[dict[str, Any]], relist: bool) -> None:
+        """Replace everything."""
+        self.by_namespace = {}
+        for item in items:
+            facts = project_claim(item)
+            if facts is not None:
+                self.put(facts)
+
+    def on_event(self, kind: str, obj: dict[str, Any]) -> None:
+        """Apply one watch event."""
+        facts = project_claim(obj)
+        if facts is None:
+            return
+        if kind == "DELETED":
+            self.remove(facts.namespace, facts.volume_id)
+        else:
+            self.put(facts)
 
 
 class NamespaceStore:
@@ -405,22 +510,25 @@ class Informer:
         transport: KubeTransport | None,
         *,
         sources: Mapping[str, ListWatchSource] | None = None,
-        kinds: tuple[str, ...] = ("pods", "services", "namespaces"),
+        kinds: tuple[str, ...] = ("pods", "services", "namespaces", "claims"),
         watch_timeout: int = 290,
         collect: Callable[[tuple[str, str]], Awaitable[None]] | None = None,
     ) -> None:
         self.pods = PodStore()
         self.services = ServiceStore()
         self.namespaces = NamespaceStore()
+        self.claims = ClaimStore()
         paths = {
             "pods": "/api/v1/pods",
             "services": "/api/v1/services",
             "namespaces": "/api/v1/namespaces",
+            "claims": "/api/v1/persistentvolumeclaims",
         }
         handlers: dict[str, WatchHandler] = {
             "pods": self.pods,
             "services": self.services,
             "namespaces": self.namespaces,
+            "claims": self.claims,
         }
         self.loops: dict[str, WatchLoop] = {}
         for kind in kinds:

@@ -394,6 +394,28 @@ class KubeTransport:
         finally:
             stream.close()
 
+    @property
+    def configuration(self) -> Configuration:
+        """The cluster's client configuration (exec sessions build their own client on it)."""
+        config: Configuration = self._client.configuration
+        return config
+
+    @contextlib.asynccontextmanager
+    async def exec(
+        self, namespace: str, pod: str, container: str | None, request: Any
+    ) -> AsyncIterator[Any]:
+        """Open an exec session (a ``KubeExecSession``) in ``pod``; counted and rate-limited."""
+        from ._exec import open_exec  # noqa: PLC0415 - _exec imports this module
+
+        if self._closed:
+            raise ApiError(0, "the adapter is closed")
+        await self.bucket.acquire()
+        self._count("EXEC", f"/api/v1/namespaces/{namespace}/pods/{pod}/exec")
+        async with open_exec(
+            self.configuration, namespace, pod, container, request, limiter=self.stream_limiter
+        ) as session:
+            yield session
+
     def close(self) -> None:
         """Close both connection pools (idempotent)."""
         if self._closed:

@@ -72,6 +72,36 @@ class KubernetesConfig:
         default=120.0, help="Seconds apply waits for a workload's dependencies to be ready."
     )
     field_manager: str = setting(default="pando-runtime", help="Server-side apply field manager.")
+    storage_class: str | None = setting(
+        default=None, help="StorageClass of volume claims; unset: the cluster's default class."
+    )
+    volume_size_bytes: int = setting(
+        default=10 * 1024**3, help="Size of a volume whose request names none (bytes)."
+    )
+    volume_bind_wait: float = setting(
+        default=10.0,
+        help="Seconds create_volume waits for its claim to bind (to set the volume to Retain); "
+        "a claim bound later (WaitForFirstConsumer) is set to Retain by the next apply or backup.",
+    )
+    helper_image: str = setting(
+        default="busybox:1.37",
+        help="Image of the volume helper and the trial observer (needs sh, tar, cat).",
+    )
+    helper_mount_root: str = setting(
+        default="/data",
+        help="Directory under which the volume helper mounts a claim (at <root>/<claim name>).",
+    )
+    helper_wait: float = setting(
+        default=120.0, help="Seconds to wait for a volume helper or trial pod to start."
+    )
+    edge_namespace: str = setting(
+        default="pando-edge",
+        help="Namespace of the edge (created by the installer, with the edge RoleBinding).",
+    )
+    edge_service_type: str = setting(
+        default="LoadBalancer",
+        help="Type of the edge's Service: LoadBalancer or NodePort (the only such Service made).",
+    )
 
 
 ADAPTER = AdapterInfo(

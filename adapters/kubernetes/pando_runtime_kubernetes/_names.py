@@ -6,6 +6,7 @@ so one label selector finds all of it and nothing else.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 import string
@@ -13,15 +14,23 @@ import string
 __all__ = [
     "ANN_BUNDLE_ID",
     "ANN_CREATED",
+    "ANN_EDGE_DIGEST",
+    "ANN_EDGE_NAME",
+    "ANN_EDGE_VOLUMES",
     "ANN_NS_DIGEST",
     "ANN_PLAN_DIGEST",
+    "ANN_VOLUMES_ONLY",
+    "ANN_VOLUME_ID",
+    "ANN_VOLUME_NAME",
     "ANN_WORKLOADS",
     "CONFIGMAP_PREFIX",
     "ENV_SECRET_PREFIX",
     "KEY_SECRET",
     "LABEL_BUNDLE",
+    "LABEL_EDGE",
     "LABEL_MANAGED_BY",
     "LABEL_ROLE",
+    "LABEL_VOLUME",
     "LABEL_WORKLOAD",
     "MANAGED_BY",
     "MANAGED_SELECTOR",
@@ -30,11 +39,17 @@ __all__ = [
     "PULL_SECRET",
     "QUOTA",
     "ROLE_BINDING",
+    "ROLE_TRIAL",
+    "ROLE_VOLUME_HELPER",
     "bundle_label",
+    "claim_name",
     "configmap_name",
+    "edge_object_name",
     "env_secret_name",
+    "helper_name",
     "namespace_for",
     "pod_name",
+    "trial_namespace",
 ]
 
 MANAGED_BY = "pando"
@@ -44,6 +59,10 @@ LABEL_BUNDLE = "pando.dev/bundle"
 LABEL_WORKLOAD = "pando.dev/workload"
 LABEL_ROLE = "pando.dev/role"
 """Marks helper objects (canary, gateway...) that are not part of any workload."""
+LABEL_VOLUME = "pando.dev/volume"
+LABEL_EDGE = "pando.dev/edge"
+ROLE_VOLUME_HELPER = "volume-helper"
+ROLE_TRIAL = "trial"
 
 ANN_BUNDLE_ID = "pando.dev/bundle-id"
 """The bundle id in its original case (the label and namespace are lowercased)."""
@@ -54,6 +73,16 @@ ANN_WORKLOADS = "pando.dev/workloads"
 """On the namespace: the plan's workload names, so observe lists stopped ones too."""
 ANN_NS_DIGEST = "pando.dev/namespace-digest"
 """On the namespace: digest of the namespace-wide objects last applied."""
+ANN_VOLUMES_ONLY = "pando.dev/volumes-only"
+"""On the namespace: the app is destroyed (or not applied yet); only its volumes are kept."""
+ANN_VOLUME_ID = "pando.dev/volume-id"
+"""On a claim: the volume id in its original case."""
+ANN_VOLUME_NAME = "pando.dev/volume-name"
+ANN_EDGE_NAME = "pando.dev/edge-name"
+ANN_EDGE_DIGEST = "pando.dev/edge-digest"
+"""On an edge's Deployment: HMAC of the edge plan under the edge's own key."""
+ANN_EDGE_VOLUMES = "pando.dev/edge-volumes"
+"""On an edge's Deployment: the volume ids it mounts, comma-separated."""
 
 NAMESPACE_PREFIX = "pando-"
 NETWORK_POLICY = "pando-default"
@@ -96,6 +125,36 @@ def pod_name(workload: str) -> str:
     """A fresh pod name ``<workload>-<5 chars>`` (a new one per instance)."""
     suffix = "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))
     return f"{workload[:57]}-{suffix}"
+
+
+def _bounded(prefix: str, name: str, limit: int = 63) -> str:
+    """``prefix + name``, shortened with a hash suffix when longer than ``limit``."""
+    full = prefix + name
+    if len(full) <= limit:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:8]
+    return f"{full[: limit - 9].rstrip('-')}-{digest}"
+
+
+def claim_name(volume_id: str) -> str:
+    """The PersistentVolumeClaim of a volume: ``pando-vol-`` + id lowercased, a-z0-9 and ``-``."""
+    return _bounded("pando-vol-", _NON_ALNUM.sub("-", volume_id.lower()))
+
+
+def helper_name(claim: str) -> str:
+    """A fresh volume helper pod name for a claim (a new one per run)."""
+    suffix = "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))
+    return _bounded("pando-volume-helper-", claim.removeprefix("pando-vol-"), 57) + "-" + suffix
+
+
+def trial_namespace(trial_id: str) -> str:
+    """The namespace of one trial run."""
+    return _bounded("pando-trial-", _NON_ALNUM.sub("-", trial_id.lower()))
+
+
+def edge_object_name(name: str) -> str:
+    """The Deployment, Service and PodDisruptionBudget of an edge."""
+    return _bounded("pando-edge-", name, 52)  # leaves room for a ReplicaSet's pod suffix
 
 
 assert set(_SUFFIX_ALPHABET) <= set(string.ascii_lowercase + string.digits)  # noqa: S101

@@ -26,6 +26,7 @@ from ._names import (
     ANN_CREATED,
     ANN_NS_DIGEST,
     ANN_PLAN_DIGEST,
+    ANN_VOLUMES_ONLY,
     ANN_WORKLOADS,
     KEY_SECRET,
     LABEL_BUNDLE,
@@ -37,6 +38,7 @@ from ._names import (
     QUOTA,
     ROLE_BINDING,
     bundle_label,
+    claim_name,
     configmap_name,
     env_secret_name,
     pod_name,
@@ -44,6 +46,7 @@ from ._names import (
 
 __all__ = [
     "PodSettings",
+    "b64",
     "canonical",
     "env_secret",
     "files_configmap",
@@ -70,8 +73,12 @@ def canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
 
 
-def _b64(data: bytes) -> str:
+def b64(data: bytes) -> str:
+    """Base64 text of ``data`` (Secret and ConfigMap values)."""
     return base64.b64encode(data).decode()
+
+
+_b64 = b64
 
 
 def labels_for(
@@ -103,14 +110,22 @@ def _meta(
 # -- namespace-wide objects -------------------------------------------------------------------
 
 
-def namespace(name: str, plan: BundlePlan, digest: str | None = None) -> dict[str, Any]:
-    """The app's namespace; ``digest`` (of the namespace-wide objects) once they are applied."""
+def namespace(
+    name: str, plan: BundlePlan, digest: str | None = None, *, volumes_only: bool = False
+) -> dict[str, Any]:
+    """The app's namespace; ``digest`` (of the namespace-wide objects) once they are applied.
+
+    ``volumes_only``: the app is not applied (or was destroyed); the namespace holds
+    only its volumes, and observe reports the bundle as absent.
+    """
     annotations = {
         ANN_BUNDLE_ID: plan.bundle_id,
         ANN_WORKLOADS: ",".join(w.name for w in plan.workloads),
     }
     if digest is not None:
         annotations[ANN_NS_DIGEST] = digest
+    if volumes_only:
+        annotations[ANN_VOLUMES_ONLY] = "true"
     labels = labels_for(plan.bundle_id, extra=plan.labels)
     # Pod Security Admission: baseline forbids host namespaces, ports and privileges.
     labels["pod-security.kubernetes.io/enforce"] = "baseline"
@@ -339,7 +354,7 @@ def _resources(w: WorkloadPlan) -> dict[str, Any]:
     return {"requests": amounts, "limits": dict(amounts)} if amounts else {}
 
 
-def pod(  # noqa: C901 - one flat builder reads better than pieces
+def pod(  # noqa: C901, PLR0912 - one flat builder reads better than pieces
     ns: str,
     bundle_id: str,
     w: WorkloadPlan,
@@ -380,8 +395,10 @@ def pod(  # noqa: C901 - one flat builder reads better than pieces
         "hostname": w.name[:63],
         "containers": [container],
     }
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
     if w.files:
-        spec["volumes"] = [
+        volumes.append(
             {
                 "name": FILES_VOLUME,
                 "configMap": {
@@ -392,11 +409,31 @@ def pod(  # noqa: C901 - one flat builder reads better than pieces
                     ],
                 },
             }
-        ]
-        container["volumeMounts"] = [
+        )
+        mounts += [
             {"name": FILES_VOLUME, "mountPath": f.path, "subPath": f"f{i}", "readOnly": True}
             for i, f in enumerate(w.files)
         ]
+    claims: dict[str, str] = {}
+    for mount in w.mounts:
+        if mount.volume_id not in claims:
+            claims[mount.volume_id] = f"v{len(claims)}"
+            volumes.append(
+                {
+                    "name": claims[mount.volume_id],
+                    "persistentVolumeClaim": {"claimName": claim_name(mount.volume_id)},
+                }
+            )
+        mounts.append(
+            {
+                "name": claims[mount.volume_id],
+                "mountPath": mount.path,
+                "readOnly": mount.read_only,
+            }
+        )
+    if volumes:
+        spec["volumes"] = volumes
+        container["volumeMounts"] = mounts
     if pull:
         spec["imagePullSecrets"] = [{"name": PULL_SECRET}]
     if settings.runtime_class:

@@ -11,6 +11,10 @@ import yaml
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "rbac.yaml"
 BINDING = "pando-runtime-tests"
+EDGE_NAMESPACE = "pando-edge"
+STORAGE_CLASS = "pando-test-manual"
+POOL_LABEL = "pando-runtime-tests/pool"
+POOL_SIZE = 48
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -32,8 +36,69 @@ def admin_api(kube_cluster: Any) -> Iterator[Any]:
         client.close()
 
 
+def _created(call: Any, *args: Any) -> None:
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+    try:
+        call(*args)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+
+
 @pytest.fixture(scope="session")
-def adapter_config(kube_cluster: Any, admin_api: Any) -> Iterator[dict[str, Any]]:
+def volume_pool(
+    kube_cluster: Any, admin_api: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """Pre-provisioned volumes, as on a cluster without a dynamic provisioner.
+
+    The local control plane has no provisioner: an administrator's pool of hostPath
+    PersistentVolumes of a manual StorageClass (binding Immediate) is what claims bind to.
+    Destroyed volumes are set to Delete; with no deleter for hostPath the PV goes Failed and
+    is removed here. Returns the directory where the volume helper mounts claims: kwok runs
+    exec on this machine, so the helper's ``tar`` runs here, on ``<dir>/<claim>``.
+    """
+    from kubernetes import client  # noqa: PLC0415
+
+    root = tmp_path_factory.mktemp("volumes")
+    pool = root.name
+    core = client.CoreV1Api(admin_api)
+    storage = client.StorageV1Api(admin_api)
+    _created(
+        storage.create_storage_class,
+        {
+            "metadata": {"name": STORAGE_CLASS},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "Immediate",
+            "reclaimPolicy": "Retain",
+        },
+    )
+    for i in range(POOL_SIZE):
+        core.create_persistent_volume(
+            {
+                "metadata": {"name": f"pando-test-{pool}-{i:02d}", "labels": {POOL_LABEL: pool}},
+                "spec": {
+                    "capacity": {"storage": "20Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": STORAGE_CLASS,
+                    "hostPath": {
+                        "path": str(root / "pv" / f"{i:02d}"),
+                        "type": "DirectoryOrCreate",
+                    },
+                },
+            }
+        )
+    try:
+        yield root / "mounts"
+    finally:
+        core.delete_collection_persistent_volume(label_selector=f"{POOL_LABEL}={pool}")
+
+
+@pytest.fixture(scope="session")
+def adapter_config(
+    kube_cluster: Any, admin_api: Any, volume_pool: Path
+) -> Iterator[dict[str, Any]]:
     """Settings for an adapter running as the restricted user, bound to exactly our roles."""
     from kubernetes import client  # noqa: PLC0415
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
@@ -70,6 +135,21 @@ def adapter_config(kube_cluster: Any, admin_api: Any) -> Iterator[dict[str, Any]
     except ApiException as error:
         if error.status != 409:
             raise
+    # The installer's part for the edge: its namespace, and the edge role bound there.
+    core = client.CoreV1Api(admin_api)
+    _created(core.create_namespace, {"metadata": {"name": EDGE_NAMESPACE}})
+    edge_binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "pando-runtime-edge", "namespace": EDGE_NAMESPACE},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "pando-runtime-edge",
+        },
+        "subjects": binding["subjects"],
+    }
+    _created(rbac.create_namespaced_role_binding, EDGE_NAMESPACE, edge_binding)
     try:
         yield {
             "kubeconfig": str(kube_cluster.restricted_kubeconfig),
@@ -77,6 +157,12 @@ def adapter_config(kube_cluster: Any, admin_api: Any) -> Iterator[dict[str, Any]
             "trust_network_policy": True,
             "schedule_wait": 10.0,
             "dependency_wait": 30.0,
+            "storage_class": STORAGE_CLASS,
+            "helper_mount_root": str(volume_pool),
+            "helper_wait": 30.0,
+            "edge_namespace": EDGE_NAMESPACE,
+            # No load balancer controller here: a LoadBalancer Service would never get an address.
+            "edge_service_type": "NodePort",
         }
     finally:
         rbac.delete_cluster_role_binding(BINDING)

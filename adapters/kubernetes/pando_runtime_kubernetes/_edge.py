@@ -1,0 +1,454 @@
+"""The edge: a Deployment in its own namespace behind the only public Service the adapter makes.
+
+An edge ``<name>`` is, in the edge namespace (``pando-edge``, made by the
+installer with the adapter's RoleBinding): Deployment ``pando-edge-<name>``
+(at least two replicas, spread softly over nodes, never below one available
+during a rollout), a PodDisruptionBudget (one always available), a
+LoadBalancer or NodePort Service (``externalTrafficPolicy: Local``), and
+Secrets for its environment, its certificates and its digest key. Apply
+writes nothing when the edge's HMAC digest (under that key: the environment
+and private keys are not guessable from it) is what the Deployment carries.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pando_runtime import (
+    AdapterUnavailable,
+    EdgePlan,
+    EdgeState,
+    InvalidConfig,
+    VolumeHandle,
+    raise_problems,
+    unstructure,
+    validate_edge,
+)
+
+from ._client import ApiError, KubeTransport
+from ._names import (
+    ANN_EDGE_DIGEST,
+    ANN_EDGE_NAME,
+    ANN_EDGE_VOLUMES,
+    LABEL_EDGE,
+    LABEL_MANAGED_BY,
+    LABEL_ROLE,
+    MANAGED_BY,
+    claim_name,
+    edge_object_name,
+)
+from ._objects import b64, canonical
+from ._volumes import volume_handle
+
+if TYPE_CHECKING:
+    from ._info import KubernetesConfig
+
+__all__ = ["EdgeOps", "edge_digest", "edge_objects", "pod_reason"]
+
+T = TypeVar("T")
+NOT_FOUND = 404
+NODE_PORTS = range(30000, 32768)
+SERVICE_TYPES = ("LoadBalancer", "NodePort")
+CERT_DIR = "/etc/pando-edge/certs"
+
+
+def edge_digest(plan: EdgePlan, key: bytes, settings: Mapping[str, Any]) -> str:
+    """HMAC-SHA256 of the plan (secrets included) and the settings it depends on."""
+    return hmac.new(key, canonical([unstructure(plan), dict(settings)]), hashlib.sha256).hexdigest()
+
+
+def _unavailable(error: ApiError, what: str) -> AdapterUnavailable:
+    """A read failed: the platform cannot be read (never mistaken for an absent edge)."""
+    return AdapterUnavailable(f"cannot {what}: {error.message}", details={"status": error.status})
+
+
+def _labels(name: str) -> dict[str, str]:
+    return {LABEL_MANAGED_BY: MANAGED_BY, LABEL_EDGE: name}
+
+
+def edge_objects(  # noqa: C901 - one flat builder
+    plan: EdgePlan,
+    *,
+    namespace: str,
+    digest: str,
+    service_type: str,
+    node_selector: Mapping[str, str],
+) -> list[dict[str, Any]]:
+    """Secrets, PodDisruptionBudget, Service and Deployment of an edge, in apply order."""
+    name = edge_object_name(plan.name)
+    labels = _labels(name)
+    selector = {LABEL_EDGE: name}
+
+    def meta(object_name: str, **extra: Any) -> dict[str, Any]:
+        return {"name": object_name, "namespace": namespace, "labels": dict(labels), **extra}
+
+    docs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": meta(f"{name}-env"),
+            "data": {k: b64(v.encode()) for k, v in sorted(plan.env.items())},
+        }
+    ]
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    if plan.certificates:
+        data: dict[str, str] = {}
+        for cert in plan.certificates:
+            data[f"{cert.name}.crt"] = b64(cert.cert_pem.encode())
+            data[f"{cert.name}.key"] = b64(cert.key_pem.encode())
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "Opaque",
+                "metadata": meta(f"{name}-certs"),
+                "data": data,
+            }
+        )
+        volumes.append({"name": "certs", "secret": {"secretName": f"{name}-certs"}})
+        mounts.append({"name": "certs", "mountPath": CERT_DIR, "readOnly": True})
+    claims: dict[str, str] = {}
+    for mount in plan.mounts:
+        if mount.volume_id not in claims:
+            claims[mount.volume_id] = f"v{len(claims)}"
+            volumes.append(
+                {
+                    "name": claims[mount.volume_id],
+                    "persistentVolumeClaim": {"claimName": claim_name(mount.volume_id)},
+                }
+            )
+        mounts.append(
+            {"name": claims[mount.volume_id], "mountPath": mount.path, "readOnly": mount.read_only}
+        )
+    docs.append(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": meta(name),
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": dict(selector)}},
+        }
+    )
+    ports = []
+    for port in plan.ports:
+        entry: dict[str, Any] = {
+            "name": f"p{port.published}-{port.protocol.value}",
+            "port": port.published,
+            "targetPort": port.target,
+            "protocol": port.protocol.value.upper(),
+        }
+        if service_type == "NodePort" and port.published in NODE_PORTS:
+            entry["nodePort"] = port.published
+        ports.append(entry)
+    if ports:
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": meta(name),
+                "spec": {
+                    "type": service_type,
+                    "externalTrafficPolicy": "Local",
+                    "selector": dict(selector),
+                    "ports": ports,
+                },
+            }
+        )
+    container: dict[str, Any] = {
+        "name": "edge",
+        "image": plan.image,
+        "envFrom": [{"secretRef": {"name": f"{name}-env"}}],
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+    if plan.args:
+        container["args"] = list(plan.args)
+    if plan.ports:
+        container["ports"] = [
+            {"containerPort": p.target, "protocol": p.protocol.value.upper()} for p in plan.ports
+        ]
+    if mounts:
+        container["volumeMounts"] = mounts
+    pod_spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "containers": [container],
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": dict(selector)},
+            }
+        ],
+    }
+    if volumes:
+        pod_spec["volumes"] = volumes
+    if node_selector:
+        pod_spec["nodeSelector"] = dict(node_selector)
+    annotations = {
+        ANN_EDGE_NAME: plan.name,
+        ANN_EDGE_DIGEST: digest,
+        ANN_EDGE_VOLUMES: ",".join(dict.fromkeys(m.volume_id for m in plan.mounts)),
+    }
+    docs.append(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": meta(name, annotations=annotations),
+            "spec": {
+                "replicas": max(2, plan.replicas),
+                "selector": {"matchLabels": dict(selector)},
+                "strategy": {
+                    "type": "RollingUpdate",
+                    "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+                },
+                "template": {
+                    "metadata": {
+                        "labels": {**labels, LABEL_ROLE: "edge"},
+                        # A changed plan (its environment included) rolls the pods.
+                        "annotations": {ANN_EDGE_DIGEST: digest},
+                    },
+                    "spec": pod_spec,
+                },
+            },
+        }
+    )
+    return docs
+
+
+def pod_reason(pod: Mapping[str, Any]) -> str:
+    """Why one pod is not ready, in words."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    name = meta.get("name", "?")
+    phase = status.get("phase") or "Pending"
+    if meta.get("deletionTimestamp"):
+        return f"pod {name} is terminating"
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return f"pod {name} is {phase}: {condition.get('message') or condition.get('reason')}"
+    for container in status.get("containerStatuses") or ():
+        state = container.get("state") or {}
+        waiting = state.get("waiting")
+        if waiting:
+            detail = waiting.get("message") or waiting.get("reason") or "waiting"
+            return f"pod {name} is {phase}: container {container.get('name')} {detail}"
+        terminated = state.get("terminated")
+        if terminated:
+            return (
+                f"pod {name} is {phase}: container {container.get('name')} exited "
+                f"with {terminated.get('exitCode')} ({terminated.get('reason')})"
+            )
+        if not container.get("ready"):
+            return f"pod {name} is {phase}: container {container.get('name')} is not ready"
+    return f"pod {name} is {phase}"
+
+
+class EdgeOps:
+    """Edge methods of the adapter (a mixin over its plumbing)."""
+
+    config: KubernetesConfig
+    _edge_keys: dict[str, bytes]
+
+    if TYPE_CHECKING:
+
+        async def _api(self) -> KubeTransport: ...
+        async def _read(self, what: str, call: Callable[[], Awaitable[T]]) -> T: ...
+        async def _write(self, what: str, call: Callable[[], Awaitable[T]]) -> T: ...
+        async def _apply_object(self, body: Mapping[str, Any]) -> dict[str, Any]: ...
+        async def _delete(
+            self,
+            ns: str | None,
+            plural: str,
+            name: str,
+            group: str = "",
+            *,
+            grace: int | None = None,
+        ) -> None: ...
+        async def _ensure_claim(
+            self,
+            ns: str,
+            volume_id: str,
+            *,
+            bundle_id: str | None,
+            name: str,
+            size_bytes: int | None,
+        ) -> None: ...
+        async def _retain(self, ns: str, volume_id: str, *, wait: float = 0.0) -> bool: ...
+
+    def _edge_path(self, plural: str, group: str, name: str | None = None) -> str:
+        base = f"/apis/{group}" if group else "/api/v1"
+        path = f"{base}/namespaces/{self.config.edge_namespace}/{plural}"
+        return f"{path}/{name}" if name else path
+
+    async def _edge_key(self, name: str) -> bytes:
+        if name in self._edge_keys:
+            return self._edge_keys[name]
+        api = await self._api()
+        secret = f"{name}-key"
+        try:
+            body = await api.get(self._edge_path("secrets", "", secret))
+            key = base64.b64decode(body["data"]["key"])
+        except ApiError as error:
+            if error.status != NOT_FOUND:
+                raise _unavailable(error, f"read the key of edge {name}") from error
+            key = secrets.token_bytes(32)
+            made = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "Opaque",
+                "metadata": {
+                    "name": secret,
+                    "namespace": self.config.edge_namespace,
+                    "labels": _labels(name),
+                },
+                "data": {"key": b64(key)},
+            }
+            await self._apply_object(made)
+        self._edge_keys[name] = key
+        return key
+
+    async def _deployment(self, name: str) -> dict[str, Any] | None:
+        api = await self._api()
+        try:
+            body = await api.get(self._edge_path("deployments", "apps/v1", name))
+        except ApiError as error:
+            if error.status == NOT_FOUND:
+                return None
+            raise _unavailable(error, f"read edge {name}") from error
+        if (body.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        return body
+
+    async def apply_edge(self, plan: EdgePlan) -> None:
+        """Converge the edge; nothing is written when its digest is unchanged."""
+        raise_problems(validate_edge(plan), f"edge {plan.name!r}")
+        service_type = self.config.edge_service_type
+        if service_type not in SERVICE_TYPES:
+            raise InvalidConfig(
+                f"edge_service_type must be one of {', '.join(SERVICE_TYPES)}, not {service_type!r}"
+            )
+        name = edge_object_name(plan.name)
+        settings = {"service_type": service_type, "node_selector": self.config.node_selector}
+        digest = edge_digest(plan, await self._edge_key(name), settings)
+        current = await self._deployment(name)
+        annotations = ((current or {}).get("metadata") or {}).get("annotations") or {}
+        if annotations.get(ANN_EDGE_DIGEST) == digest:
+            return
+        ns = self.config.edge_namespace
+        for mount in plan.mounts:
+            await self._ensure_claim(
+                ns, mount.volume_id, bundle_id=None, name=mount.volume_id, size_bytes=None
+            )
+        docs = edge_objects(
+            plan,
+            namespace=ns,
+            digest=digest,
+            service_type=service_type,
+            node_selector=self.config.node_selector,
+        )
+        wanted = {d["kind"] for d in docs}
+        for doc in docs:
+            await self._apply_object(doc)
+        if "Service" not in wanted:
+            await self._delete(ns, "services", name)
+        if not plan.certificates:
+            await self._delete(ns, "secrets", f"{name}-certs")
+        for mount in plan.mounts:
+            await self._retain(ns, mount.volume_id)
+
+    async def observe_edge(self, name: str) -> EdgeState:  # noqa: C901 - one report
+        """Whether the edge serves; when not, why, in plain words."""
+        object_name = edge_object_name(name)
+        deployment = await self._deployment(object_name)
+        if deployment is None:
+            return EdgeState(
+                name=name,
+                present=False,
+                running=False,
+                detail=f"no edge named {name!r} is installed",
+            )
+        api = await self._api()
+        desired = int((deployment.get("spec") or {}).get("replicas") or 0)
+        ready = int((deployment.get("status") or {}).get("readyReplicas") or 0)
+        problems: list[str] = []
+        if ready < desired:
+            pods = await self._read(
+                f"list the pods of edge {name}",
+                lambda: api.get(
+                    self._edge_path("pods", ""), labelSelector=f"{LABEL_EDGE}={object_name}"
+                ),
+            )
+            for pod in pods.get("items") or ():
+                conditions = (pod.get("status") or {}).get("conditions") or ()
+                if not any(
+                    c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
+                ):
+                    problems.append(pod_reason(pod))
+            if not pods.get("items"):
+                problems.append("no pod has been created yet")
+        detail = f"{ready} of {desired} replicas ready"
+        if problems:
+            detail += ": " + "; ".join(sorted(problems))
+        serving = ready >= 1
+        try:
+            service = await api.get(self._edge_path("services", "", object_name))
+        except ApiError as error:
+            if error.status != NOT_FOUND:
+                raise _unavailable(error, f"read the Service of edge {name}") from error
+            service = None
+        if service is not None and (service.get("spec") or {}).get("type") == "LoadBalancer":
+            ingress = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress")
+            if not ingress:
+                serving = False
+                detail += "; the load balancer has no address yet"
+        return EdgeState(name=name, present=True, running=serving, detail=detail)
+
+    async def remove_edge(self, name: str) -> None:
+        """Delete everything the edge made (its volumes stay: they are data)."""
+        ns = self.config.edge_namespace
+        object_name = edge_object_name(name)
+        await self._delete(ns, "deployments", object_name, "apps/v1")
+        await self._delete(ns, "poddisruptionbudgets", object_name, "policy/v1")
+        await self._delete(ns, "services", object_name)
+        for suffix in ("env", "certs", "key"):
+            await self._delete(ns, "secrets", f"{object_name}-{suffix}")
+        self._edge_keys.pop(object_name, None)
+
+    async def _edge_deployments(self) -> list[dict[str, Any]]:
+        api = await self._api()
+        body = await self._read(
+            "list the edges",
+            lambda: api.get(
+                self._edge_path("deployments", "apps/v1"),
+                labelSelector=f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_EDGE}",
+            ),
+        )
+        return [
+            d
+            for d in body.get("items") or ()
+            if not (d.get("metadata") or {}).get("deletionTimestamp")
+        ]
+
+    async def edges(self) -> tuple[str, ...]:
+        """Names of the installed edges."""
+        names = {
+            ((d.get("metadata") or {}).get("annotations") or {}).get(ANN_EDGE_NAME, "")
+            for d in await self._edge_deployments()
+        }
+        return tuple(sorted(n for n in names if n))
+
+    async def edge_volumes(self) -> tuple[VolumeHandle, ...]:
+        """Handles of the volumes the edges mount, for backups."""
+        ids: set[str] = set()
+        for d in await self._edge_deployments():
+            annotations = (d.get("metadata") or {}).get("annotations") or {}
+            ids.update(v for v in (annotations.get(ANN_EDGE_VOLUMES) or "").split(",") if v)
+        ns = self.config.edge_namespace
+        return tuple(volume_handle(ns, v, None) for v in sorted(ids))

@@ -1,0 +1,343 @@
+"""Trial runs: an image run once in a namespace of its own that admits no connection.
+
+The pod holds the image's container and an ``observer`` (the helper image)
+that shares its network namespace, as every container of a pod does. The
+adapter execs into the observer to read ``/proc/net/{tcp,tcp6,udp,udp6}``:
+sockets in ``LISTEN`` (TCP) or unconnected (UDP) are the ports the image
+listens on, loopback ones reported apart. It polls until the image exits,
+listens on a routable address, or the trial's time is up (a server still up
+then passes). Writes are not observed. The namespace is deleted on every path.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from pando_runtime import (
+    AdapterFailed,
+    IsolationClass,
+    Port,
+    Protocol,
+    TrialRequest,
+    TrialResult,
+    raise_problems,
+    validate_trial,
+)
+
+from . import _objects as objects
+from ._client import ApiError, KubeTransport
+from ._names import (
+    LABEL_MANAGED_BY,
+    LABEL_ROLE,
+    MANAGED_BY,
+    PULL_SECRET,
+    ROLE_TRIAL,
+    env_secret_name,
+    trial_namespace,
+)
+
+if TYPE_CHECKING:
+    from ._info import KubernetesConfig
+
+__all__ = ["TRIAL_LOG_LIMIT", "TrialOps", "listening_ports", "trial_objects"]
+
+T = TypeVar("T")
+TRIAL_LOG_LIMIT = 64 * 1024
+APP, OBSERVER = "app", "observer"
+_TCP_LISTEN, _UDP_UNCONNECTED = "0A", "07"
+SOCKET_TABLES = ("/proc/net/tcp", "/proc/net/tcp6", "/proc/net/udp", "/proc/net/udp6")
+
+
+def _address(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    raw = bytes.fromhex(hex_address)
+    # The kernel prints each 32-bit word in host (little-endian) order.
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    if len(words) == 4:  # noqa: PLR2004
+        return ipaddress.IPv4Address(words)
+    return ipaddress.IPv6Address(words)
+
+
+def listening_ports(tables: Mapping[Protocol, str]) -> tuple[set[Port], set[Port]]:
+    """Ports listened on, from ``/proc/net`` socket tables: (routable, loopback only)."""
+    routable: set[Port] = set()
+    loopback: set[Port] = set()
+    for protocol, text in tables.items():
+        wanted = _TCP_LISTEN if protocol is Protocol.TCP else _UDP_UNCONNECTED
+        for line in text.splitlines():
+            fields = line.split()
+            if len(fields) < 4 or ":" not in fields[1] or fields[3] != wanted:  # noqa: PLR2004
+                continue
+            hex_ip, _, hex_port = fields[1].partition(":")
+            try:
+                address = _address(hex_ip)
+                port = Port(int(hex_port, 16), protocol)
+            except ValueError:
+                continue
+            mapped = getattr(address, "ipv4_mapped", None)
+            is_loopback = address.is_loopback or bool(mapped and mapped.is_loopback)
+            (loopback if is_loopback else routable).add(port)
+    return routable, loopback - routable
+
+
+def _split_tables(output: str) -> dict[Protocol, str]:
+    """The observer prints each table after a ``==> path`` line."""
+    tables = {Protocol.TCP: "", Protocol.UDP: ""}
+    current: Protocol | None = None
+    for line in output.splitlines():
+        if line.startswith("==> "):
+            current = Protocol.UDP if "udp" in line else Protocol.TCP
+            continue
+        if current is not None:
+            tables[current] += line + "\n"
+    return tables
+
+
+OBSERVE_SCRIPT = (
+    "for t in " + " ".join(SOCKET_TABLES) + '; do echo "==> $t"; cat "$t" 2>/dev/null; done'
+)
+
+
+def trial_objects(  # noqa: C901 - one flat builder
+    request: TrialRequest,
+    *,
+    subject: str | None,
+    role: str,
+    observer_image: str,
+    settings: objects.PodSettings,
+    wait: float,
+) -> list[dict[str, Any]]:
+    """Namespace, binding, deny-all policy, secrets and the pod of a trial, in write order."""
+    ns = trial_namespace(request.trial_id)
+    labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_ROLE: ROLE_TRIAL}
+    meta = {"labels": labels, "namespace": ns}
+    docs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": ns,
+                "labels": {**labels, "pod-security.kubernetes.io/enforce": "baseline"},
+            },
+        }
+    ]
+    if subject:
+        binding = objects.role_binding(ns, request.trial_id, subject, role)
+        binding["metadata"]["labels"] = dict(labels)
+        docs.append(binding)
+    docs.append(
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "pando-trial-deny", **meta},
+            # Ingress with no rule: nothing may connect to the trial.
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+        }
+    )
+    docs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {"name": env_secret_name(APP), **meta},
+            "data": {k: objects.b64(v.encode()) for k, v in sorted(request.env.items())},
+        }
+    )
+    if request.pull_auth is not None:
+        pull = objects.pull_secret(ns, request.trial_id, [request.pull_auth])
+        pull["metadata"]["labels"] = dict(labels)
+        docs.append(pull)
+    app: dict[str, Any] = {
+        "name": APP,
+        "image": request.image,
+        "envFrom": [{"secretRef": {"name": env_secret_name(APP)}}],
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+    if request.entrypoint:
+        app["command"] = list(request.entrypoint)
+    if request.command:
+        app["args"] = list(request.command)
+    if request.working_dir:
+        app["workingDir"] = request.working_dir
+    volumes = [{"name": f"w{i}", "emptyDir": {}} for i in range(len(request.declared_paths))]
+    if volumes:
+        app["volumeMounts"] = [
+            {"name": f"w{i}", "mountPath": path} for i, path in enumerate(request.declared_paths)
+        ]
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 0,
+        "activeDeadlineSeconds": math.ceil(request.timeout_seconds + wait + 60),
+        "containers": [
+            app,
+            {
+                "name": OBSERVER,
+                "image": observer_image,
+                "command": ["sleep", str(math.ceil(request.timeout_seconds + wait + 60))],
+                "securityContext": {"allowPrivilegeEscalation": False},
+            },
+        ],
+    }
+    if volumes:
+        spec["volumes"] = volumes
+    if request.pull_auth is not None:
+        spec["imagePullSecrets"] = [{"name": PULL_SECRET}]
+    if settings.runtime_class:
+        spec["runtimeClassName"] = settings.runtime_class
+    if settings.node_selector:
+        spec["nodeSelector"] = dict(settings.node_selector)
+    docs.append(
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trial", **meta}, "spec": spec}
+    )
+    return docs
+
+
+def _container(body: Mapping[str, Any], name: str) -> dict[str, Any]:
+    for status in (body.get("status") or {}).get("containerStatuses") or ():
+        if status.get("name") == name:
+            return dict(status.get("state") or {})
+    return {}
+
+
+def _not_starting(body: Mapping[str, Any]) -> str | None:
+    status = body.get("status") or {}
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
+            return f"the trial cannot be scheduled: {condition.get('message')}"
+    waiting = _container(body, APP).get("waiting") or {}
+    if waiting.get("reason") in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName"):
+        return f"the image cannot be pulled: {waiting.get('message') or waiting['reason']}"
+    return None
+
+
+class TrialOps:
+    """The trial method of the adapter (a mixin over its plumbing)."""
+
+    config: KubernetesConfig
+    _settings: objects.PodSettings
+
+    if TYPE_CHECKING:
+
+        async def _api(self) -> KubeTransport: ...
+        async def _write(self, what: str, call: Callable[[], Awaitable[T]]) -> T: ...
+        async def _delete(
+            self,
+            ns: str | None,
+            plural: str,
+            name: str,
+            group: str = "",
+            *,
+            grace: int | None = None,
+        ) -> None: ...
+        async def _exec_output(
+            self, ns: str, pod: str, container: str, command: tuple[str, ...]
+        ) -> tuple[int | None, bytes, bytes]: ...
+        async def _read_log(self, ns: str, pod: str, container: str, limit: int) -> bytes: ...
+
+    async def trial(self, request: TrialRequest) -> TrialResult:
+        """Run the image once, alone; report its ports, exit code and first 64 KiB of log."""
+        raise_problems(validate_trial(request), f"trial {request.trial_id!r}")
+        if request.isolation_floor > self._isolation():
+            raise AdapterFailed(
+                f"the trial needs isolation {request.isolation_floor.name.lower()}; "
+                f"this cluster gives {self._isolation().name.lower()}",
+            )
+        ns = trial_namespace(request.trial_id)
+        docs = trial_objects(
+            request,
+            subject=self.config.app_subject,
+            role=self.config.app_role,
+            observer_image=self.config.helper_image,
+            settings=self._settings,
+            wait=self.config.helper_wait,
+        )
+        api = await self._api()
+        try:
+            for doc in docs:
+                await self._create(api, doc)
+            return await self._watch_trial(api, ns, request)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._delete(None, "namespaces", ns)
+
+    @staticmethod
+    def _isolation() -> IsolationClass:
+        return IsolationClass.CONTAINER
+
+    async def _create(self, api: KubeTransport, doc: Mapping[str, Any]) -> None:
+        kind = doc["kind"]
+        ns = doc["metadata"].get("namespace")
+        plural = {
+            "Namespace": "namespaces",
+            "Secret": "secrets",
+            "Pod": "pods",
+            "RoleBinding": "rolebindings",
+            "NetworkPolicy": "networkpolicies",
+        }[kind]
+        group = {
+            "RoleBinding": "/apis/rbac.authorization.k8s.io/v1",
+            "NetworkPolicy": "/apis/networking.k8s.io/v1",
+        }.get(kind, "/api/v1")
+        path = f"{group}/namespaces/{ns}/{plural}" if ns else f"{group}/{plural}"
+        await self._write(f"create the trial's {kind}", lambda: api.request("POST", path, body=doc))
+
+    async def _watch_trial(  # noqa: C901 - one polling loop
+        self, api: KubeTransport, ns: str, request: TrialRequest
+    ) -> TrialResult:
+        pod_path = f"/api/v1/namespaces/{ns}/pods/trial"
+        started = False
+        exit_code: int | None = None
+        routable: set[Port] = set()
+        loopback: set[Port] = set()
+        # First wait for the containers to start (image pull, scheduling), then the trial's time.
+        with anyio.move_on_after(self.config.helper_wait):
+            while not started:
+                body = await api.get(pod_path)
+                app = _container(body, APP)
+                if app.get("running") or app.get("terminated"):
+                    started = True
+                    break
+                problem = _not_starting(body)
+                if problem:
+                    return TrialResult(started=False, log=problem.encode())
+                await anyio.sleep(0.2)
+        if not started:
+            message = f"the trial did not start within {self.config.helper_wait:.0f} s"
+            return TrialResult(started=False, log=message.encode())
+        with anyio.move_on_after(request.timeout_seconds):
+            while True:
+                body = await api.get(pod_path)
+                terminated = _container(body, APP).get("terminated")
+                if terminated is not None:
+                    exit_code = terminated.get("exitCode")
+                    break
+                if _container(body, OBSERVER).get("running"):
+                    code, out, _ = await self._exec_output(
+                        ns, "trial", OBSERVER, ("sh", "-c", OBSERVE_SCRIPT)
+                    )
+                    if code == 0:
+                        seen, local = listening_ports(_split_tables(out.decode(errors="replace")))
+                        routable |= seen
+                        loopback |= local
+                        if routable:
+                            break  # it serves: what it listens on is what the trial is for
+                await anyio.sleep(0.5)
+        try:
+            log = await self._read_log(ns, "trial", APP, TRIAL_LOG_LIMIT)
+        except ApiError:
+            log = b""
+        return TrialResult(
+            started=True,
+            exit_code=exit_code,
+            observed_ports=tuple(sorted(routable, key=lambda p: (p.number, p.protocol.value))),
+            loopback_ports=tuple(
+                sorted(loopback - routable, key=lambda p: (p.number, p.protocol.value))
+            ),
+            log=log[:TRIAL_LOG_LIMIT],
+        )

@@ -66,7 +66,14 @@ from ._plans import (
 from ._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
 from ._registry import ENTRY_POINT_GROUP, available_adapters, load_adapter, register_adapter
 from ._scope import in_read_scope, read_scope, scoped_read
-from ._streams import BytesReceiveStream, IteratorByteStream, byte_stream_pair, read_all
+from ._streams import (
+    BytesReceiveStream,
+    IteratorByteStream,
+    MemoryByteReceiveStream,
+    MemoryByteSendStream,
+    byte_stream_pair,
+    read_all,
+)
 from ._trial import TrialRequest, TrialResult
 from ._validation import (
     MAX_CARRIED_FILES_BYTES,
@@ -128,6 +135,8 @@ __all__ = [
     "IteratorByteStream",
     "LogOptions",
     "LogRetention",
+    "MemoryByteReceiveStream",
+    "MemoryByteSendStream",
     "Mount",
     "NetworkPlan",
     "NotFound",

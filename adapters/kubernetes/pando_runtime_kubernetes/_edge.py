@@ -16,8 +16,8 @@ import base64
 import hashlib
 import hmac
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 from pando_runtime import (
     AdapterUnavailable,
@@ -30,7 +30,8 @@ from pando_runtime import (
     validate_edge,
 )
 
-from ._client import ApiError, KubeTransport
+from ._client import ApiError
+from ._host import AdapterHost
 from ._names import (
     ANN_EDGE_DIGEST,
     ANN_EDGE_NAME,
@@ -39,18 +40,13 @@ from ._names import (
     LABEL_MANAGED_BY,
     LABEL_ROLE,
     MANAGED_BY,
-    claim_name,
     edge_object_name,
 )
-from ._objects import b64, canonical
+from ._objects import b64, canonical, claim_volumes
 from ._volumes import volume_handle
-
-if TYPE_CHECKING:
-    from ._info import KubernetesConfig
 
 __all__ = ["EdgeOps", "edge_digest", "edge_objects", "pod_reason"]
 
-T = TypeVar("T")
 NOT_FOUND = 404
 NODE_PORTS = range(30000, 32768)
 SERVICE_TYPES = ("LoadBalancer", "NodePort")
@@ -114,19 +110,7 @@ def edge_objects(  # noqa: C901 - one flat builder
         )
         volumes.append({"name": "certs", "secret": {"secretName": f"{name}-certs"}})
         mounts.append({"name": "certs", "mountPath": CERT_DIR, "readOnly": True})
-    claims: dict[str, str] = {}
-    for mount in plan.mounts:
-        if mount.volume_id not in claims:
-            claims[mount.volume_id] = f"v{len(claims)}"
-            volumes.append(
-                {
-                    "name": claims[mount.volume_id],
-                    "persistentVolumeClaim": {"claimName": claim_name(mount.volume_id)},
-                }
-            )
-        mounts.append(
-            {"name": claims[mount.volume_id], "mountPath": mount.path, "readOnly": mount.read_only}
-        )
+    claim_volumes(plan.mounts, volumes, mounts)
     docs.append(
         {
             "apiVersion": "policy/v1",
@@ -250,37 +234,8 @@ def pod_reason(pod: Mapping[str, Any]) -> str:
     return f"pod {name} is {phase}"
 
 
-class EdgeOps:
+class EdgeOps(AdapterHost):
     """Edge methods of the adapter (a mixin over its plumbing)."""
-
-    config: KubernetesConfig
-    _edge_keys: dict[str, bytes]
-
-    if TYPE_CHECKING:
-
-        async def _api(self) -> KubeTransport: ...
-        async def _read(self, what: str, call: Callable[[], Awaitable[T]]) -> T: ...
-        async def _write(self, what: str, call: Callable[[], Awaitable[T]]) -> T: ...
-        async def _apply_object(self, body: Mapping[str, Any]) -> dict[str, Any]: ...
-        async def _delete(
-            self,
-            ns: str | None,
-            plural: str,
-            name: str,
-            group: str = "",
-            *,
-            grace: int | None = None,
-        ) -> None: ...
-        async def _ensure_claim(
-            self,
-            ns: str,
-            volume_id: str,
-            *,
-            bundle_id: str | None,
-            name: str,
-            size_bytes: int | None,
-        ) -> None: ...
-        async def _retain(self, ns: str, volume_id: str, *, wait: float = 0.0) -> bool: ...
 
     def _edge_path(self, plural: str, group: str, name: str | None = None) -> str:
         base = f"/apis/{group}" if group else "/api/v1"

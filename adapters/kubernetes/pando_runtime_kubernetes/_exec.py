@@ -26,15 +26,15 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import anyio.to_thread
-from anyio.abc import ByteReceiveStream, ByteSendStream
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.abc import ByteSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 from kubernetes.client import ApiClient, Configuration, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import stream as ws_stream
 from kubernetes.stream.ws_client import V5_CHANNEL_PROTOCOL
 from websocket import ABNF
 
-from pando_runtime import ExecRequest, ExecSession
+from pando_runtime import ExecRequest, ExecSession, MemoryByteReceiveStream
 
 from ._client import ApiError
 
@@ -82,21 +82,6 @@ def exit_code_of(error_channel: bytes) -> int | None:  # noqa: PLR0911 - one cas
     return None
 
 
-class _Receive(ByteReceiveStream):
-    def __init__(self, inner: MemoryObjectReceiveStream[bytes]) -> None:
-        self._inner = inner
-        self._pending = b""
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        if not self._pending:
-            self._pending = await self._inner.receive()
-        chunk, self._pending = self._pending[:max_bytes], self._pending[max_bytes:]
-        return chunk
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
 class _Stdin(ByteSendStream):
     def __init__(self, session: KubeExecSession) -> None:
         self._session = session
@@ -128,8 +113,8 @@ class KubeExecSession(ExecSession):
         err_send, err_receive = anyio.create_memory_object_stream[bytes](1024)
         self._out: MemoryObjectSendStream[bytes] = out_send
         self._err: MemoryObjectSendStream[bytes] = err_send
-        self.stdout = _Receive(out_receive)
-        self.stderr = _Receive(err_receive)
+        self.stdout = MemoryByteReceiveStream(out_receive)
+        self.stderr = MemoryByteReceiveStream(err_receive)
         self.stdin = _Stdin(self) if want_stdin else None
         self._error = b""
         self._done = anyio.Event()

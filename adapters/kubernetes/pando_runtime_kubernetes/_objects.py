@@ -16,8 +16,8 @@ import hmac
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from pando_runtime import BundlePlan, HealthCheck, RegistryAuth, WorkloadPlan, unstructure
 
@@ -354,7 +354,35 @@ def _resources(w: WorkloadPlan) -> dict[str, Any]:
     return {"requests": amounts, "limits": dict(amounts)} if amounts else {}
 
 
-def pod(  # noqa: C901, PLR0912 - one flat builder reads better than pieces
+class _VolumeMount(Protocol):
+    @property
+    def volume_id(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def read_only(self) -> bool: ...
+
+
+def claim_volumes(
+    wanted: Iterable[_VolumeMount], volumes: list[dict[str, Any]], mounts: list[dict[str, Any]]
+) -> None:
+    """Add a pod volume per claimed volume (once each) and a container mount per ``wanted``."""
+    claims: dict[str, str] = {}
+    for mount in wanted:
+        if mount.volume_id not in claims:
+            claims[mount.volume_id] = f"v{len(claims)}"
+            volumes.append(
+                {
+                    "name": claims[mount.volume_id],
+                    "persistentVolumeClaim": {"claimName": claim_name(mount.volume_id)},
+                }
+            )
+        mounts.append(
+            {"name": claims[mount.volume_id], "mountPath": mount.path, "readOnly": mount.read_only}
+        )
+
+
+def pod(  # noqa: C901 - one flat builder reads better than pieces
     ns: str,
     bundle_id: str,
     w: WorkloadPlan,
@@ -414,23 +442,7 @@ def pod(  # noqa: C901, PLR0912 - one flat builder reads better than pieces
             {"name": FILES_VOLUME, "mountPath": f.path, "subPath": f"f{i}", "readOnly": True}
             for i, f in enumerate(w.files)
         ]
-    claims: dict[str, str] = {}
-    for mount in w.mounts:
-        if mount.volume_id not in claims:
-            claims[mount.volume_id] = f"v{len(claims)}"
-            volumes.append(
-                {
-                    "name": claims[mount.volume_id],
-                    "persistentVolumeClaim": {"claimName": claim_name(mount.volume_id)},
-                }
-            )
-        mounts.append(
-            {
-                "name": claims[mount.volume_id],
-                "mountPath": mount.path,
-                "readOnly": mount.read_only,
-            }
-        )
+    claim_volumes(w.mounts, volumes, mounts)
     if volumes:
         spec["volumes"] = volumes
         container["volumeMounts"] = mounts

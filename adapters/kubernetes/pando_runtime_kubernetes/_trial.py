@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import ipaddress
 import math
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 import anyio
 
@@ -31,6 +31,7 @@ from pando_runtime import (
 
 from . import _objects as objects
 from ._client import ApiError, KubeTransport
+from ._host import AdapterHost
 from ._names import (
     LABEL_MANAGED_BY,
     LABEL_ROLE,
@@ -41,12 +42,8 @@ from ._names import (
     trial_namespace,
 )
 
-if TYPE_CHECKING:
-    from ._info import KubernetesConfig
-
 __all__ = ["TRIAL_LOG_LIMIT", "TrialOps", "listening_ports", "trial_objects"]
 
-T = TypeVar("T")
 TRIAL_LOG_LIMIT = 64 * 1024
 APP, OBSERVER = "app", "observer"
 _TCP_LISTEN, _UDP_UNCONNECTED = "0A", "07"
@@ -216,29 +213,8 @@ def _not_starting(body: Mapping[str, Any]) -> str | None:
     return None
 
 
-class TrialOps:
+class TrialOps(AdapterHost):
     """The trial method of the adapter (a mixin over its plumbing)."""
-
-    config: KubernetesConfig
-    _settings: objects.PodSettings
-
-    if TYPE_CHECKING:
-
-        async def _api(self) -> KubeTransport: ...
-        async def _write(self, what: str, call: Callable[[], Awaitable[T]]) -> T: ...
-        async def _delete(
-            self,
-            ns: str | None,
-            plural: str,
-            name: str,
-            group: str = "",
-            *,
-            grace: int | None = None,
-        ) -> None: ...
-        async def _exec_output(
-            self, ns: str, pod: str, container: str, command: tuple[str, ...]
-        ) -> tuple[int | None, bytes, bytes]: ...
-        async def _read_log(self, ns: str, pod: str, container: str, limit: int) -> bytes: ...
 
     async def trial(self, request: TrialRequest) -> TrialResult:
         """Run the image once, alone; report its ports, exit code and first 64 KiB of log."""

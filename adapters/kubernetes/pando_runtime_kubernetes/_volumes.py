@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from typing import Any
 
 import anyio
 from anyio.abc import ByteReceiveStream
@@ -26,7 +26,6 @@ from anyio.abc import ByteReceiveStream
 from pando_runtime import (
     AdapterFailed,
     ExecRequest,
-    ExecSession,
     IteratorByteStream,
     NotFound,
     VolumeHandle,
@@ -35,8 +34,9 @@ from pando_runtime import (
     validate_volume_request,
 )
 
-from ._cache import ClaimFacts, PodFacts, project_claim
-from ._client import ApiError, KubeTransport
+from ._cache import ClaimFacts, project_claim
+from ._client import ApiError
+from ._host import AdapterHost
 from ._names import (
     ANN_BUNDLE_ID,
     ANN_VOLUME_ID,
@@ -53,9 +53,6 @@ from ._names import (
     namespace_for,
 )
 
-if TYPE_CHECKING:
-    from ._info import KubernetesConfig
-
 __all__ = [
     "RESTORE_SCRIPT",
     "SNAPSHOT_SCRIPT",
@@ -66,7 +63,6 @@ __all__ = [
     "volume_handle",
 ]
 
-T = TypeVar("T")
 NOT_FOUND, CONFLICT = 404, 409
 HELPER_CONTAINER = "helper"
 STAGING = ".pando-restore"
@@ -214,37 +210,8 @@ def _running(body: Mapping[str, Any], container: str) -> bool:
     return False
 
 
-class VolumeOps:
+class VolumeOps(AdapterHost):
     """Volume methods of the adapter (a mixin over its plumbing)."""
-
-    config: KubernetesConfig
-    _retained: set[tuple[str, str]]
-
-    if TYPE_CHECKING:
-
-        async def _api(self) -> KubeTransport: ...
-        async def _read(self, what: str, call: Callable[[], Awaitable[T]]) -> T: ...
-        async def _write(self, what: str, call: Callable[[], Awaitable[T]]) -> T: ...
-        async def _delete(
-            self,
-            ns: str | None,
-            plural: str,
-            name: str,
-            group: str = "",
-            *,
-            grace: int | None = None,
-        ) -> None: ...
-        async def _pods(self, ns: str) -> list[PodFacts]: ...
-        async def _claims(self, ns: str) -> list[ClaimFacts]: ...
-        def _remember_claim(
-            self, body: Mapping[str, Any] | None, ns: str, volume_id: str
-        ) -> None: ...
-        def _lock(self, ns: str) -> anyio.Lock: ...
-        async def _volume_namespace(self, ns: str, bundle_id: str | None) -> None: ...
-        def _session(
-            self, ns: str, pod: str, container: str | None, request: ExecRequest
-        ) -> contextlib.AbstractAsyncContextManager[ExecSession]: ...
-        async def _drop_volume_namespace(self, ns: str) -> None: ...
 
     # -- claims ---------------------------------------------------------------------------
 

@@ -66,6 +66,7 @@ from ._cache import (
     project_namespace,
     project_pod,
 )
+from ._canary import CanaryOps
 from ._capacity import NodeRoom, node_rooms
 from ._client import ApiError, KubeTransport, load_clusters
 from ._edge import EdgeOps
@@ -156,7 +157,7 @@ def _timestamp_key(stamp: bytes) -> tuple[bytes, bytes]:
     return head, fraction.ljust(9, b"0")
 
 
-class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, RuntimeAdapter):
+class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter):
     """Runs each app in its own Kubernetes namespace as bare pods."""
 
     kind: ClassVar[str] = "kubernetes"
@@ -181,6 +182,8 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, RuntimeAdapter):
         self._retained: set[tuple[str, str]] = set()
         """Volumes (namespace, volume id) already set to Retain by this process."""
         self._edge_keys: dict[str, bytes] = {}
+        self._policy_verified = False
+        """The NetworkPolicy canary passed in this process."""
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -278,7 +281,7 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, RuntimeAdapter):
             exec=True,
             multiple_workloads=True,
             carried_files=True,
-            private_network=self.config.trust_network_policy,
+            private_network=self.config.trust_network_policy or self._policy_verified,
             resource_limits=True,
             reports_usage=False,
             bundle_events=True,
@@ -291,7 +294,7 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, RuntimeAdapter):
         )
 
     async def health_check(self) -> None:
-        """The API answers, the RuntimeClass exists, NetworkPolicy is trusted."""
+        """The API answers, the RuntimeClass exists, NetworkPolicy is enforced (or trusted)."""
         api = await self._api()
         await self._read("reach the API server", lambda: api.get("/version"))
         if self.config.runtime_class:
@@ -303,11 +306,15 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, RuntimeAdapter):
                     f"RuntimeClass {name!r} is not usable: {error.message}",
                     remedy="Install the RuntimeClass or unset 'runtime_class'.",
                 ) from error
-        if not self.config.trust_network_policy:
-            raise AdapterUnavailable(
-                "NetworkPolicy enforcement is not verified (the canary is not built yet)",
-                remedy="Run a NetworkPolicy-enforcing CNI and set trust_network_policy: true.",
-            )
+        if not (self.config.trust_network_policy or self._policy_verified):
+            problem = await self._network_policy_problem()
+            if problem is not None:
+                raise AdapterUnavailable(
+                    problem,
+                    remedy="Run a CNI that enforces NetworkPolicy; on a cluster known to "
+                    "enforce it, 'trust_network_policy: true' skips the canary.",
+                )
+            self._policy_verified = True
 
     # -- reading state --------------------------------------------------------------------
 

@@ -65,6 +65,10 @@ class KubernetesConfig:
         default=False,
         help="Trust that the cluster enforces NetworkPolicy instead of verifying it by a canary.",
     )
+    canary_wait: float = setting(
+        default=120.0,
+        help="Seconds the health check's NetworkPolicy canary may take (unless trusted).",
+    )
     schedule_wait: float = setting(
         default=20.0, help="Seconds apply waits for a new pod to be scheduled."
     )

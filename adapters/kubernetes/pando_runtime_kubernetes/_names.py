@@ -39,6 +39,7 @@ __all__ = [
     "PULL_SECRET",
     "QUOTA",
     "ROLE_BINDING",
+    "ROLE_CANARY",
     "ROLE_TRIAL",
     "ROLE_VOLUME_HELPER",
     "bundle_label",
@@ -63,6 +64,7 @@ LABEL_VOLUME = "pando.dev/volume"
 LABEL_EDGE = "pando.dev/edge"
 ROLE_VOLUME_HELPER = "volume-helper"
 ROLE_TRIAL = "trial"
+ROLE_CANARY = "network-policy-canary"
 
 ANN_BUNDLE_ID = "pando.dev/bundle-id"
 """The bundle id in its original case (the label and namespace are lowercased)."""

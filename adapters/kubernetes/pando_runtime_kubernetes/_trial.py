@@ -261,7 +261,8 @@ class TrialOps(AdapterHost):
             "NetworkPolicy": "/apis/networking.k8s.io/v1",
         }.get(kind, "/api/v1")
         path = f"{group}/namespaces/{ns}/{plural}" if ns else f"{group}/{plural}"
-        await self._write(f"create the trial's {kind}", lambda: api.request("POST", path, body=doc))
+        what = f"create {kind} {doc['metadata']['name']}"
+        await self._write(what, lambda: api.request("POST", path, body=doc))
 
     async def _watch_trial(  # noqa: C901 - one polling loop
         self, api: KubeTransport, ns: str, request: TrialRequest

@@ -23,6 +23,7 @@ from pando_runtime_kubernetes._names import claim_name, edge_object_name, namesp
 
 from pando_runtime import (
     AdapterFailed,
+    AdapterUnavailable,
     BundlePlan,
     BundleRef,
     BytesReceiveStream,
@@ -334,3 +335,21 @@ async def test_logs_since_drops_older_lines(adapter: KubernetesAdapter, kube_clu
         assert f"old-{tag}".encode() not in text
     finally:
         await adapter.destroy(BundleRef(bundle_id))
+
+
+async def test_the_network_policy_canary_cannot_verify_a_cluster_without_network(
+    adapter_config: dict[str, Any],
+) -> None:
+    # kwok runs pods without a network: the probes never finish, so enforcement stays unverified.
+    config = {**adapter_config, "trust_network_policy": False, "canary_wait": 4.0}
+    async with KubernetesAdapter(config) as untrusting:
+        with pytest.raises(AdapterUnavailable, match="could not be verified") as refused:
+            await untrusting.health_check()
+        assert "trust_network_policy" in (refused.value.remedy or "")
+        assert (await untrusting.capabilities()).private_network is False
+        api = await untrusting._api()  # what the canary left behind
+        left = await api.get(
+            "/api/v1/namespaces", labelSelector="pando.dev/role=network-policy-canary"
+        )
+        for namespace in left.get("items") or ():
+            assert namespace["metadata"].get("deletionTimestamp"), "the canary is deleted"

@@ -206,3 +206,21 @@ def test_edge_objects() -> None:
         },
     }
     assert pod_reason(pending) == "pod p1 is Pending: 0/2 nodes are available: 2 Insufficient cpu."
+
+
+def test_the_canary_admits_only_its_labelled_probe() -> None:
+    from pando_runtime_kubernetes._canary import ADMITTED, canary_objects, probe  # noqa: PLC0415
+
+    docs = canary_objects("pando-canary-x", image="busybox:1.37", subject="User:a", role="r")
+    assert [d["kind"] for d in docs] == ["Namespace", "RoleBinding", "NetworkPolicy", "Pod"]
+    policy = docs[2]["spec"]
+    assert policy["podSelector"] == {}
+    assert policy["ingress"] == [{"from": [{"podSelector": {"matchLabels": {ADMITTED: "true"}}}]}]
+    admitted = probe("pando-canary-x", "a", "busybox:1.37", "10.0.0.5", admitted=True)
+    denied = probe("pando-canary-x", "d", "busybox:1.37", "10.0.0.5", admitted=False)
+    assert admitted["metadata"]["labels"][ADMITTED] == "true"
+    assert ADMITTED not in denied["metadata"]["labels"]
+    for pod in (docs[3], admitted, denied):
+        assert pod["spec"]["restartPolicy"] == "Never"
+        assert pod["spec"]["automountServiceAccountToken"] is False
+    assert "10.0.0.5:8080" in " ".join(denied["spec"]["containers"][0]["command"])

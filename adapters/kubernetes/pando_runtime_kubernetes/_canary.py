@@ -1,0 +1,147 @@
+"""The NetworkPolicy canary: does this cluster enforce the policies app isolation rests on?
+
+In a namespace of its own, a server pod admits (by NetworkPolicy) only pods labelled
+``pando.dev/canary-admitted``. Two probes try to fetch from it: the admitted one must get
+through (else the check proves nothing: no network, or a slow cluster) and the other must not.
+Only then is enforcement verified. The namespace is deleted on every path.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import anyio
+
+from . import _objects as objects
+from ._host import AdapterHost
+from ._names import LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY, ROLE_CANARY
+
+__all__ = ["CanaryOps", "canary_objects"]
+
+ADMITTED = "pando.dev/canary-admitted"
+PORT = 8080
+SERVER, ADMITTED_PROBE, DENIED_PROBE = "server", "admitted", "denied"
+
+
+def _pod(ns: str, name: str, image: str, script: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": name,
+                    "image": image,
+                    "command": ["sh", "-c", script],
+                    "resources": {
+                        "requests": {"cpu": "10m", "memory": "16Mi"},
+                        "limits": {"cpu": "10m", "memory": "16Mi"},
+                    },
+                    "securityContext": {"allowPrivilegeEscalation": False},
+                }
+            ],
+        },
+    }
+
+
+def canary_objects(ns: str, *, image: str, subject: str | None, role: str) -> list[dict[str, Any]]:
+    """Namespace, binding, policy and server pod of a canary, in write order."""
+    labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_ROLE: ROLE_CANARY}
+    docs: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}}
+    ]
+    if subject:
+        docs.append(objects.role_binding(ns, ns, subject, role))
+    docs.append(
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "pando-canary", "namespace": ns, "labels": labels},
+            "spec": {
+                "podSelector": {},
+                "policyTypes": ["Ingress"],
+                "ingress": [{"from": [{"podSelector": {"matchLabels": {ADMITTED: "true"}}}]}],
+            },
+        }
+    )
+    serve = f"mkdir -p /tmp/w && echo ok > /tmp/w/index.html && exec httpd -f -p {PORT} -h /tmp/w"
+    docs.append(_pod(ns, SERVER, image, serve, dict(labels)))
+    return docs
+
+
+def probe(ns: str, name: str, image: str, address: str, *, admitted: bool) -> dict[str, Any]:
+    """A pod that exits 0 when it can fetch from the server."""
+    labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_ROLE: ROLE_CANARY}
+    if admitted:
+        labels[ADMITTED] = "true"
+    script = f"wget -q -T 5 -O /dev/null http://{address}:{PORT}/"
+    return _pod(ns, name, image, script, labels)
+
+
+def _phase(body: dict[str, Any]) -> str:
+    return str((body.get("status") or {}).get("phase") or "Pending")
+
+
+class CanaryOps(AdapterHost):
+    """The canary check of the adapter's health check (a mixin over its plumbing)."""
+
+    async def _network_policy_problem(self) -> str | None:
+        """``None`` when enforcement is verified, else why it is not, in plain words."""
+        c = self.config
+        ns = f"pando-canary-{secrets.token_hex(4)}"
+        api = await self._api()
+        try:
+            for doc in canary_objects(
+                ns, image=c.helper_image, subject=c.app_subject, role=c.app_role
+            ):
+                await self._create(api, doc)
+            with anyio.move_on_after(c.canary_wait):
+                return await self._canary_verdict(ns)
+            return (
+                f"the NetworkPolicy canary did not finish in {c.canary_wait:g} s, "
+                "so enforcement could not be verified"
+            )
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._delete(None, "namespaces", ns)
+
+    async def _canary_pod(self, ns: str, name: str) -> dict[str, Any]:
+        api = await self._api()
+        path = f"/api/v1/namespaces/{ns}/pods/{name}"
+        return await self._read("read the NetworkPolicy canary", lambda: api.get(path))
+
+    async def _canary_verdict(self, ns: str) -> str | None:
+        address = ""
+        while not address:
+            body = await self._canary_pod(ns, SERVER)
+            if _phase(body) == "Running":
+                address = (body.get("status") or {}).get("podIP") or ""
+            if not address:
+                await anyio.sleep(0.5)
+        api = await self._api()
+        for name, admitted in ((ADMITTED_PROBE, True), (DENIED_PROBE, False)):
+            doc = probe(ns, name, self.config.helper_image, address, admitted=admitted)
+            await self._create(api, doc)
+        phases = await self._probe_phases(ns)
+        if phases[ADMITTED_PROBE] != "Succeeded":
+            return "the canary's admitted probe could not connect either: enforcement unverified"
+        if phases[DENIED_PROBE] == "Succeeded":
+            return "a pod that NetworkPolicy denies reached the canary: policies are not enforced"
+        return None
+
+    async def _probe_phases(self, ns: str) -> dict[str, str]:
+        """How the two probes ended (waits until both have)."""
+        phases: dict[str, str] = {}
+        while True:
+            for name in (ADMITTED_PROBE, DENIED_PROBE):
+                phase = _phase(await self._canary_pod(ns, name))
+                if phase in {"Succeeded", "Failed"}:
+                    phases[name] = phase
+            if len(phases) == 2:  # noqa: PLR2004 - the two probes
+                return phases
+            await anyio.sleep(0.5)

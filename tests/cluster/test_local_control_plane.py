@@ -297,10 +297,12 @@ def test_restricted_identity_refused_until_granted(
     restricted = kube_config.new_client_from_config(
         config_file=str(kube_cluster.restricted_kubeconfig)
     )
+    # ConfigMaps: the adapter's own ClusterRole, bound to this identity while the adapter's
+    # tests run, grants no ConfigMap outside app namespaces, so this holds in any test order.
     try:
         alice: Any = client.CoreV1Api(restricted)
         with pytest.raises(ApiException) as refused:
-            alice.list_namespaced_pod(namespace)
+            alice.list_namespaced_config_map(namespace)
         assert refused.value.status == 403
         assert kube_cluster.restricted_user in str(refused.value.body)
 
@@ -308,18 +310,20 @@ def test_restricted_identity_refused_until_granted(
         rbac.create_namespaced_role(
             namespace,
             {
-                "metadata": {"name": "pod-reader"},
-                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
+                "metadata": {"name": "configmap-reader"},
+                "rules": [
+                    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}
+                ],
             },
         )
         rbac.create_namespaced_role_binding(
             namespace,
             {
-                "metadata": {"name": "pod-reader"},
+                "metadata": {"name": "configmap-reader"},
                 "roleRef": {
                     "apiGroup": "rbac.authorization.k8s.io",
                     "kind": "Role",
-                    "name": "pod-reader",
+                    "name": "configmap-reader",
                 },
                 "subjects": [
                     {
@@ -333,7 +337,7 @@ def test_restricted_identity_refused_until_granted(
 
         def allowed() -> bool:
             try:
-                alice.list_namespaced_pod(namespace)
+                alice.list_namespaced_config_map(namespace)
             except ApiException as exc:
                 if exc.status != 403:
                     raise
@@ -343,7 +347,7 @@ def test_restricted_identity_refused_until_granted(
         wait_for("RoleBinding to take effect", allowed, 15)
         forbidden_calls: list[Callable[[], object]] = [
             lambda: alice.create_namespaced_pod(namespace, pod_body("nope")),
-            lambda: alice.list_namespaced_pod("default"),
+            lambda: alice.list_namespaced_config_map("default"),
             lambda: alice.list_namespaced_secret(namespace),
         ]
         for forbidden in forbidden_calls:

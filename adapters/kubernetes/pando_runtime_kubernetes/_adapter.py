@@ -499,10 +499,7 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
             key = secrets.token_bytes(32)
             made = objects.key_secret(ns, bundle_id, key)
             try:
-                await self._write(
-                    f"create the plan key of {ns}",
-                    lambda: api.request("POST", _path(ns, "secrets"), body=made),
-                )
+                await self._create(made, f"create the plan key of {ns}")
             except AdapterFailed as failed:
                 if failed.details.get("status") != CONFLICT:
                     raise
@@ -521,6 +518,13 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
         )
         self._remember(result)
         return result
+
+    async def _create(self, body: Mapping[str, Any], what: str | None = None) -> dict[str, Any]:
+        """POST ``body`` (refused with 409 when it exists)."""
+        api = await self._api()
+        what = what or f"create {body['kind']} {body['metadata']['name']}"
+        path = _object_path(body, named=False)
+        return await self._write(what, lambda: api.request("POST", path, body=body))
 
     async def _delete(
         self, ns: str | None, plural: str, name: str, group: str = "", *, grace: int | None = None
@@ -678,11 +682,7 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
             pull=w.pull_auth is not None,
             plan_labels=plan.labels,
         )
-        api = await self._api()
-        created = await self._write(
-            f"create the pod of {w.name}", lambda: api.request("POST", _path(ns, "pods"), body=body)
-        )
-        self._remember(created)
+        self._remember(await self._create(body, f"create the pod of {w.name}"))
         return str(body["metadata"]["name"])
 
     async def _wait_for(

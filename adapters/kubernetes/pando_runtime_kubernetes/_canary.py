@@ -94,12 +94,11 @@ class CanaryOps(AdapterHost):
         """``None`` when enforcement is verified, else why it is not, in plain words."""
         c = self.config
         ns = f"pando-canary-{secrets.token_hex(4)}"
-        api = await self._api()
         try:
             for doc in canary_objects(
                 ns, image=c.helper_image, subject=c.app_subject, role=c.app_role
             ):
-                await self._create(api, doc)
+                await self._create(doc)
             with anyio.move_on_after(c.canary_wait):
                 return await self._canary_verdict(ns)
             return (
@@ -123,10 +122,9 @@ class CanaryOps(AdapterHost):
                 address = (body.get("status") or {}).get("podIP") or ""
             if not address:
                 await anyio.sleep(0.5)
-        api = await self._api()
         for name, admitted in ((ADMITTED_PROBE, True), (DENIED_PROBE, False)):
             doc = probe(ns, name, self.config.helper_image, address, admitted=admitted)
-            await self._create(api, doc)
+            await self._create(doc)
         phases = await self._probe_phases(ns)
         if phases[ADMITTED_PROBE] != "Succeeded":
             return "the canary's admitted probe could not connect either: enforcement unverified"

@@ -41,6 +41,7 @@ from ._names import (
     env_secret_name,
     trial_namespace,
 )
+from ._podstatus import container_state, start_problem
 
 __all__ = ["TRIAL_LOG_LIMIT", "TrialOps", "listening_ports", "trial_objects"]
 
@@ -195,24 +196,6 @@ def trial_objects(  # noqa: C901 - one flat builder
     return docs
 
 
-def _container(body: Mapping[str, Any], name: str) -> dict[str, Any]:
-    for status in (body.get("status") or {}).get("containerStatuses") or ():
-        if status.get("name") == name:
-            return dict(status.get("state") or {})
-    return {}
-
-
-def _not_starting(body: Mapping[str, Any]) -> str | None:
-    status = body.get("status") or {}
-    for condition in status.get("conditions") or ():
-        if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
-            return f"the trial cannot be scheduled: {condition.get('message')}"
-    waiting = _container(body, APP).get("waiting") or {}
-    if waiting.get("reason") in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName"):
-        return f"the image cannot be pulled: {waiting.get('message') or waiting['reason']}"
-    return None
-
-
 class TrialOps(AdapterHost):
     """The trial method of the adapter (a mixin over its plumbing)."""
 
@@ -236,7 +219,7 @@ class TrialOps(AdapterHost):
         api = await self._api()
         try:
             for doc in docs:
-                await self._create(api, doc)
+                await self._create(doc)
             return await self._watch_trial(api, ns, request)
         finally:
             with anyio.CancelScope(shield=True):
@@ -245,24 +228,6 @@ class TrialOps(AdapterHost):
     @staticmethod
     def _isolation() -> IsolationClass:
         return IsolationClass.CONTAINER
-
-    async def _create(self, api: KubeTransport, doc: Mapping[str, Any]) -> None:
-        kind = doc["kind"]
-        ns = doc["metadata"].get("namespace")
-        plural = {
-            "Namespace": "namespaces",
-            "Secret": "secrets",
-            "Pod": "pods",
-            "RoleBinding": "rolebindings",
-            "NetworkPolicy": "networkpolicies",
-        }[kind]
-        group = {
-            "RoleBinding": "/apis/rbac.authorization.k8s.io/v1",
-            "NetworkPolicy": "/apis/networking.k8s.io/v1",
-        }.get(kind, "/api/v1")
-        path = f"{group}/namespaces/{ns}/{plural}" if ns else f"{group}/{plural}"
-        what = f"create {kind} {doc['metadata']['name']}"
-        await self._write(what, lambda: api.request("POST", path, body=doc))
 
     async def _watch_trial(  # noqa: C901 - one polling loop
         self, api: KubeTransport, ns: str, request: TrialRequest
@@ -276,13 +241,15 @@ class TrialOps(AdapterHost):
         with anyio.move_on_after(self.config.helper_wait):
             while not started:
                 body = await api.get(pod_path)
-                app = _container(body, APP)
+                app = container_state(body, APP)
                 if app.get("running") or app.get("terminated"):
                     started = True
                     break
-                problem = _not_starting(body)
+                problem = start_problem(body, APP)
                 if problem:
-                    return TrialResult(started=False, log=problem.encode())
+                    return TrialResult(
+                        started=False, log=f"the trial does not start: {problem}".encode()
+                    )
                 await anyio.sleep(0.2)
         if not started:
             message = f"the trial did not start within {self.config.helper_wait:.0f} s"
@@ -290,11 +257,11 @@ class TrialOps(AdapterHost):
         with anyio.move_on_after(request.timeout_seconds):
             while True:
                 body = await api.get(pod_path)
-                terminated = _container(body, APP).get("terminated")
+                terminated = container_state(body, APP).get("terminated")
                 if terminated is not None:
                     exit_code = terminated.get("exitCode")
                     break
-                if _container(body, OBSERVER).get("running"):
+                if container_state(body, OBSERVER).get("running"):
                     code, out, _ = await self._exec_output(
                         ns, "trial", OBSERVER, ("sh", "-c", OBSERVE_SCRIPT)
                     )

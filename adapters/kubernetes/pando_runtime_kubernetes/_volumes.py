@@ -52,6 +52,7 @@ from ._names import (
     helper_name,
     namespace_for,
 )
+from ._podstatus import container_state, start_problem
 
 __all__ = [
     "RESTORE_SCRIPT",
@@ -188,26 +189,11 @@ def helper_pod(
     }
 
 
-def _pod_problem(body: Mapping[str, Any]) -> str | None:
-    """Why a pod will not run, in words, or ``None`` while it may still start."""
+def _ended(body: Mapping[str, Any]) -> str | None:
     status = body.get("status") or {}
     if status.get("phase") in ("Failed", "Succeeded"):
         return f"it ended ({status.get('phase')}: {status.get('reason') or status.get('message')})"
-    for condition in status.get("conditions") or ():
-        if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
-            return f"it cannot be scheduled: {condition.get('message')}"
-    for container in status.get("containerStatuses") or ():
-        waiting = (container.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName"):
-            return f"its image cannot be pulled: {waiting.get('message') or waiting['reason']}"
     return None
-
-
-def _running(body: Mapping[str, Any], container: str) -> bool:
-    for status in (body.get("status") or {}).get("containerStatuses") or ():
-        if status.get("name") == container and (status.get("state") or {}).get("running"):
-            return True
-    return False
 
 
 class VolumeOps(AdapterHost):
@@ -241,13 +227,8 @@ class VolumeOps(AdapterHost):
             size_bytes=size_bytes or self.config.volume_size_bytes,
             storage_class=self.config.storage_class,
         )
-        api = await self._api()
-        path = f"/api/v1/namespaces/{ns}/persistentvolumeclaims"
         try:
-            created = await self._write(
-                f"create the claim of volume {volume_id}",
-                lambda: api.request("POST", path, body=body),
-            )
+            created = await self._create(body, f"create the claim of volume {volume_id}")
         except AdapterFailed as failed:
             if failed.details.get("status") != CONFLICT:
                 raise
@@ -362,11 +343,7 @@ class VolumeOps(AdapterHost):
             node_selector=self.config.node_selector,
         )
         name = body["metadata"]["name"]
-        api = await self._api()
-        await self._write(
-            f"create the volume helper of {volume_id}",
-            lambda: api.request("POST", f"/api/v1/namespaces/{ns}/pods", body=body),
-        )
+        await self._create(body, f"create the volume helper of {volume_id}")
         try:
             await self._until_running(
                 ns, name, HELPER_CONTAINER, f"the volume helper of {volume_id}"
@@ -384,9 +361,9 @@ class VolumeOps(AdapterHost):
                 body = await self._read(
                     f"read {what}", lambda: api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
                 )
-                if _running(body, container):
+                if container_state(body, container).get("running"):
                     return body
-                problem = _pod_problem(body)
+                problem = _ended(body) or start_problem(body)
                 if problem:
                     raise AdapterFailed(f"{what} does not run: {problem}", details={"pod": name})
                 await anyio.sleep(0.2)

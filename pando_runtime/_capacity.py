@@ -44,7 +44,7 @@ class Capacity:
 
 @attrs.frozen(kw_only=True)
 class InUse:
-    """What all bundles use right now, summed."""
+    """What all bundles use right now, summed (workloads not measured yet are left out)."""
 
     cpu_millis: int
     memory_bytes: int
@@ -53,7 +53,12 @@ class InUse:
 
 @attrs.frozen(kw_only=True)
 class WorkloadUsage:
-    """One workload's use now; a limit of ``None`` means unlimited, -1 bytes unknown."""
+    """One workload's use now.
+
+    A limit of ``None`` means unlimited. -1 means unknown: ``disk_bytes`` where the runtime
+    cannot tell, ``cpu_millis`` and ``memory_bytes`` of a running workload not measured yet.
+    A workload that does not run uses 0.
+    """
 
     workload: str
     running: bool

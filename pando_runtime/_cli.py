@@ -354,6 +354,47 @@ async def _capacity(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+def _amount(value: int, unit: str = "") -> str:
+    return "?" if value < 0 else f"{value}{unit}"
+
+
+def _limit(value: int | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value}{unit}"
+
+
+async def _usage(args: argparse.Namespace, console: Console) -> int:
+    async with _adapter(args) as adapter:
+        if args.app is None:
+            total = await adapter.in_use()
+            console.data(
+                total,
+                lambda t: [
+                    ["CPU (m)", "MEMORY (bytes)"],
+                    [str(t.cpu_millis), str(t.memory_bytes)],
+                ],
+            )
+            return EXIT_OK
+        usage = await adapter.usage(BundleRef(args.app))
+    console.data(
+        usage,
+        lambda u: [
+            ["WORKLOAD", "RUNNING", "CPU (m)", "CPU LIMIT", "MEMORY (bytes)", "MEMORY LIMIT"],
+            *(
+                [
+                    w.workload,
+                    "yes" if w.running else "no",
+                    _amount(w.cpu_millis),
+                    _limit(w.cpu_limit_millis),
+                    _amount(w.memory_bytes),
+                    _limit(w.memory_limit_bytes),
+                ]
+                for w in u.workloads
+            ),
+        ],
+    )
+    return EXIT_OK
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pando-runtime", description=__doc__.split("\n\n")[0])
     parser.add_argument("--adapter", help="adapter name (env PANDO_RUNTIME_ADAPTER; default fake)")
@@ -406,6 +447,8 @@ def _parser() -> argparse.ArgumentParser:
     volume.add_argument("volume")
     volume.add_argument("file", help="tar file, or - for stdout/stdin")
     command("capacity", _capacity, "what the runtime can give")
+    usage = command("usage", _usage, "what an app uses now (all apps, summed, without APP)")
+    usage.add_argument("app", nargs="?")
     return parser
 
 

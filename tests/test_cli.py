@@ -20,6 +20,7 @@ workloads:
   - name: web
     image: nginx:1.27
     ports: [{number: 80}]
+    resources: {cpu_millis: 250, memory_bytes: 134217728}
     mounts: [{volume_id: data, path: /srv}]
 volumes:
   - {volume_id: data, name: data}
@@ -76,6 +77,16 @@ def test_a_whole_lifecycle(cli, tmp_path: Path) -> None:
     assert read_tar((tmp_path / "out.tar").read_bytes()) == {"index.html": b"<h1>hi</h1>"}
     capacity = json.loads(cli("--output", "json", "capacity").stdout)
     assert capacity["running_workloads"] == 1
+    usage = json.loads(cli("--output", "json", "usage", "shop").stdout)
+    (web,) = usage["workloads"]
+    assert (web["workload"], web["running"]) == ("web", True)
+    assert (web["cpu_limit_millis"], web["memory_limit_bytes"]) == (250, 134217728)
+    table = cli("usage", "shop").stdout.decode()
+    assert "CPU LIMIT" in table
+    assert "250" in table
+    total = json.loads(cli("--output", "json", "usage").stdout)
+    assert set(total) >= {"cpu_millis", "memory_bytes", "reported_at"}
+    assert cli("usage", "absent").returncode == 4
     executed = cli("exec", "shop", "web", "--", "no-such-command")
     assert executed.returncode == 127
     assert b"command not found" in executed.stderr

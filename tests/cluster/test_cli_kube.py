@@ -66,6 +66,12 @@ def test_apply_observe_logs_exec_destroy(
     observed = json.loads(cli("--output", "json", "observe", app).stdout)
     assert observed["workloads"][0]["running"] is True
     assert "hello-from-env" not in json.dumps(observed)
+    usage = cli("--output", "json", "usage", app)
+    if kube_cluster.backend == "local":  # metrics-server serves the metrics API there
+        assert usage.returncode == 0, usage.stderr
+        assert json.loads(usage.stdout)["workloads"][0]["running"] is True
+    else:  # other clusters may lack the metrics API: then the capability is declared missing
+        assert usage.returncode in (0, 5), usage.stderr
 
     marker = f"log line {uuid.uuid4().hex}"
     assert kube_cluster.logs_file is not None

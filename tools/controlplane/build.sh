@@ -5,7 +5,9 @@
 #   kubernetes/  kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes)
 #   etcd/        etcd (go.etcd.io/etcd/server/v3)
 #   kwok/        kwok (sigs.k8s.io/kwok/cmd/kwok)
-# and copies kwok's default stage YAMLs from the kwok module into bin/kwok-stages/.
+#   metrics-server/  metrics-server (sigs.k8s.io/metrics-server/cmd/metrics-server)
+# and copies kwok's default stage YAMLs, and its Metric and ResourceUsage documents (the
+# kubelet-like metrics that metrics-server scrapes), from the kwok module into bin/kwok-stages/.
 #
 # Output directory (outside the repository, keyed by the pinned versions and a hash of the
 # go.mod/go.sum files and this script):
@@ -57,15 +59,17 @@ modversion() { # <module dir> <module path>
 k8s_version="$(modversion kubernetes k8s.io/kubernetes)"
 etcd_version="$(modversion etcd go.etcd.io/etcd/server/v3)"
 kwok_version="$(modversion kwok sigs.k8s.io/kwok)"
+metrics_server_version="$(modversion metrics-server sigs.k8s.io/metrics-server)"
 
-digest="$(cat "$here"/kubernetes/go.{mod,sum} "$here"/etcd/go.{mod,sum} "$here"/kwok/go.{mod,sum} \
-    "${BASH_SOURCE[0]}" | sha256sum | cut -c1-10)"
-key="k8s-${k8s_version}_etcd-${etcd_version}_kwok-${kwok_version}_${digest}"
+modules=(kubernetes etcd kwok metrics-server)
+digest="$(for m in "${modules[@]}"; do cat "$here/$m"/go.{mod,sum}; done |
+    cat - "${BASH_SOURCE[0]}" | sha256sum | cut -c1-10)"
+key="k8s-${k8s_version}_etcd-${etcd_version}_kwok-${kwok_version}_ms-${metrics_server_version}_${digest}"
 cache_root="${PANDO_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pando-runtime/controlplane}"
 out="$cache_root/$key"
 bin="$out/bin"
 
-binaries=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok)
+binaries=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok metrics-server)
 stages=(
     node/fast/node-initialize.yaml
     node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
@@ -73,12 +77,16 @@ stages=(
     pod/fast/pod-complete.yaml
     pod/fast/pod-delete.yaml
 )
+kwok_documents=( # the metrics that kwok serves per node, and how much each pod uses
+    metrics/resource/metrics-resource.yaml
+    metrics/usage/usage-from-annotation.yaml
+)
 
 complete() {
     [[ -f "$bin/.complete" ]] || return 1
     local b s
     for b in "${binaries[@]}"; do [[ -x "$bin/$b" ]] || return 1; done
-    for s in "${stages[@]}"; do [[ -f "$bin/kwok-stages/${s##*/}" ]] || return 1; done
+    for s in "${stages[@]}" "${kwok_documents[@]}"; do [[ -f "$bin/kwok-stages/${s##*/}" ]] || return 1; done
     return 0
 }
 
@@ -88,7 +96,7 @@ if ((print_dir)); then
 fi
 
 if ((!force)) && complete; then
-    log "binaries present (${k8s_version}, etcd ${etcd_version}, kwok ${kwok_version})"
+    log "binaries present (${k8s_version}, etcd ${etcd_version}, kwok ${kwok_version}, metrics-server ${metrics_server_version})"
     echo "$bin"
     exit 0
 fi
@@ -133,6 +141,7 @@ build() { # <module dir> <ldflags> <output> <package>...
 }
 
 build kwok "-s -w" "$tmp/kwok" sigs.k8s.io/kwok/cmd/kwok
+build metrics-server "-s -w" "$tmp/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server
 build etcd "-s -w" "$tmp/etcd" go.etcd.io/etcd/server/v3 # etcd's main is its server module root
 build kubernetes "$k8s_ldflags" "$tmp/" \
     k8s.io/kubernetes/cmd/kube-apiserver \
@@ -145,13 +154,16 @@ mkdir -p "$tmp/kwok-stages"
 for s in "${stages[@]}"; do
     cp "$kwok_src/kustomize/stage/$s" "$tmp/kwok-stages/" || die "kwok stage $s missing in $kwok_src"
 done
+for s in "${kwok_documents[@]}"; do
+    cp "$kwok_src/kustomize/$s" "$tmp/kwok-stages/" || die "kwok document $s missing in $kwok_src"
+done
 chmod u+w "$tmp/kwok-stages"/*.yaml
 
 for b in "${binaries[@]}"; do
     [[ -x "$tmp/$b" ]] || die "build produced no $b"
 done
-printf 'kubernetes %s\netcd %s\nkwok %s\n' "$k8s_version" "$etcd_version" "$kwok_version" \
-    >"$tmp/VERSIONS"
+printf 'kubernetes %s\netcd %s\nkwok %s\nmetrics-server %s\n' "$k8s_version" "$etcd_version" \
+    "$kwok_version" "$metrics_server_version" >"$tmp/VERSIONS"
 touch "$tmp/.complete"
 
 rm -rf "$bin"

@@ -4,7 +4,8 @@
 
 Without ``--kubeconfig`` it starts the local control plane (tests/support/localcluster).
 Prints API calls per first apply, per re-apply and per observe, the seconds of one observe pass
-over all apps, and the memory one cached pod takes.
+over all apps, and the memory one cached pod takes; where the cluster serves the metrics API,
+API calls and seconds of ``usage`` over all apps and of one ``in_use``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,30 @@ def plan(i: int) -> BundlePlan:
         resources=Resources(cpu_millis=10, memory_bytes=16 * 1024**2),
     )
     return BundlePlan(bundle_id=f"bench-{i:04d}", workloads=(web,))
+
+
+async def measure_usage(adapter: KubernetesAdapter, plans: list[BundlePlan]) -> None:
+    """API calls and seconds of ``usage`` over every app and of one ``in_use``."""
+    if not (await adapter.capabilities()).reports_usage:
+        print("usage:        the cluster serves no metrics API")
+        return
+    apps = len(plans)
+    calls = adapter.api_calls
+    start = time.perf_counter()
+    usages = [await adapter.usage(BundleRef(p.bundle_id)) for p in plans]
+    seconds = time.perf_counter() - start
+    sampled = sum(w.memory_bytes >= 0 for u in usages for w in u.workloads)
+    print(
+        f"usage:        {(adapter.api_calls - calls) / apps:.2f} API calls per app; "
+        f"one pass over {apps} apps: {seconds:.3f} s ({sampled} workloads sampled)"
+    )
+    calls = adapter.api_calls
+    start = time.perf_counter()
+    total = await adapter.in_use()
+    print(
+        f"in_use:       {adapter.api_calls - calls} API call(s), "
+        f"{time.perf_counter() - start:.3f} s ({total.memory_bytes / 2**20:.0f} MiB in use)"
+    )
 
 
 async def run(kubeconfig: str, apps: int, concurrency: int) -> None:
@@ -89,6 +114,7 @@ async def run(kubeconfig: str, apps: int, concurrency: int) -> None:
             f"observe:      {(adapter.api_calls - calls) / apps:.2f} API calls per app; "
             f"one pass over {apps} apps: {seconds:.4f} s"
         )
+        await measure_usage(adapter, plans)
         api = await adapter._api()
         items = (await api.get("/api/v1/pods", labelSelector=MANAGED_SELECTOR))["items"]
         tracemalloc.start()

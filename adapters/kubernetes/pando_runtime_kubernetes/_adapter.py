@@ -14,6 +14,7 @@ import functools
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
+from http import HTTPStatus
 from typing import Any, ClassVar, Self, TypeVar
 
 import anyio
@@ -62,6 +63,8 @@ from ._cache import (
     Informer,
     NamespaceFacts,
     PodFacts,
+    bundle_workloads,
+    newest,
     project_claim,
     project_namespace,
     project_pod,
@@ -82,13 +85,13 @@ from ._names import (
     namespace_for,
 )
 from ._trial import TrialOps
+from ._usage import UsageOps
 from ._volumes import VolumeOps, volume_handle
 
 __all__ = ["KubernetesAdapter"]
 
 T = TypeVar("T")
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
-FORBIDDEN, NOT_FOUND, CONFLICT, GONE, TOO_MANY = 403, 404, 409, 410, 429
 
 
 def _path(ns: str | None, plural: str, name: str | None = None, group: str = "") -> str:
@@ -123,15 +126,11 @@ def _unavailable(error: ApiError, what: str) -> AdapterUnavailable:
 
 
 def _failed(error: ApiError, what: str) -> AdapterFailed | RateLimited:
-    if error.status == TOO_MANY:
+    if error.status == HTTPStatus.TOO_MANY_REQUESTS:
         return RateLimited(
             f"the API server throttled {what}: {error.message}", retry_after=error.retry_after
         )
     return AdapterFailed(f"cannot {what}: {error.message}", details={"status": error.status})
-
-
-def _newest(pods: list[PodFacts]) -> PodFacts | None:
-    return max(pods, key=lambda p: (p.created, p.name)) if pods else None
 
 
 def _observed(name: str, pod: PodFacts | None) -> ObservedWorkload:
@@ -157,7 +156,7 @@ def _timestamp_key(stamp: bytes) -> tuple[bytes, bytes]:
     return head, fraction.ljust(9, b"0")
 
 
-class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter):
+class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, UsageOps, RuntimeAdapter):
     """Runs each app in its own Kubernetes namespace as bare pods."""
 
     kind: ClassVar[str] = "kubernetes"
@@ -264,7 +263,7 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
             try:
                 return await call()
             except ApiError as error:
-                retry = error.status == FORBIDDEN and attempt < 7  # noqa: PLR2004
+                retry = error.status == HTTPStatus.FORBIDDEN and attempt < 7  # noqa: PLR2004
                 if not retry:
                     raise _failed(error, what) from error
             await anyio.sleep(delay)
@@ -283,7 +282,7 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
             carried_files=True,
             private_network=self.config.trust_network_policy or self._policy_verified,
             resource_limits=True,
-            reports_usage=False,
+            reports_usage=await self._probe_metrics_api(),
             bundle_events=True,
             edge=True,
             egress_restriction=False,
@@ -294,9 +293,13 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
         )
 
     async def health_check(self) -> None:
-        """The API answers, the RuntimeClass exists, NetworkPolicy is enforced (or trusted)."""
+        """The API answers, the RuntimeClass exists, NetworkPolicy is enforced (or trusted).
+
+        Also asks again whether the metrics API is served (``reports_usage``).
+        """
         api = await self._api()
         await self._read("reach the API server", lambda: api.get("/version"))
+        await self._probe_metrics_api(fresh=True)
         if self.config.runtime_class:
             name = self.config.runtime_class
             try:
@@ -326,7 +329,7 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
         try:
             body = await api.get(_path(None, "namespaces", ns))
         except ApiError as error:
-            if error.status == NOT_FOUND:
+            if error.status == HTTPStatus.NOT_FOUND:
                 return None
             raise _unavailable(error, f"read namespace {ns}") from error
         if (body.get("metadata", {}).get("labels") or {}).get(LABEL_MANAGED_BY) != MANAGED_BY:
@@ -414,11 +417,7 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
         if facts.volumes_only:
             return ObservedBundle(bundle_id=ref.bundle_id, exists=False, volumes=volumes)
         pods = await self._pods(ns)
-        names = list(facts.workloads)
-        names += sorted({p.workload for p in pods} - set(names))
-        workloads = tuple(
-            _observed(name, _newest([p for p in pods if p.workload == name])) for name in names
-        )
+        workloads = tuple(_observed(name, pod) for name, pod in bundle_workloads(facts, pods))
         return ObservedBundle(
             bundle_id=ref.bundle_id, exists=True, workloads=workloads, volumes=volumes
         )
@@ -449,7 +448,7 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
         try:
             created = await api.request("POST", _path(None, "namespaces"), body=body)
         except ApiError as error:
-            if error.status != CONFLICT:
+            if error.status != HTTPStatus.CONFLICT:
                 raise _failed(error, f"create namespace {ns}") from error
             existing = await self._read(
                 f"read namespace {ns}", lambda: api.get(_path(None, "namespaces", ns))
@@ -491,17 +490,17 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
         path = _path(ns, "secrets", KEY_SECRET)
         try:
             if fresh:
-                raise ApiError(NOT_FOUND, "new namespace")  # noqa: TRY301 - same path as a 404
+                raise ApiError(HTTPStatus.NOT_FOUND, "new namespace")  # noqa: TRY301 - same path as a 404
             body = await api.get(path)
         except ApiError as error:
-            if error.status not in (NOT_FOUND, FORBIDDEN):
+            if error.status not in (HTTPStatus.NOT_FOUND, HTTPStatus.FORBIDDEN):
                 raise _unavailable(error, f"read the plan key of {ns}") from error
             key = secrets.token_bytes(32)
             made = objects.key_secret(ns, bundle_id, key)
             try:
                 await self._create(made, f"create the plan key of {ns}")
             except AdapterFailed as failed:
-                if failed.details.get("status") != CONFLICT:
+                if failed.details.get("status") != HTTPStatus.CONFLICT:
                     raise
                 body = await self._read("read the plan key", lambda: api.get(path))
                 key = base64.b64decode(body["data"][objects.KEY_FIELD])
@@ -534,7 +533,7 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
         try:
             result = await api.request("DELETE", _path(ns, plural, name, group), query=query)
         except ApiError as error:
-            if error.status in (NOT_FOUND, CONFLICT):
+            if error.status in (HTTPStatus.NOT_FOUND, HTTPStatus.CONFLICT):
                 return
             raise _failed(error, f"delete {plural}/{name}") from error
         if result.get("kind") == "Pod":
@@ -656,13 +655,13 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
         """Make ``w`` run its plan; returns the name of a pod it created."""
         digest = objects.workload_digest(w, key, self._settings)
         mine = [p for p in pods if p.workload == w.name]
-        newest = _newest(mine)
+        latest = newest(mine)
         if w.ports and w.name not in services:
             await self._apply_object(objects.service(ns, plan.bundle_id, w))
-        if newest is not None and newest.live and newest.digest == digest:
-            if newest.unschedulable:
+        if latest is not None and latest.live and latest.digest == digest:
+            if latest.unschedulable:
                 raise CapacityExceeded(
-                    f"workload {w.name!r} cannot be scheduled: {newest.unschedulable}"
+                    f"workload {w.name!r} cannot be scheduled: {latest.unschedulable}"
                 )
             return None
         await self._wait_dependencies(ns, plan, w)
@@ -670,8 +669,8 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
         if w.files:
             await self._apply_object(objects.files_configmap(ns, plan.bundle_id, w))
         for pod in mine:
-            # The newest ended pod stays until its replacement runs: its log stays readable.
-            if not pod.deleting and (pod.live or pod is not newest):
+            # The latest ended pod stays until its replacement runs: its log stays readable.
+            if not pod.deleting and (pod.live or pod is not latest):
                 await self._delete(ns, "pods", pod.name)
         body = objects.pod(
             ns,
@@ -712,13 +711,13 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
 
         def ready(pods: list[PodFacts]) -> bool | None:
             for dep in w.depends_on:
-                newest = _newest([p for p in pods if p.workload == dep])
-                if newest is not None and newest.unschedulable:
+                latest = newest(pods, dep)
+                if latest is not None and latest.unschedulable:
                     raise CapacityExceeded(
                         f"dependency {dep!r} of {w.name!r} cannot be "
-                        f"scheduled: {newest.unschedulable}"
+                        f"scheduled: {latest.unschedulable}"
                     )
-                if newest is None or not newest.running or newest.ready is False:
+                if latest is None or not latest.running or latest.ready is False:
                     return None
             return True
 
@@ -751,11 +750,11 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
         if informer is None:
             return
         mine = [p for p in informer.pods.pods(ns) if p.workload == workload]
-        newest = _newest(mine)
-        if newest is None or not newest.running:
+        latest = newest(mine)
+        if latest is None or not latest.running:
             return
         for pod in mine:
-            if pod is not newest and pod.ended and not pod.deleting:
+            if pod is not latest and pod.ended and not pod.deleting:
                 await self._delete(ns, "pods", pod.name)
 
     # -- stop, destroy --------------------------------------------------------------------
@@ -902,16 +901,16 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
     async def logs(
         self, ref: WorkloadRef, options: LogOptions | None = None
     ) -> AsyncIterator[ByteReceiveStream]:
-        """The newest instance's log; a followed log is reopened while the pod runs."""
+        """The latest instance's log; a followed log is reopened while the pod runs."""
         options = options or LogOptions()
         ns = namespace_for(ref.bundle_id)
-        newest = _newest([p for p in await self._pods(ns) if p.workload == ref.workload])
-        if newest is None:
+        latest = newest(await self._pods(ns), ref.workload)
+        if latest is None:
             raise NotFound(
                 f"workload {ref.workload!r} of {ref.bundle_id!r} has no instance",
                 details={"bundle_id": ref.bundle_id, "workload": ref.workload},
             )
-        stream = IteratorByteStream(self._log_chunks(ns, newest.name, ref.workload, options))
+        stream = IteratorByteStream(self._log_chunks(ns, latest.name, ref.workload, options))
         try:
             yield stream
         finally:
@@ -962,7 +961,7 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
                     if pending:
                         yield pending.partition(b" ")[2]
             except ApiError as error:
-                if error.status == NOT_FOUND:
+                if error.status == HTTPStatus.NOT_FOUND:
                     raise NotFound(f"pod {pod} is gone") from error
                 if error.status != 0 or not options.follow:
                     raise _unavailable(error, f"read the log of {pod}") from error
@@ -991,7 +990,7 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
             async with api.exec(ns, pod, container, request) as session:
                 yield session
         except ApiError as error:
-            if error.status == NOT_FOUND:
+            if error.status == HTTPStatus.NOT_FOUND:
                 raise NotFound(f"pod {pod} is gone", details={"pod": pod}) from error
             raise _failed(error, f"exec in pod {pod}") from error
 
@@ -1003,13 +1002,13 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, RuntimeAdapter)
         """
         raise_problems(validate_exec_request(request), "exec request")
         ns = namespace_for(ref.bundle_id)
-        newest = _newest([p for p in await self._pods(ns) if p.workload == ref.workload])
-        if newest is None or not newest.running:
+        latest = newest(await self._pods(ns), ref.workload)
+        if latest is None or not latest.running:
             raise NotFound(
                 f"workload {ref.workload!r} of {ref.bundle_id!r} has no running instance",
                 details={"bundle_id": ref.bundle_id, "workload": ref.workload},
             )
-        async with self._session(ns, newest.name, ref.workload, request) as session:
+        async with self._session(ns, latest.name, ref.workload, request) as session:
             yield session
 
     async def _exec_output(

@@ -20,6 +20,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from pando_runtime import AdapterUnavailable, BundleEvent, BundleEventKind
 
+from ._capacity import cpu_millis, memory_bytes
 from ._client import KubeTransport
 from ._names import (
     ANN_BUNDLE_ID,
@@ -45,6 +46,8 @@ __all__ = [
     "PodFacts",
     "PodStore",
     "ServiceStore",
+    "bundle_workloads",
+    "newest",
     "pod_transitions",
     "project_claim",
     "project_namespace",
@@ -67,6 +70,7 @@ class PodFacts:
     __slots__ = (
         "bundle_id",
         "claims",
+        "cpu_limit",
         "created",
         "deleting",
         "digest",
@@ -74,6 +78,7 @@ class PodFacts:
         "exit_code",
         "has_probe",
         "image_id",
+        "memory_limit",
         "name",
         "namespace",
         "node_name",
@@ -99,6 +104,8 @@ class PodFacts:
     claims: tuple[str, ...]
     workload: str
     digest: str | None
+    cpu_limit: int | None
+    memory_limit: int | None
     created: int
     running: bool
     ended: bool
@@ -132,6 +139,26 @@ class PodFacts:
         return datetime.fromisoformat(self.started_at).astimezone(UTC)
 
 
+def newest(pods: Iterable[PodFacts], workload: str | None = None) -> PodFacts | None:
+    """The most recently created of ``pods`` (of ``workload`` only, when given)."""
+    mine = [p for p in pods if workload is None or p.workload == workload]
+    return max(mine, key=lambda p: (p.created, p.name)) if mine else None
+
+
+def bundle_workloads(
+    facts: NamespaceFacts, pods: Iterable[PodFacts]
+) -> list[tuple[str, PodFacts | None]]:
+    """Each workload of an app with its newest pod.
+
+    The planned workloads come in plan order, then any other workload that still has a pod
+    (dropped from the plan, not yet removed).
+    """
+    pods = list(pods)
+    names = list(facts.workloads)
+    names += sorted({p.workload for p in pods} - set(names))
+    return [(name, newest(pods, name)) for name in names]
+
+
 def project_pod(obj: Mapping[str, Any]) -> PodFacts | None:
     """The facts of a pod, or ``None`` for a helper pod (role label) or a foreign one."""
     meta = obj.get("metadata") or {}
@@ -145,6 +172,8 @@ def project_pod(obj: Mapping[str, Any]) -> PodFacts | None:
     containers = spec.get("containers") or []
     statuses = status.get("containerStatuses") or []
     main = next((s for s in statuses if s.get("name") == workload), statuses[0] if statuses else {})
+    main_spec: Mapping[str, Any] = next((c for c in containers if c.get("name") == workload), {})
+    limits = (main_spec.get("resources") or {}).get("limits") or {}
     state = main.get("state") or {}
     terminated = state.get("terminated")
     running_state = state.get("running")
@@ -180,6 +209,8 @@ def project_pod(obj: Mapping[str, Any]) -> PodFacts | None:
         ),
         workload=_intern(workload),
         digest=annotations.get(ANN_PLAN_DIGEST),
+        cpu_limit=cpu_millis(limits["cpu"]) if "cpu" in limits else None,
+        memory_limit=memory_bytes(limits["memory"]) if "memory" in limits else None,
         created=created,
         running=running_state is not None and not ended and not deleting,
         ended=ended,

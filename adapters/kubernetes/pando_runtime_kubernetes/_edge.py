@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Mapping
+from http import HTTPStatus
 from typing import Any
 
 from pando_runtime import (
@@ -47,7 +48,6 @@ from ._volumes import volume_handle
 
 __all__ = ["EdgeOps", "edge_digest", "edge_objects", "pod_reason"]
 
-NOT_FOUND = 404
 NODE_PORTS = range(30000, 32768)
 SERVICE_TYPES = ("LoadBalancer", "NodePort")
 CERT_DIR = "/etc/pando-edge/certs"
@@ -251,7 +251,7 @@ class EdgeOps(AdapterHost):
             body = await api.get(self._edge_path("secrets", "", secret))
             key = base64.b64decode(body["data"]["key"])
         except ApiError as error:
-            if error.status != NOT_FOUND:
+            if error.status != HTTPStatus.NOT_FOUND:
                 raise _unavailable(error, f"read the key of edge {name}") from error
             key = secrets.token_bytes(32)
             made = {
@@ -274,7 +274,7 @@ class EdgeOps(AdapterHost):
         try:
             body = await api.get(self._edge_path("deployments", "apps/v1", name))
         except ApiError as error:
-            if error.status == NOT_FOUND:
+            if error.status == HTTPStatus.NOT_FOUND:
                 return None
             raise _unavailable(error, f"read edge {name}") from error
         if (body.get("metadata") or {}).get("deletionTimestamp"):
@@ -355,7 +355,7 @@ class EdgeOps(AdapterHost):
         try:
             service = await api.get(self._edge_path("services", "", object_name))
         except ApiError as error:
-            if error.status != NOT_FOUND:
+            if error.status != HTTPStatus.NOT_FOUND:
                 raise _unavailable(error, f"read the Service of edge {name}") from error
             service = None
         if service is not None and (service.get("spec") or {}).get("type") == "LoadBalancer":

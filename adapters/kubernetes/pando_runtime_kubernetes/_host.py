@@ -1,4 +1,4 @@
-"""What the adapter's feature mixins (volumes, trial runs, the edge) use of the adapter itself.
+"""What the adapter's feature mixins (volumes, trial runs, edge, usage) use of the adapter.
 
 The mixins live in modules of their own to keep one concept per module; this class declares,
 for the type checker only, the plumbing they share with :class:`KubernetesAdapter`, which
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     import anyio
 
-    from pando_runtime import ExecRequest, ExecSession
+    from pando_runtime import ExecRequest, ExecSession, RuntimeCapabilities
 
     from . import _objects as objects
-    from ._cache import ClaimFacts, PodFacts
+    from ._cache import ClaimFacts, NamespaceFacts, PodFacts
     from ._client import KubeTransport
     from ._info import KubernetesConfig
 
@@ -49,7 +49,9 @@ class AdapterHost:
             *,
             grace: int | None = None,
         ) -> None: ...
+        async def capabilities(self) -> RuntimeCapabilities: ...
         def _lock(self, ns: str) -> anyio.Lock: ...
+        async def _namespace(self, ns: str) -> NamespaceFacts | None: ...
         async def _pods(self, ns: str) -> list[PodFacts]: ...
         async def _claims(self, ns: str) -> list[ClaimFacts]: ...
         def _remember_claim(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import posixpath
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from http import HTTPStatus
 from typing import Any
 
 import anyio
@@ -64,7 +65,6 @@ __all__ = [
     "volume_handle",
 ]
 
-NOT_FOUND, CONFLICT = 404, 409
 HELPER_CONTAINER = "helper"
 STAGING = ".pando-restore"
 
@@ -230,7 +230,7 @@ class VolumeOps(AdapterHost):
         try:
             created = await self._create(body, f"create the claim of volume {volume_id}")
         except AdapterFailed as failed:
-            if failed.details.get("status") != CONFLICT:
+            if failed.details.get("status") != HTTPStatus.CONFLICT:
                 raise
             return
         self._remember_claim(created, ns, volume_id)
@@ -242,7 +242,7 @@ class VolumeOps(AdapterHost):
                 f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{claim_name(volume_id)}"
             )
         except ApiError as error:
-            if error.status == NOT_FOUND:
+            if error.status == HTTPStatus.NOT_FOUND:
                 return None
             raise AdapterFailed(f"cannot read the claim of {volume_id}: {error.message}") from error
         facts = project_claim(body)
@@ -265,7 +265,7 @@ class VolumeOps(AdapterHost):
                 ),
             )
         except ApiError as error:
-            if error.status != NOT_FOUND:
+            if error.status != HTTPStatus.NOT_FOUND:
                 raise AdapterFailed(f"cannot read volume {pv}: {error.message}") from error
 
     async def _retain(self, ns: str, volume_id: str, *, wait: float = 0.0) -> bool:

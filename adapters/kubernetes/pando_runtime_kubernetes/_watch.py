@@ -19,6 +19,7 @@ import random
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from http import HTTPStatus
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
@@ -35,8 +36,6 @@ __all__ = [
 ]
 
 K = TypeVar("K", bound=Hashable)
-
-GONE = 410
 
 
 class Gone(Exception):
@@ -141,7 +140,7 @@ class WatchLoop:
                 kind = event.get("type")
                 obj = event.get("object") or {}
                 if kind == "ERROR":
-                    if obj.get("code") == GONE:
+                    if obj.get("code") == HTTPStatus.GONE:
                         raise Gone(obj.get("message", "gone"))
                     raise ApiError(int(obj.get("code") or 0), str(obj.get("message", "")))
                 version = _version(obj)
@@ -212,7 +211,7 @@ class ApiListWatch:
                     **{"continue": token},
                 )
             except ApiError as error:
-                if error.status == GONE:
+                if error.status == HTTPStatus.GONE:
                     raise Gone(error.message) from error
                 raise
             items.extend(page.get("items") or ())
@@ -242,7 +241,7 @@ class ApiListWatch:
             ) as stream:
                 yield _events(stream.receive)
         except ApiError as error:
-            if error.status == GONE:
+            if error.status == HTTPStatus.GONE:
                 raise Gone(error.message) from error
             raise
 

@@ -22,6 +22,7 @@ from pando_runtime_kubernetes._capacity import (
 )
 from pando_runtime_kubernetes._names import namespace_for, pod_name
 from pando_runtime_kubernetes._ratelimit import TokenBucket
+from pando_runtime_kubernetes._usage import APP_PODS_SELECTOR, pod_usage, workload_usages
 from pando_runtime_kubernetes._watch import Gone, WatchLoop, WorkQueue
 
 from pando_runtime import (
@@ -337,3 +338,42 @@ async def test_work_queue_dedups_and_retries() -> None:
 
 def test_gone_is_an_exception() -> None:
     assert issubclass(Gone, Exception)
+
+
+def test_usage_of_a_pod_metrics_item_sums_containers_and_rounds_cpu() -> None:
+    item = {
+        "metadata": {"name": "web-abcde"},
+        "containers": [
+            {"name": "web", "usage": {"cpu": "249958825n", "memory": "300Mi"}},
+            {"name": "side", "usage": {"cpu": "1500u", "memory": "1024Ki"}},
+        ],
+    }
+    assert pod_usage(item) == (250 + 2, 301 * 2**20)
+    assert pod_usage({"containers": []}) == (0, 0)
+
+
+def test_workload_usage_running_sampled_unsampled_and_ended() -> None:
+    spec = _pod(ready=True)
+    spec["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "500m", "memory": "256Mi"}}
+    running = project_pod(spec)
+    ended = project_pod(_pod("Failed", terminated={"exitCode": 3, "reason": "Error"}))
+    assert running is not None
+    assert ended is not None
+    assert (running.cpu_limit, running.memory_limit) == (500, 256 * 2**20)
+    assert (ended.cpu_limit, ended.memory_limit) == (None, None), "no limits: unlimited"
+
+    sampled = {"web-abcde": (120, 200 * 2**20)}
+    web, gone, idle = workload_usages([("web", running), ("gone", None), ("idle", ended)], sampled)
+    assert (web.running, web.cpu_millis, web.memory_bytes) == (True, 120, 200 * 2**20)
+    assert (web.cpu_limit_millis, web.memory_limit_bytes) == (500, 256 * 2**20)
+    assert (gone.running, gone.cpu_millis, gone.memory_bytes) == (False, 0, 0)
+    assert (idle.running, idle.cpu_millis) == (False, 0)
+    (unsampled,) = workload_usages([("web", running)], {})
+    assert (unsampled.cpu_millis, unsampled.memory_bytes) == (-1, -1), "running, not measured"
+
+
+def test_app_pods_selector_leaves_out_helpers_and_foreign_pods() -> None:
+    terms = APP_PODS_SELECTOR.split(",")
+    assert "app.kubernetes.io/managed-by=pando" in terms
+    assert "pando.dev/workload" in terms
+    assert "!pando.dev/role" in terms

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ..._capabilities import Capability
-from ..._errors import CapacityExceeded
+from ..._errors import CapacityExceeded, NotFound
 from ..._plans import Resources
 from ..._refs import BundleRef
 from ._base import ConformanceBase, Kit, requires
@@ -66,7 +68,20 @@ class CapacityConformance(ConformanceBase):
         plan = kit.plan(kit.workload("web"), kit.workload("worker"))
         await kit.applied_and_running(plan)
         usage = await kit.adapter.usage(BundleRef(plan.bundle_id))
+        assert usage.bundle_id == plan.bundle_id
+        assert usage.reported_at.tzinfo is not None
         assert {w.workload for w in usage.workloads} == {"web", "worker"}
+        for workload in usage.workloads:
+            assert workload.running
+            # -1: running but not measured yet (a sampling runtime may need a moment).
+            assert workload.cpu_millis >= -1
+            assert workload.memory_bytes >= -1
         total = await kit.adapter.in_use()
         assert total.cpu_millis >= 0
         assert total.memory_bytes >= 0
+        assert total.reported_at.tzinfo is not None
+
+    @requires(Capability.REPORTS_USAGE)
+    async def test_usage_of_an_unknown_bundle_is_not_found(self, kit: Kit) -> None:
+        with pytest.raises(NotFound):
+            await kit.adapter.usage(BundleRef(kit.new_id("absent")))

@@ -16,7 +16,13 @@ from __future__ import annotations
 from .binaries import ENV_BIN, Binaries, find_binaries
 from .cluster import CONTEXT, LocalCluster
 from .errors import BinariesNotFoundError, ClusterError, ClusterStartError, PkiError
-from .kwok import EXIT_CODE_ANNOTATION, EXIT_DELAY_ANNOTATION, cri_log_line
+from .kwok import (
+    EXIT_CODE_ANNOTATION,
+    EXIT_DELAY_ANNOTATION,
+    USAGE_CPU_ANNOTATION,
+    USAGE_MEMORY_ANNOTATION,
+    cri_log_line,
+)
 from .nodes import DEFAULT_NODES, KWOK_ANNOTATION, NodeSpec
 
 __all__ = [
@@ -26,6 +32,8 @@ __all__ = [
     "EXIT_CODE_ANNOTATION",
     "EXIT_DELAY_ANNOTATION",
     "KWOK_ANNOTATION",
+    "USAGE_CPU_ANNOTATION",
+    "USAGE_MEMORY_ANNOTATION",
     "Binaries",
     "BinariesNotFoundError",
     "ClusterError",

@@ -16,7 +16,14 @@ from .errors import BinariesNotFoundError
 ENV_BIN = "PANDO_CONTROLPLANE_BIN"
 """Environment variable naming a directory that already holds the binaries."""
 
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+BINARIES = (  # in start order
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "metrics-server",
+)
 STAGES_DIR = "kwok-stages"
 DEFAULT_STAGES = (
     "node-initialize.yaml",
@@ -25,11 +32,13 @@ DEFAULT_STAGES = (
     "pod-complete.yaml",
     "pod-delete.yaml",
 )
+METRICS_DOCUMENTS = ("metrics-resource.yaml", "usage-from-annotation.yaml")
+"""kwok's Metric (a kubelet-like ``/metrics/resource`` per node) and the usage it reports."""
 
 
 @dataclass(frozen=True)
 class Binaries:
-    """A directory holding the five control-plane binaries and kwok's default stages."""
+    """A directory holding the control-plane binaries, kwok's default stages and metrics."""
 
     directory: Path
 
@@ -44,10 +53,16 @@ class Binaries:
         """kwok's default stage YAML files, in a fixed order."""
         return tuple(self.directory / STAGES_DIR / s for s in DEFAULT_STAGES)
 
+    @property
+    def metrics_documents(self) -> tuple[Path, ...]:
+        """kwok's Metric and ClusterResourceUsage documents (what metrics-server scrapes)."""
+        return tuple(self.directory / STAGES_DIR / s for s in METRICS_DOCUMENTS)
+
     def missing(self) -> list[str]:
         """Names of the binaries or stage files that are absent (empty when complete)."""
         absent = [b for b in BINARIES if not os.access(self.path(b), os.X_OK)]
-        absent += [f"{STAGES_DIR}/{s.name}" for s in self.stages if not s.is_file()]
+        documents = (*self.stages, *self.metrics_documents)
+        absent += [f"{STAGES_DIR}/{s.name}" for s in documents if not s.is_file()]
         return absent
 
 

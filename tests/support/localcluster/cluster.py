@@ -1,4 +1,5 @@
-"""The local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok.
+"""The local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok
+and metrics-server (behind the apiserver's aggregation layer, serving ``metrics.k8s.io``).
 
 Everything lives in one temporary work directory::
 
@@ -12,6 +13,7 @@ Everything lives in one temporary work directory::
 from __future__ import annotations
 
 import atexit
+import base64
 import functools
 import json
 import os
@@ -26,13 +28,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from .binaries import Binaries, find_binaries
+from .binaries import BINARIES, Binaries, find_binaries
 from .errors import ClusterError, ClusterStartError
 from .kubeconfig import write_kubeconfig
 from .kwok import cri_log_line, kwok_config
 from .net import free_ports, wait_until
 from .nodes import DEFAULT_NODES, NodeSpec, Taint
-from .pki import Pki, make_pki
+from .pki import FRONT_PROXY_CLIENT, Pki, make_pki
 from .process import Component, tail
 from .rest import Rest
 
@@ -41,7 +43,10 @@ CONTEXT = "pando-local"
 SERVICE_CIDR = "10.96.0.0/16"
 ENV_KEEP = "PANDO_LOCALCLUSTER_KEEP"
 """Set to 1 to keep the work directory after teardown (for debugging)."""
-START_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+START_ORDER = BINARIES
+"""One component per binary, started in the order the binaries are listed."""
+METRICS_RESOLUTION = "10s"
+"""How often metrics-server scrapes (its minimum); CPU needs two scrapes to be known."""
 
 
 class LocalCluster:
@@ -134,7 +139,7 @@ class LocalCluster:
         return self
 
     def stop(self) -> None:
-        """Stop kwok, scheduler, controller-manager, apiserver, etcd (SIGTERM, then SIGKILL)."""
+        """Stop every component in reverse start order (SIGTERM, then SIGKILL)."""
         atexit.unregister(self.stop)
         for name in reversed(START_ORDER):
             component = self.components.get(name)
@@ -151,7 +156,15 @@ class LocalCluster:
             d.mkdir(parents=True, exist_ok=True)
         self.work_dir.chmod(0o700)
         self.logs_file.touch()
-        names = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
+        names = (
+            "etcd",
+            "etcd-peer",
+            "apiserver",
+            "controller-manager",
+            "scheduler",
+            "kwok",
+            "metrics-server",
+        )
         self.ports = dict(zip(names, free_ports(len(names)), strict=True))
         self.server = f"https://127.0.0.1:{self.ports['apiserver']}"
         pki = self._pki = make_pki(self.work_dir / "pki", self.restricted_user)
@@ -187,6 +200,7 @@ class LocalCluster:
             kwok_config(
                 port=self.ports["kwok"],
                 stage_files=self.binaries.stages,
+                metrics_files=self.binaries.metrics_documents,
                 logs_file=self.logs_file,
                 exec_dir=self.exec_dir,
             )
@@ -245,6 +259,15 @@ class LocalCluster:
                 "--endpoint-reconciler-type=none",
                 "--kubelet-preferred-address-types=InternalIP",
                 "--profiling=false",
+                # The aggregation layer, for metrics-server: it proxies with this client
+                # certificate and metrics-server trusts the identity headers it carries.
+                f"--proxy-client-cert-file={pki.front_proxy_client.cert}",
+                f"--proxy-client-key-file={pki.front_proxy_client.key}",
+                f"--requestheader-client-ca-file={pki.front_proxy_ca.cert}",
+                f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             ],
             "kube-controller-manager": [
                 *kube_auth,
@@ -263,6 +286,22 @@ class LocalCluster:
                 f"--config={kwok_yaml}",
                 f"--tls-cert-file={pki.kwok.cert}",
                 f"--tls-private-key-file={pki.kwok.key}",
+            ],
+            "metrics-server": [
+                f"--kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p['metrics-server']}",
+                f"--tls-cert-file={pki.metrics_server.cert}",
+                f"--tls-private-key-file={pki.metrics_server.key}",
+                # kwok serves every node's kubelet-like metrics at 127.0.0.1:<its port>, under
+                # the path each node's annotation names, with a certificate of our CA.
+                "--kubelet-preferred-address-types=InternalIP",
+                "--kubelet-use-node-status-port",
+                f"--kubelet-certificate-authority={pki.ca.cert}",
+                f"--metric-resolution={METRICS_RESOLUTION}",
+                "--kubelet-request-timeout=5s",  # must be shorter than the resolution
             ],
         }
         return [exe, *args[name]]
@@ -283,8 +322,9 @@ class LocalCluster:
         await_("etcd healthy", lambda: _http_ok(f"http://127.0.0.1:{self.ports['etcd']}/health"))
         comps["kube-apiserver"].start(detach=self._detached)
         await_("apiserver ready", lambda: self.rest.get("/readyz")[0] == 200)
-        for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok", "metrics-server"):
             comps[name].start(detach=self._detached)
+        self._register_metrics_api()
         for node in self.nodes:
             self._create_node(node)
         for port_name in ("controller-manager", "scheduler"):
@@ -293,7 +333,58 @@ class LocalCluster:
         await_("nodes ready", lambda: all(self.node_ready(n.name) for n in self.nodes))
         sa = "/api/v1/namespaces/default/serviceaccounts/default"
         await_("default service account", lambda: self.rest.get(sa)[0] == 200)
+        await_("metrics API available", self._metrics_api_available)
         self.timings["total"] = round(time.monotonic() - t0, 2)
+
+    def _register_metrics_api(self) -> None:
+        """Serve ``metrics.k8s.io`` through metrics-server, as a cluster's add-on would.
+
+        The APIService names a Service; an ExternalName Service lets the aggregation layer
+        reach a process on this host rather than a pod.
+        """
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "metrics-server", "namespace": "kube-system"},
+            "spec": {
+                "type": "ExternalName",
+                "externalName": "127.0.0.1",
+                "ports": [{"name": "https", "port": self.ports["metrics-server"]}],
+            },
+        }
+        assert self._pki is not None
+        api_service = {
+            "apiVersion": "apiregistration.k8s.io/v1",
+            "kind": "APIService",
+            "metadata": {"name": "v1beta1.metrics.k8s.io"},
+            "spec": {
+                "group": "metrics.k8s.io",
+                "version": "v1beta1",
+                "service": {
+                    "name": "metrics-server",
+                    "namespace": "kube-system",
+                    "port": self.ports["metrics-server"],
+                },
+                "caBundle": base64.b64encode(self._pki.ca.cert.read_bytes()).decode(),
+                "groupPriorityMinimum": 100,
+                "versionPriority": 100,
+            },
+        }
+        for path, body in (
+            ("/api/v1/namespaces/kube-system/services", service),
+            ("/apis/apiregistration.k8s.io/v1/apiservices", api_service),
+        ):
+            status, answer = self.rest.post(path, body)
+            if status != 201:
+                raise ClusterError(f"registering the metrics API failed: HTTP {status}: {answer}")
+
+    def _metrics_api_available(self) -> bool:
+        path = "/apis/apiregistration.k8s.io/v1/apiservices/v1beta1.metrics.k8s.io"
+        status, body = self.rest.get(path)
+        if status != 200 or not isinstance(body, dict):
+            return False
+        conditions = body.get("status", {}).get("conditions") or []
+        return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
 
     def _dead_component(self) -> str | None:
         for c in self.components.values():

@@ -4,6 +4,9 @@ Pods on fake nodes go Running through kwok's ``pod-ready`` stage. A pod annotate
 :data:`EXIT_CODE_ANNOTATION` then ends with that exit code (``Succeeded`` for 0, else
 ``Failed``), after :data:`EXIT_DELAY_ANNOTATION` milliseconds if given. Logs of every pod are
 read from one CRI-format file, and ``exec`` runs the command locally in a work directory.
+Each node serves kubelet-like resource metrics, which metrics-server scrapes: a pod uses what
+its ``kwok.x-k8s.io/usage-cpu`` and ``kwok.x-k8s.io/usage-memory`` annotations say
+(:data:`USAGE_CPU_ANNOTATION`, :data:`USAGE_MEMORY_ANNOTATION`), 1m and 1Mi by default.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Any
 
 EXIT_CODE_ANNOTATION = "test.pando.dev/exit-code"
 EXIT_DELAY_ANNOTATION = "test.pando.dev/exit-delay"
+USAGE_CPU_ANNOTATION = "kwok.x-k8s.io/usage-cpu"
+USAGE_MEMORY_ANNOTATION = "kwok.x-k8s.io/usage-memory"
 POD_CIDR = "10.244.0.0/16"
 
 _EXIT_TEMPLATE = """\
@@ -83,6 +88,7 @@ def kwok_config(
     *,
     port: int,
     stage_files: Sequence[Path],
+    metrics_files: Sequence[Path] = (),
     logs_file: Path,
     exec_dir: Path,
 ) -> str:
@@ -125,6 +131,6 @@ def kwok_config(
         },
     }
     docs = [json.dumps(options, indent=2)]
-    docs += [f.read_text().strip() for f in stage_files]
+    docs += [f.read_text().strip() for f in (*stage_files, *metrics_files)]
     docs += [json.dumps(d, indent=2) for d in (exit_stage(), logs, execs)]
     return "\n---\n".join(docs) + "\n"

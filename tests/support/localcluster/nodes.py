@@ -8,6 +8,8 @@ from typing import Any
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 """kwok manages nodes carrying ``kwok.x-k8s.io/node=fake`` (its annotation selector)."""
+METRICS_PATH_ANNOTATION = "metrics.k8s.io/resource-metrics-path"
+"""Where metrics-server scrapes a node; kwok serves every node's metrics on one port."""
 
 Taint = Mapping[str, str]
 """A taint as a mapping with ``key``, optional ``value`` and ``effect`` (e.g. NoSchedule)."""
@@ -45,7 +47,11 @@ class NodeSpec:
             "metadata": {
                 "name": self.name,
                 "labels": labels,
-                "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                "annotations": {
+                    KWOK_ANNOTATION: "fake",
+                    "node.alpha.kubernetes.io/ttl": "0",
+                    METRICS_PATH_ANNOTATION: f"/metrics/nodes/{self.name}/metrics/resource",
+                },
             },
             "spec": spec,
             "status": {"allocatable": resources, "capacity": dict(resources)},

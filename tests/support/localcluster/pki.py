@@ -1,7 +1,10 @@
 """Certificates, keys and static tokens for the local cluster, made with the openssl CLI.
 
-One CA signs everything: the apiserver's and kwok's serving certificates, the admin client
-certificate (group ``system:masters``) and the restricted user's client certificate (no groups).
+One CA signs the apiserver's, kwok's and metrics-server's serving certificates, the admin
+client certificate (group ``system:masters``) and the restricted user's client certificate (no
+groups). A second CA, trusted only for request headers, signs the client certificate with which
+the apiserver's aggregation layer proxies requests to metrics-server: a certificate of the main
+CA must never be able to assert another user's identity in headers.
 Keys are ECDSA P-256, which is quick to generate and accepted by every component.
 """
 
@@ -26,6 +29,9 @@ APISERVER_SANS = (
     "DNS:kubernetes.default.svc",
     "DNS:kubernetes.default.svc.cluster.local",
 )
+METRICS_SERVER_SANS = ("IP:127.0.0.1", "DNS:localhost", "DNS:metrics-server.kube-system.svc")
+"""The aggregation layer checks the name ``<service>.<namespace>.svc`` of its APIService."""
+FRONT_PROXY_CLIENT = "front-proxy-client"
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,9 @@ class Pki:
     ca: CertKey
     apiserver: CertKey
     kwok: CertKey
+    metrics_server: CertKey
+    front_proxy_ca: CertKey
+    front_proxy_client: CertKey
     admin: CertKey
     restricted: CertKey
     restricted_user: str
@@ -66,12 +75,12 @@ def _run(args: list[str], cwd: Path) -> None:
         raise PkiError(f"{' '.join(args)} failed:\n{proc.stderr.strip()}")
 
 
-def _make_ca(openssl: str, d: Path) -> CertKey:
-    ca = CertKey(d / "ca.crt", d / "ca.key")
+def _make_ca(openssl: str, d: Path, name: str = "ca") -> CertKey:
+    ca = CertKey(d / f"{name}.crt", d / f"{name}.key")
     _run(
         [
             *(openssl, "req", "-x509", *_EC_KEY, "-keyout", str(ca.key), "-out", str(ca.cert)),
-            *("-days", CA_DAYS, "-subj", "/CN=pando-localcluster-ca"),
+            *("-days", CA_DAYS, "-subj", f"/CN=pando-localcluster-{name}"),
             *("-addext", "basicConstraints=critical,CA:TRUE"),
             *("-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature"),
         ],
@@ -147,6 +156,16 @@ def make_pki(directory: Path, restricted_user: str = "alice") -> Pki:
 
     apiserver = server("apiserver", "/CN=kube-apiserver", APISERVER_SANS)
     kwok = server("kwok", "/CN=kwok", ("IP:127.0.0.1", "DNS:localhost"))
+    metrics_server = server("metrics-server", "/CN=metrics-server", METRICS_SERVER_SANS)
+    front_proxy_ca = _make_ca(openssl, directory, "front-proxy-ca")
+    front_proxy_client = _make_leaf(
+        openssl,
+        directory,
+        front_proxy_ca,
+        FRONT_PROXY_CLIENT,
+        subject=f"/CN={FRONT_PROXY_CLIENT}",
+        usage="clientAuth",
+    )
     admin = client("admin", "/O=system:masters/CN=pando-admin")
     restricted = client("restricted", f"/CN={restricted_user}")
     sa_key = directory / "sa.key"
@@ -164,6 +183,9 @@ def make_pki(directory: Path, restricted_user: str = "alice") -> Pki:
         ca=ca,
         apiserver=apiserver,
         kwok=kwok,
+        metrics_server=metrics_server,
+        front_proxy_ca=front_proxy_ca,
+        front_proxy_client=front_proxy_client,
         admin=admin,
         restricted=restricted,
         restricted_user=restricted_user,

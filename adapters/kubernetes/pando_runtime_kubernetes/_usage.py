@@ -1,0 +1,164 @@
+"""What apps use now, from the metrics API (``metrics.k8s.io``) where the cluster serves it.
+
+metrics-server (or another provider of the API) samples each container's CPU and working-set
+memory every few seconds. ``usage`` reads one app namespace's pod metrics, ``in_use`` every app
+pod's, one API call each. ``reports_usage`` is true when the API is registered: the adapter asks
+once, and again at each health check, so a cluster that gains or loses the API is noticed.
+
+A pod that runs but has no sample yet (a provider needs one or two scrapes after a start) is
+reported with -1 for CPU and memory: unknown, not zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP
+from http import HTTPStatus
+from typing import Any
+
+from pando_runtime import (
+    BundleRef,
+    BundleUsage,
+    CapabilityUnsupported,
+    InUse,
+    NotFound,
+    VolumeUsage,
+    WorkloadUsage,
+)
+
+from ._cache import PodFacts, bundle_workloads
+from ._capacity import parse_quantity
+from ._client import ApiError
+from ._host import AdapterHost
+from ._names import LABEL_ROLE, LABEL_WORKLOAD, MANAGED_SELECTOR, namespace_for
+
+__all__ = [
+    "APP_PODS_SELECTOR",
+    "METRICS_API",
+    "UsageOps",
+    "pod_usage",
+    "workload_usages",
+]
+
+METRICS_API = "/apis/metrics.k8s.io/v1beta1"
+APP_PODS_SELECTOR = f"{MANAGED_SELECTOR},{LABEL_WORKLOAD},!{LABEL_ROLE}"
+"""The pods of app workloads: not volume helpers, trial observers, canaries or the edge."""
+UNKNOWN = -1
+
+
+def pod_usage(item: Mapping[str, Any]) -> tuple[int, int]:
+    """A PodMetrics item's CPU (millicores, rounded) and memory (bytes), summed over containers."""
+    cpu = memory = 0
+    for container in item.get("containers") or ():
+        amounts = container.get("usage") or {}
+        cpu += int((parse_quantity(amounts.get("cpu", "0")) * 1000).quantize(1, ROUND_HALF_UP))
+        memory += int(parse_quantity(amounts.get("memory", "0")))
+    return cpu, memory
+
+
+def _by_pod(items: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
+    return {(i.get("metadata") or {}).get("name", ""): pod_usage(i) for i in items}
+
+
+def workload_usages(
+    workloads: Iterable[tuple[str, PodFacts | None]], sampled: Mapping[str, tuple[int, int]]
+) -> tuple[WorkloadUsage, ...]:
+    """Each workload's use: its running pod's sample, 0 when nothing runs, -1 when not sampled."""
+    usages = []
+    for name, pod in workloads:
+        running = pod is not None and bool(pod.running)
+        cpu, memory = (
+            sampled.get(pod.name, (UNKNOWN, UNKNOWN)) if pod is not None and running else (0, 0)
+        )
+        usages.append(
+            WorkloadUsage(
+                workload=name,
+                running=running,
+                cpu_millis=cpu,
+                memory_bytes=memory,
+                cpu_limit_millis=pod.cpu_limit if pod is not None else None,
+                memory_limit_bytes=pod.memory_limit if pod is not None else None,
+            )
+        )
+    return tuple(usages)
+
+
+class UsageOps(AdapterHost):
+    """``usage`` and ``in_use`` of :class:`~pando_runtime_kubernetes.KubernetesAdapter`."""
+
+    _metrics_served: bool | None = None
+    """Whether ``metrics.k8s.io`` is registered; ``None`` until a definite answer."""
+
+    async def _probe_metrics_api(self, *, fresh: bool = False) -> bool:
+        """Whether the cluster serves the metrics API (one discovery call, then remembered).
+
+        Registered but unreachable (503) counts as served: reads then say the API is down.
+        An API server that cannot be asked gives ``False`` without remembering it.
+        """
+        if self._metrics_served is not None and not fresh:
+            return self._metrics_served
+        api = await self._api()
+        try:
+            await api.get(METRICS_API)
+        except ApiError as error:
+            if error.status not in (HTTPStatus.NOT_FOUND, HTTPStatus.SERVICE_UNAVAILABLE):
+                return False
+            self._metrics_served = error.status == HTTPStatus.SERVICE_UNAVAILABLE
+        else:
+            self._metrics_served = True
+        return self._metrics_served
+
+    async def _require_metrics(self) -> None:
+        if not await self._probe_metrics_api():
+            raise CapabilityUnsupported(
+                "reports_usage",
+                "this cluster serves no metrics API (metrics.k8s.io), so usage is unknown",
+                remedy="Install metrics-server (or another provider of metrics.k8s.io); "
+                "the adapter asks again at each health_check.",
+            )
+
+    async def _pod_metrics(self, ns: str | None) -> dict[str, tuple[int, int]]:
+        api = await self._api()
+        path = f"{METRICS_API}/namespaces/{ns}/pods" if ns else f"{METRICS_API}/pods"
+        body = await self._read(
+            f"read pod metrics{f' of {ns}' if ns else ''}",
+            lambda: api.get(path, labelSelector=APP_PODS_SELECTOR),
+        )
+        return _by_pod(body.get("items") or ())
+
+    async def usage(self, ref: BundleRef) -> BundleUsage:
+        """Each workload's CPU and memory now, with its limits; volumes' bytes are unknown."""
+        await self._require_metrics()
+        ns = namespace_for(ref.bundle_id)
+        facts = await self._namespace(ns)
+        if facts is None or facts.terminating or facts.bundle_id != ref.bundle_id:
+            raise NotFound(f"no bundle {ref.bundle_id!r}", details={"bundle_id": ref.bundle_id})
+        workloads: tuple[WorkloadUsage, ...] = ()
+        if not facts.volumes_only:
+            pods = await self._pods(ns)
+            sampled = await self._pod_metrics(ns) if any(p.running for p in pods) else {}
+            workloads = workload_usages(bundle_workloads(facts, pods), sampled)
+        # The metrics API does not measure volumes; the kubelet's summary would, but reading it
+        # needs the nodes/proxy permission, which lets a holder reach every kubelet.
+        volumes = tuple(
+            VolumeUsage(volume_id=c.volume_id, bytes=UNKNOWN)
+            for c in sorted(await self._claims(ns), key=lambda c: c.volume_id)
+            if not c.deleting
+        )
+        return BundleUsage(
+            bundle_id=ref.bundle_id,
+            reported_at=datetime.now(UTC),
+            workloads=workloads,
+            volumes=volumes,
+        )
+
+    async def in_use(self) -> InUse:
+        """CPU and memory used now by every app's pods, summed (unsampled pods not counted)."""
+        await self._require_metrics()
+        sampled = (await self._pod_metrics(None)).values()
+        return InUse(
+            cpu_millis=sum(cpu for cpu, _ in sampled),
+            memory_bytes=sum(memory for _, memory in sampled),
+            reported_at=datetime.now(UTC),
+        )

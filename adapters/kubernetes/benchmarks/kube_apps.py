@@ -26,6 +26,9 @@ from pando_runtime_kubernetes._names import MANAGED_SELECTOR
 from pando_runtime import BundlePlan, BundleRef, Port, Resources, WorkloadPlan
 
 ROOT = Path(__file__).resolve().parents[3]
+SAMPLE_WAIT = 120
+MIN_SAMPLE = 2**20
+"""What a pod uses at least, where kwok simulates usage (1 MiB)."""
 
 
 def plan(i: int) -> BundlePlan:
@@ -45,6 +48,9 @@ async def measure_usage(adapter: KubernetesAdapter, plans: list[BundlePlan]) -> 
         print("usage:        the cluster serves no metrics API")
         return
     apps = len(plans)
+    with anyio.move_on_after(SAMPLE_WAIT):  # metrics-server samples new pods within ~40 s
+        while (await adapter.in_use()).memory_bytes < apps * MIN_SAMPLE:  # noqa: ASYNC110 - polls the cluster
+            await anyio.sleep(2)
     calls = adapter.api_calls
     start = time.perf_counter()
     usages = [await adapter.usage(BundleRef(p.bundle_id)) for p in plans]

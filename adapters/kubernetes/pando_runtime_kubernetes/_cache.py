@@ -57,6 +57,22 @@ __all__ = [
 _intern = sys.intern
 
 
+Limits = tuple[int | None, int | None]
+_LIMITS: dict[Limits, Limits] = {}
+_LIMITS_MAX = 4096
+
+
+def _shared_limits(cpu: int | None, memory: int | None) -> Limits:
+    """One tuple per distinct pair: apps mostly share a few sizes (a pointer per pod)."""
+    pair = (cpu, memory)
+    shared = _LIMITS.get(pair)
+    if shared is None:
+        if len(_LIMITS) < _LIMITS_MAX:
+            _LIMITS[pair] = pair
+        shared = pair
+    return shared
+
+
 def _version(meta: Mapping[str, Any]) -> int:
     try:
         return int(meta.get("resourceVersion") or 0)
@@ -70,7 +86,6 @@ class PodFacts:
     __slots__ = (
         "bundle_id",
         "claims",
-        "cpu_limit",
         "created",
         "deleting",
         "digest",
@@ -78,7 +93,7 @@ class PodFacts:
         "exit_code",
         "has_probe",
         "image_id",
-        "memory_limit",
+        "limits",
         "name",
         "namespace",
         "node_name",
@@ -104,8 +119,8 @@ class PodFacts:
     claims: tuple[str, ...]
     workload: str
     digest: str | None
-    cpu_limit: int | None
-    memory_limit: int | None
+    limits: Limits
+    """The workload container's (CPU millicores, memory bytes) limits; ``None``: unlimited."""
     created: int
     running: bool
     ended: bool
@@ -209,8 +224,10 @@ def project_pod(obj: Mapping[str, Any]) -> PodFacts | None:
         ),
         workload=_intern(workload),
         digest=annotations.get(ANN_PLAN_DIGEST),
-        cpu_limit=cpu_millis(limits["cpu"]) if "cpu" in limits else None,
-        memory_limit=memory_bytes(limits["memory"]) if "memory" in limits else None,
+        limits=_shared_limits(
+            cpu_millis(limits["cpu"]) if "cpu" in limits else None,
+            memory_bytes(limits["memory"]) if "memory" in limits else None,
+        ),
         created=created,
         running=running_state is not None and not ended and not deleting,
         ended=ended,

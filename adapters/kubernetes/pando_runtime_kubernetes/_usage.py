@@ -17,6 +17,8 @@ from decimal import ROUND_HALF_UP
 from http import HTTPStatus
 from typing import Any
 
+import anyio
+
 from pando_runtime import (
     BundleRef,
     BundleUsage,
@@ -71,14 +73,15 @@ def workload_usages(
         cpu, memory = (
             sampled.get(pod.name, (UNKNOWN, UNKNOWN)) if pod is not None and running else (0, 0)
         )
+        cpu_limit, memory_limit = pod.limits if pod is not None else (None, None)
         usages.append(
             WorkloadUsage(
                 workload=name,
                 running=running,
                 cpu_millis=cpu,
                 memory_bytes=memory,
-                cpu_limit_millis=pod.cpu_limit if pod is not None else None,
-                memory_limit_bytes=pod.memory_limit if pod is not None else None,
+                cpu_limit_millis=cpu_limit,
+                memory_limit_bytes=memory_limit,
             )
         )
     return tuple(usages)
@@ -89,25 +92,32 @@ class UsageOps(AdapterHost):
 
     _metrics_served: bool | None = None
     """Whether ``metrics.k8s.io`` is registered; ``None`` until a definite answer."""
+    _metrics_probe: anyio.Lock | None = None
 
     async def _probe_metrics_api(self, *, fresh: bool = False) -> bool:
         """Whether the cluster serves the metrics API (one discovery call, then remembered).
 
         Registered but unreachable (503) counts as served: reads then say the API is down.
-        An API server that cannot be asked gives ``False`` without remembering it.
+        When the API server gives no such answer, what was known stays (``False`` at first).
         """
         if self._metrics_served is not None and not fresh:
             return self._metrics_served
+        if self._metrics_probe is None:
+            self._metrics_probe = anyio.Lock()
+        async with self._metrics_probe:  # concurrent first callers share one probe
+            if self._metrics_served is None or fresh:
+                await self._ask_metrics_api()
+        return bool(self._metrics_served)
+
+    async def _ask_metrics_api(self) -> None:
         api = await self._api()
         try:
             await api.get(METRICS_API)
         except ApiError as error:
-            if error.status not in (HTTPStatus.NOT_FOUND, HTTPStatus.SERVICE_UNAVAILABLE):
-                return False
-            self._metrics_served = error.status == HTTPStatus.SERVICE_UNAVAILABLE
+            if error.status in (HTTPStatus.NOT_FOUND, HTTPStatus.SERVICE_UNAVAILABLE):
+                self._metrics_served = error.status == HTTPStatus.SERVICE_UNAVAILABLE
         else:
             self._metrics_served = True
-        return self._metrics_served
 
     async def _require_metrics(self) -> None:
         if not await self._probe_metrics_api():

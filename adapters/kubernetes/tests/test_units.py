@@ -359,8 +359,11 @@ def test_workload_usage_running_sampled_unsampled_and_ended() -> None:
     ended = project_pod(_pod("Failed", terminated={"exitCode": 3, "reason": "Error"}))
     assert running is not None
     assert ended is not None
-    assert (running.cpu_limit, running.memory_limit) == (500, 256 * 2**20)
-    assert (ended.cpu_limit, ended.memory_limit) == (None, None), "no limits: unlimited"
+    assert running.limits == (500, 256 * 2**20)
+    assert ended.limits == (None, None), "no limits: unlimited"
+    again = project_pod(spec)
+    assert again is not None
+    assert again.limits is running.limits, "pods of one size share their limits"
 
     sampled = {"web-abcde": (120, 200 * 2**20)}
     web, gone, idle = workload_usages([("web", running), ("gone", None), ("idle", ended)], sampled)

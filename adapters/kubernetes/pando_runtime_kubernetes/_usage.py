@@ -142,13 +142,17 @@ class UsageOps(AdapterHost):
         await self._require_metrics()
         ns = namespace_for(ref.bundle_id)
         facts = await self._namespace(ns)
-        if facts is None or facts.terminating or facts.bundle_id != ref.bundle_id:
+        # Volumes kept after a destroy are no deployed bundle (as ``observe`` says).
+        if (
+            facts is None
+            or facts.terminating
+            or facts.volumes_only
+            or facts.bundle_id != ref.bundle_id
+        ):
             raise NotFound(f"no bundle {ref.bundle_id!r}", details={"bundle_id": ref.bundle_id})
-        workloads: tuple[WorkloadUsage, ...] = ()
-        if not facts.volumes_only:
-            pods = await self._pods(ns)
-            sampled = await self._pod_metrics(ns) if any(p.running for p in pods) else {}
-            workloads = workload_usages(bundle_workloads(facts, pods), sampled)
+        pods = await self._pods(ns)
+        sampled = await self._pod_metrics(ns) if any(p.running for p in pods) else {}
+        workloads = workload_usages(bundle_workloads(facts, pods), sampled)
         # The metrics API does not measure volumes; the kubelet's summary would, but reading it
         # needs the nodes/proxy permission, which lets a holder reach every kubelet.
         volumes = tuple(

@@ -85,3 +85,11 @@ class CapacityConformance(ConformanceBase):
     async def test_usage_of_an_unknown_bundle_is_not_found(self, kit: Kit) -> None:
         with pytest.raises(NotFound):
             await kit.adapter.usage(BundleRef(kit.new_id("absent")))
+
+    @requires(Capability.REPORTS_USAGE)
+    async def test_usage_of_a_destroyed_bundle_is_not_found(self, kit: Kit) -> None:
+        plan = kit.plan(kit.workload("web"))
+        await kit.applied_and_running(plan)
+        await kit.adapter.destroy(BundleRef(plan.bundle_id))
+        with pytest.raises(NotFound):
+            await kit.adapter.usage(BundleRef(plan.bundle_id))

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 
 from pando_runtime import (
+    AdapterUnavailable,
     BundleRef,
     BundleUsage,
     CapabilityUnsupported,
@@ -110,9 +111,11 @@ class UsageOps(AdapterHost):
         return bool(self._metrics_served)
 
     async def _ask_metrics_api(self) -> None:
-        api = await self._api()
         try:
+            api = await self._api()
             await api.get(METRICS_API)
+        except AdapterUnavailable:  # no cluster configured: capabilities stay data, no error
+            return
         except ApiError as error:
             if error.status in (HTTPStatus.NOT_FOUND, HTTPStatus.SERVICE_UNAVAILABLE):
                 self._metrics_served = error.status == HTTPStatus.SERVICE_UNAVAILABLE

@@ -28,6 +28,8 @@ from pando_runtime_kubernetes._watch import Gone, WatchLoop, WorkQueue
 from pando_runtime import (
     BundleEventKind,
     BundlePlan,
+    BundleRef,
+    CapabilityUnsupported,
     CarriedFile,
     HealthCheck,
     Port,
@@ -380,3 +382,14 @@ def test_app_pods_selector_leaves_out_helpers_and_foreign_pods() -> None:
     assert "app.kubernetes.io/managed-by=pando" in terms
     assert "pando.dev/workload" in terms
     assert "!pando.dev/role" in terms
+
+
+async def test_capabilities_are_data_even_without_a_cluster(tmp_path: Any) -> None:
+    from pando_runtime_kubernetes import KubernetesAdapter  # noqa: PLC0415
+
+    adapter = KubernetesAdapter({"kubeconfig": str(tmp_path / "absent.kubeconfig")})
+    capabilities = await adapter.capabilities()
+    assert not capabilities.reports_usage, "unknown until the metrics API answers"
+    assert capabilities.exec
+    with pytest.raises(CapabilityUnsupported):
+        await adapter.usage(BundleRef("any"))

@@ -1,5 +1,5 @@
 """A real local Kubernetes control plane for tests: etcd, kube-apiserver, controller-manager,
-scheduler and kwok (simulated nodes and pods), on 127.0.0.1, without Docker.
+scheduler, kwok (simulated nodes and pods) and metrics-server, on 127.0.0.1, without Docker.
 
 From Python::
 

@@ -28,9 +28,10 @@ ENV_KUBECONFIG = "PANDO_KUBECONFIG"
 HOW_TO_GET_ONE = """\
 Tests marked 'kube' need a Kubernetes cluster. Ways to get one:
   * local (default without Docker): install Go >= 1.26 and let tools/controlplane/build.sh build
-    the control plane (needs the Go module proxy; ~10 min the first time), or point
+    the control plane (needs the Go module proxy; ~11 min the first time), or point
     PANDO_CONTROLPLANE_BIN at a directory holding etcd, kube-apiserver, kube-controller-manager,
-    kube-scheduler, kwok and kwok-stages/ (the build script's layout); needs the openssl command.
+    kube-scheduler, kwok, metrics-server and kwok-stages/ (the build script's layout); needs the
+    openssl command.
   * existing: --kube-backend=existing --kubeconfig=PATH (or PANDO_KUBE_BACKEND=existing and
     PANDO_KUBECONFIG=PATH) for any cluster you can reach.
   * kind: --kube-backend=kind with a running Docker daemon and the pytest-kind package.

@@ -231,6 +231,8 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, UsageOps, Runti
         )
         await stack.enter_async_context(informer.running())
         self._stack, self._informer = stack, informer
+        # What the cluster offers is learnt on connecting, not charged to a first apply.
+        await self._probe_metrics_api()
         return self
 
     async def aclose(self) -> None:

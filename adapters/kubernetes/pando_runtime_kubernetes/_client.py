@@ -270,7 +270,7 @@ class KubeTransport:
         parts = path.split("?", 1)[0].strip("/").split("/")
         # /api/v1/<plural>[/<name>] or /api/v1/namespaces/<ns>/<plural>[/<name>][/<sub>]
         start = 2 if parts[0] == "api" else 3
-        rest = parts[start:]
+        rest = parts[start:] or parts[1:2]  # a group's discovery: its name
         if len(rest) >= 3 and rest[0] == "namespaces":  # noqa: PLR2004
             rest = rest[2:]
         self.calls_by_kind[f"{method} {'/'.join(rest[:1] + rest[2:3])}"] += 1

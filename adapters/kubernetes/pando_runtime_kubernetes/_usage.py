@@ -3,7 +3,8 @@
 metrics-server (or another provider of the API) samples each container's CPU and working-set
 memory every few seconds. ``usage`` reads one app namespace's pod metrics, ``in_use`` every app
 pod's, one API call each. ``reports_usage`` is true when the API is registered: the adapter asks
-once, and again at each health check, so a cluster that gains or loses the API is noticed.
+when it connects (or at the first ``capabilities()`` call), and again at each health check, so a
+cluster that gains or loses the API is noticed.
 
 A pod that runs but has no sample yet (a provider needs one or two scrapes after a start) is
 reported with -1 for CPU and memory: unknown, not zero.

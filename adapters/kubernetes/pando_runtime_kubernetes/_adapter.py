@@ -338,37 +338,34 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, UsageOps, Runti
             return NamespaceFacts(ns, None, (), digest=None, terminating=False, version=0)
         return project_namespace(body)
 
+    async def _list_managed(self, ns: str, plural: str, what: str) -> list[dict[str, Any]]:
+        """Our objects of a kind in ``ns``, read from the API (when the cache cannot answer)."""
+        api = await self._api()
+        body = await self._read(
+            what, lambda: api.get(_path(ns, plural), labelSelector=MANAGED_SELECTOR)
+        )
+        return list(body.get("items") or ())
+
     async def _pods(self, ns: str) -> list[PodFacts]:
         informer = await self._synced()
         if informer is not None:
             return informer.pods.pods(ns)
-        api = await self._api()
-        body = await self._read(
-            f"list pods of {ns}", lambda: api.get(_path(ns, "pods"), labelSelector=MANAGED_SELECTOR)
-        )
-        return [f for f in map(project_pod, body.get("items") or ()) if f is not None]
+        items = await self._list_managed(ns, "pods", f"list pods of {ns}")
+        return [f for f in map(project_pod, items) if f is not None]
 
     async def _services(self, ns: str) -> set[str]:
         informer = await self._synced()
         if informer is not None:
             return set(informer.services.names(ns))
-        api = await self._api()
-        body = await self._read(
-            f"list services of {ns}",
-            lambda: api.get(_path(ns, "services"), labelSelector=MANAGED_SELECTOR),
-        )
-        return {(i.get("metadata") or {}).get("name", "") for i in body.get("items") or ()}
+        items = await self._list_managed(ns, "services", f"list services of {ns}")
+        return {(i.get("metadata") or {}).get("name", "") for i in items}
 
     async def _claims(self, ns: str) -> list[ClaimFacts]:
         informer = await self._synced()
         if informer is not None:
             return informer.claims.claims(ns)
-        api = await self._api()
-        body = await self._read(
-            f"list the volumes of {ns}",
-            lambda: api.get(_path(ns, "persistentvolumeclaims"), labelSelector=MANAGED_SELECTOR),
-        )
-        return [f for f in map(project_claim, body.get("items") or ()) if f is not None]
+        items = await self._list_managed(ns, "persistentvolumeclaims", f"list the volumes of {ns}")
+        return [f for f in map(project_claim, items) if f is not None]
 
     def _remember_claim(self, body: Mapping[str, Any] | None, ns: str, volume_id: str) -> None:
         """Write-through for claims: ``None`` forgets one."""

@@ -382,7 +382,43 @@ def claim_volumes(
         )
 
 
-def pod(  # noqa: C901 - one flat builder reads better than pieces
+def app_container(
+    name: str,
+    image: str,
+    *,
+    entrypoint: Sequence[str] | None,
+    command: Sequence[str] | None,
+    working_dir: str | None,
+) -> dict[str, Any]:
+    """The container running an app's image (a workload's or a trial's).
+
+    Its environment comes from the Secret of ``name``; no privilege escalation; the image's
+    own entrypoint, arguments and directory unless given.
+    """
+    container: dict[str, Any] = {
+        "name": name,
+        "image": image,
+        "envFrom": [{"secretRef": {"name": env_secret_name(name)}}],
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+    if entrypoint:
+        container["command"] = list(entrypoint)
+    if command:
+        container["args"] = list(command)
+    if working_dir:
+        container["workingDir"] = working_dir
+    return container
+
+
+def place(spec: dict[str, Any], settings: PodSettings) -> None:
+    """Put an app pod where the settings say: their RuntimeClass and node selector."""
+    if settings.runtime_class:
+        spec["runtimeClassName"] = settings.runtime_class
+    if settings.node_selector:
+        spec["nodeSelector"] = dict(settings.node_selector)
+
+
+def pod(
     ns: str,
     bundle_id: str,
     w: WorkloadPlan,
@@ -394,18 +430,9 @@ def pod(  # noqa: C901 - one flat builder reads better than pieces
     created_ns: int | None = None,
 ) -> dict[str, Any]:
     """A bare pod: never restarted, readiness probe only, no token, no host access."""
-    container: dict[str, Any] = {
-        "name": w.name,
-        "image": w.image,
-        "envFrom": [{"secretRef": {"name": env_secret_name(w.name)}}],
-        "securityContext": {"allowPrivilegeEscalation": False},
-    }
-    if w.entrypoint:
-        container["command"] = list(w.entrypoint)
-    if w.command:
-        container["args"] = list(w.command)
-    if w.working_dir:
-        container["workingDir"] = w.working_dir
+    container = app_container(
+        w.name, w.image, entrypoint=w.entrypoint, command=w.command, working_dir=w.working_dir
+    )
     if w.ports:
         container["ports"] = [
             {"containerPort": p.number, "protocol": p.protocol.value.upper()} for p in w.ports
@@ -448,10 +475,7 @@ def pod(  # noqa: C901 - one flat builder reads better than pieces
         container["volumeMounts"] = mounts
     if pull:
         spec["imagePullSecrets"] = [{"name": PULL_SECRET}]
-    if settings.runtime_class:
-        spec["runtimeClassName"] = settings.runtime_class
-    if settings.node_selector:
-        spec["nodeSelector"] = dict(settings.node_selector)
+    place(spec, settings)
     annotations = {
         ANN_PLAN_DIGEST: digest,
         ANN_BUNDLE_ID: bundle_id,

@@ -100,7 +100,7 @@ OBSERVE_SCRIPT = (
 )
 
 
-def trial_objects(  # noqa: C901 - one flat builder
+def trial_objects(
     request: TrialRequest,
     *,
     subject: str | None,
@@ -149,18 +149,13 @@ def trial_objects(  # noqa: C901 - one flat builder
         pull = objects.pull_secret(ns, request.trial_id, [request.pull_auth])
         pull["metadata"]["labels"] = dict(labels)
         docs.append(pull)
-    app: dict[str, Any] = {
-        "name": APP,
-        "image": request.image,
-        "envFrom": [{"secretRef": {"name": env_secret_name(APP)}}],
-        "securityContext": {"allowPrivilegeEscalation": False},
-    }
-    if request.entrypoint:
-        app["command"] = list(request.entrypoint)
-    if request.command:
-        app["args"] = list(request.command)
-    if request.working_dir:
-        app["workingDir"] = request.working_dir
+    app = objects.app_container(
+        APP,
+        request.image,
+        entrypoint=request.entrypoint,
+        command=request.command,
+        working_dir=request.working_dir,
+    )
     volumes = [{"name": f"w{i}", "emptyDir": {}} for i in range(len(request.declared_paths))]
     if volumes:
         app["volumeMounts"] = [
@@ -186,10 +181,7 @@ def trial_objects(  # noqa: C901 - one flat builder
         spec["volumes"] = volumes
     if request.pull_auth is not None:
         spec["imagePullSecrets"] = [{"name": PULL_SECRET}]
-    if settings.runtime_class:
-        spec["runtimeClassName"] = settings.runtime_class
-    if settings.node_selector:
-        spec["nodeSelector"] = dict(settings.node_selector)
+    objects.place(spec, settings)
     docs.append(
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trial", **meta}, "spec": spec}
     )

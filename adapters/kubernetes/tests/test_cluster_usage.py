@@ -97,7 +97,6 @@ async def test_usage_reports_what_each_workload_uses_with_its_limits(
         volumes=(VolumePlan(volume_id="usage-data", name="data", size_bytes=MI),),
     )
     assert (await adapter.capabilities()).reports_usage
-    calls = adapter.api_calls
     await adapter.apply(plan)
     try:
         pods = {p.workload: p.name for p in await adapter._pods(ns)}
@@ -163,7 +162,7 @@ def metrics_service(local: KubeCluster, admin_api: Any) -> Iterator[dict[str, An
     api.create_api_service({**original, "metadata": {"name": METRICS_SERVICE}, "status": None})
     assert local.local is not None
     deadline = time.monotonic() + 30
-    while not local.local._metrics_api_available():
+    while not local.local.metrics_api_available():
         assert time.monotonic() < deadline, "the metrics API is not available again"
         time.sleep(0.2)
 

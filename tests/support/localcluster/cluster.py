@@ -333,7 +333,7 @@ class LocalCluster:
         await_("nodes ready", lambda: all(self.node_ready(n.name) for n in self.nodes))
         sa = "/api/v1/namespaces/default/serviceaccounts/default"
         await_("default service account", lambda: self.rest.get(sa)[0] == 200)
-        await_("metrics API available", self._metrics_api_available)
+        await_("metrics API available", self.metrics_api_available)
         self.timings["total"] = round(time.monotonic() - t0, 2)
 
     def _register_metrics_api(self) -> None:
@@ -378,7 +378,8 @@ class LocalCluster:
             if status != 201:
                 raise ClusterError(f"registering the metrics API failed: HTTP {status}: {answer}")
 
-    def _metrics_api_available(self) -> bool:
+    def metrics_api_available(self) -> bool:
+        """Whether the aggregation layer reports ``metrics.k8s.io`` Available."""
         path = "/apis/apiregistration.k8s.io/v1/apiservices/v1beta1.metrics.k8s.io"
         status, body = self.rest.get(path)
         if status != 200 or not isinstance(body, dict):

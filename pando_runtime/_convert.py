@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 import cattrs
 from cattrs.errors import (
+    AttributeValidationNote,
     ClassValidationError,
     ForbiddenExtraKeysError,
     IterableValidationError,
@@ -25,7 +27,8 @@ from cattrs.preconf.json import make_converter
 
 from ._capabilities import IsolationClass
 from ._errors import InvalidInput, InvalidPlan, Problem
-from ._plans import BundlePlan
+from ._plans import BundlePlan, CarriedFile
+from ._validation import MAX_CARRIED_FILES_BYTES, carried_file_too_large
 
 __all__ = [
     "converter",
@@ -65,21 +68,151 @@ _strict(float, "a number", accept=(int,))
 _strict(bool, "true or false")
 
 
+class _InputProblem(ValueError):
+    """One problem found by a structuring hook, with its own code (see :func:`_walk`)."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _decode_base64(value: str, *, limit: int | None = None, path: str = "") -> bytes:
+    # Line breaks and spaces are allowed: YAML block scalars wrap long base64.
+    compact = "".join(value.split())
+    if limit is not None:
+        size = len(compact) * 3 // 4 - len(compact) + len(compact.rstrip("="))
+        if size > limit:
+            raise _InputProblem(carried_file_too_large(path, size), "too_large")
+    try:
+        return base64.b64decode(compact, validate=True)
+    except binascii.Error as error:
+        msg = f"not valid base64: {error}"
+        raise ValueError(msg) from None
+
+
 def _structure_bytes(value: Any, _: type[Any]) -> bytes:
     if isinstance(value, bytes):
         return value
     if not isinstance(value, str):
         msg = f"expected base64 text, got {type(value).__name__}"
         raise TypeError(msg)
-    try:
-        return base64.b64decode(value, validate=True)
-    except binascii.Error as error:
-        msg = f"not valid base64: {error}"
-        raise ValueError(msg) from None
+    return _decode_base64(value)
 
 
 converter.register_unstructure_hook(bytes, lambda b: base64.b64encode(b).decode("ascii"))
 converter.register_structure_hook(bytes, _structure_bytes)
+
+
+_CONTENT_KEYS = ("content", "text", "content_base64")
+_CARRIED_FILE_KEYS = ("path", *_CONTENT_KEYS, "encoding", "mode")
+_ENCODINGS = ("text", "base64")
+# Control characters other than tab and line breaks make a file binary: base64 keeps it legible.
+_BINARY = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _file_text(content: bytes) -> str | None:
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return None if _BINARY.search(text) else text
+
+
+def _unstructure_carried_file(carried: CarriedFile) -> dict[str, Any]:
+    text = _file_text(carried.content)
+    body = (
+        {"content_base64": base64.b64encode(carried.content).decode("ascii")}
+        if text is None
+        else {"content": text}
+    )
+    return {"path": carried.path, **body, "mode": carried.mode}
+
+
+def _noted(error: Exception, key: str) -> Exception:
+    """Tag ``error`` with the attribute it belongs to, as cattrs does, so its path names it."""
+    note = AttributeValidationNote(f"Structuring class CarriedFile @ attribute {key}", key, Any)
+    error.__notes__ = [*getattr(error, "__notes__", []), note]
+    return error
+
+
+def _file_content(value: Mapping[str, Any], key: str, path: str) -> bytes:
+    raw = value[key]
+    if isinstance(raw, bytes):
+        content = raw
+    elif not isinstance(raw, str):
+        msg = f"expected the file's content as a string, got {type(raw).__name__}"
+        raise TypeError(msg)
+    elif key == "content_base64" or (key == "content" and value.get("encoding") == "base64"):
+        content = _decode_base64(raw, limit=MAX_CARRIED_FILES_BYTES, path=path)
+    else:
+        content = raw.encode("utf-8")
+    if len(content) > MAX_CARRIED_FILES_BYTES:
+        raise _InputProblem(carried_file_too_large(path, len(content)), "too_large")
+    return content
+
+
+def _file_field(value: Mapping[str, Any], key: str, kind: type[T], errors: list[Exception]) -> T:
+    try:
+        return converter.structure(value[key], kind)
+    except (KeyError, TypeError) as error:
+        errors.append(_noted(error, key))
+        return kind()
+
+
+def _file_body(value: Mapping[str, Any], path: str, errors: list[Exception]) -> bytes:
+    given = [k for k in _CONTENT_KEYS if k in value]
+    problem: _InputProblem | None = None
+    if value.get("encoding", "text") not in _ENCODINGS:
+        problem = _InputProblem(f"expected one of {', '.join(_ENCODINGS)}", "wrong_type")
+    elif "encoding" in value and given != ["content"]:
+        problem = _InputProblem("encoding only applies to content", "conflict")
+    if problem is not None:
+        errors.append(_noted(problem, "encoding"))
+    if not given:
+        errors.append(
+            _InputProblem(
+                "a carried file needs its content: content (or text) as text, "
+                "or content_base64 as base64",
+                "missing",
+            )
+        )
+    elif len(given) > 1:
+        errors.append(
+            _InputProblem(f"give the content once, not as {' and '.join(given)}", "conflict")
+        )
+    elif problem is None:
+        try:
+            return _file_content(value, given[0], path)
+        except (TypeError, ValueError) as error:
+            errors.append(_noted(error, given[0]))
+    return b""
+
+
+def _structure_carried_file(value: Any, _: type[Any]) -> CarriedFile:
+    """A carried file from ``content``/``text`` (text) or ``content_base64`` (base64).
+
+    ``encoding: base64`` marks a ``content`` string as base64. Every problem is
+    reported with the key it is about; a file over the size limit names its path.
+    """
+    if isinstance(value, CarriedFile):
+        return value
+    if not isinstance(value, Mapping):
+        msg = f"expected a mapping, got {type(value).__name__}"
+        raise TypeError(msg)
+    errors: list[Exception] = []
+    unknown = {k for k in value if k not in _CARRIED_FILE_KEYS}
+    if unknown:
+        errors.append(ForbiddenExtraKeysError("", CarriedFile, unknown))
+    path = _file_field(value, "path", str, errors)
+    mode = _file_field(value, "mode", int, errors) if "mode" in value else 0o644
+    content = _file_body(value, path, errors)
+    if errors:
+        raise ClassValidationError("While structuring CarriedFile", errors, CarriedFile)
+    return CarriedFile(path=path, content=content, mode=mode)
+
+
+converter.register_unstructure_hook(CarriedFile, _unstructure_carried_file)
+converter.register_structure_hook(CarriedFile, _structure_carried_file)
 
 
 def _structure_isolation(value: Any, _: type[Any]) -> IsolationClass:
@@ -108,6 +241,10 @@ def _structure_datetime(value: Any, _: type[Any]) -> datetime:
 converter.register_structure_hook(datetime, _structure_datetime)
 
 
+_INPUT_KEYS: dict[type[Any], tuple[str, ...]] = {CarriedFile: _CARRIED_FILE_KEYS}
+"""The keys a type takes in JSON, where they differ from its attributes."""
+
+
 def _join(path: str, part: str) -> str:
     return f"{path}{part}" if part.startswith("[") or not path else f"{path}.{part}"
 
@@ -129,7 +266,12 @@ def _walk(error: BaseException, path: str, out: list[Problem]) -> None:  # noqa:
             _walk(inner, path, out)
     elif isinstance(error, ForbiddenExtraKeysError):
         valid = sorted(
-            a.name for a in getattr(error.cl, "__attrs_attrs__", ()) if not a.name.startswith("_")
+            _INPUT_KEYS.get(error.cl)
+            or (
+                a.name
+                for a in getattr(error.cl, "__attrs_attrs__", ())
+                if not a.name.startswith("_")
+            )
         )
         out.extend(
             Problem(
@@ -139,6 +281,8 @@ def _walk(error: BaseException, path: str, out: list[Problem]) -> None:  # noqa:
             )
             for key in sorted(error.extra_fields)
         )
+    elif isinstance(error, _InputProblem):
+        out.append(Problem(path, str(error), error.code))
     elif isinstance(error, KeyError):
         out.append(Problem(path, "required key is missing", "missing"))
     elif isinstance(error, BaseExceptionGroup):
@@ -215,7 +359,8 @@ def _yaml_loader() -> _Loader:
 def load_bundle_file(path: str | Path) -> BundlePlan:
     """Read a bundle plan from a ``.json``, ``.yaml`` or ``.yml`` file, strictly.
 
-    Carried files' ``content`` is base64 in the file. Only structure is checked
+    A carried file's ``content`` (or ``text``) is text; ``content_base64`` (or
+    ``content`` with ``encoding: base64``) is base64. Only structure is checked
     here; call :func:`validate_plan` for the rules of a good plan.
     """
     path = Path(path)

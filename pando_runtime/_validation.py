@@ -33,6 +33,15 @@ __all__ = [
 MAX_CARRIED_FILES_BYTES = 1024 * 1024
 """Carried files of one workload may hold this many bytes in all (1 MiB)."""
 
+
+def carried_file_too_large(path: str, size: int) -> str:
+    """Why a carried file at ``path`` holding ``size`` bytes is refused."""
+    return (
+        f"file {path!r} holds {size} bytes; the carried files of a workload "
+        f"may hold {MAX_CARRIED_FILES_BYTES} bytes (1 MiB) in all"
+    )
+
+
 CAPABILITY_PROBLEM = "capability_unsupported"
 """The ``code`` of a problem that names a capability the runtime lacks."""
 
@@ -185,7 +194,16 @@ def _paths(c: _Collector, path: str, w: WorkloadPlan, volume_ids: set[str]) -> N
                 f"{path}.files[{i}].mode", f"mode {carried.mode:o} is not a file mode", "bad_mode"
             )
         total += len(carried.content)
-    if total > MAX_CARRIED_FILES_BYTES:
+        if len(carried.content) > MAX_CARRIED_FILES_BYTES:
+            c.add(
+                f"{path}.files[{i}].content",
+                carried_file_too_large(carried.path, len(carried.content)),
+                "too_large",
+            )
+    # A file too large alone is named; the total is only news when each file fits.
+    if total > MAX_CARRIED_FILES_BYTES and max(len(f.content) for f in w.files) <= (
+        MAX_CARRIED_FILES_BYTES
+    ):
         c.add(
             f"{path}.files",
             f"carried files hold {total} bytes; the limit is {MAX_CARRIED_FILES_BYTES}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -111,7 +112,12 @@ def test_every_type_round_trips_through_json(value: Any) -> None:
 
 def test_bytes_travel_as_base64_and_isolation_by_name() -> None:
     data = pr.unstructure(SAMPLES[0])
-    assert data["workloads"][0]["files"][0]["content"] == "AAFiaW5hcnk="
+    assert data["workloads"][0]["files"][0] == {
+        "path": "/etc/x",
+        "content_base64": "AAFiaW5hcnk=",
+        "mode": 0o600,
+    }
+    assert pr.unstructure(pr.TrialResult(started=True, exit_code=0, log=b"hi"))["log"] == "aGk="
     caps = pr.unstructure(pr.RuntimeCapabilities(isolation_class=pr.IsolationClass.SANDBOXED))
     assert caps["isolation_class"] == "sandboxed"
 
@@ -158,12 +164,26 @@ def test_bundle_files_in_yaml_and_json(tmp_path: Path) -> None:
         "  - name: web\n"
         "    image: nginx:1.27\n"
         "    ports: [{number: 80}]\n"
-        "    files: [{path: /etc/motd, content: aGVsbG8=}]\n",
+        "    files:\n"
+        "      - {path: /etc/motd, content: aGVsbG8=, encoding: base64}\n"
+        "      - path: /etc/nginx/conf.d/site.conf\n"
+        "        content: |\n"
+        "          server {}\n"
+        "      - {path: /etc/greeting, text: 'héllo', mode: 0600}\n"
+        "      - path: /etc/blob\n"
+        "        content_base64: |\n"
+        "          AAFi\n"
+        "          aW5hcnk=\n",
         encoding="utf-8",
     )
     plan = pr.load_bundle_file(yaml_file)
     assert plan.workloads[0].ports == (pr.Port(80),)
-    assert plan.workloads[0].files[0].content == b"hello"
+    assert [(f.path, f.content, f.mode) for f in plan.workloads[0].files] == [
+        ("/etc/motd", b"hello", 0o644),
+        ("/etc/nginx/conf.d/site.conf", b"server {}\n", 0o644),
+        ("/etc/greeting", "héllo".encode(), 0o600),
+        ("/etc/blob", b"\x00\x01binary", 0o644),
+    ]
     json_file = tmp_path / "app.json"
     json_file.write_text(pr.to_json(plan), encoding="utf-8")
     assert pr.load_bundle_file(json_file) == plan
@@ -185,3 +205,57 @@ def test_secrets_stay_out_of_repr() -> None:
     assert "hunter2" not in text
     assert "env-secret-value" not in text
     assert "<1 variables>" in text
+
+
+@pytest.mark.parametrize(
+    ("content", "as_text"),
+    [
+        (b"", True),
+        (b"server {}\n", True),
+        (b"line\r\nwith crlf\r\n", True),
+        (b"\tindented \xe2\x9c\x93\n", True),
+        (b"\xef\xbb\xbfbom first", True),
+        (b"\x00nul", False),
+        (b"\x1b[31mescape", False),
+        (b"\xff\xfe not utf-8", False),
+        (bytes(range(256)), False),
+    ],
+)
+def test_carried_files_round_trip_exactly_as_text_or_base64(content: bytes, as_text: bool) -> None:
+    carried = pr.CarriedFile("/etc/f", content, mode=0o640)
+    data = pr.unstructure(carried)
+    assert set(data) == {"path", "content" if as_text else "content_base64", "mode"}
+    assert pr.from_json(pr.to_json(carried), pr.CarriedFile) == carried
+    assert pr.structure(data, pr.CarriedFile) == carried
+
+
+def _file_problems(entry: dict[str, Any]) -> dict[str, pr.Problem]:
+    plan = {"bundle_id": "a", "workloads": [{"name": "w", "image": "x", "files": [entry]}]}
+    with pytest.raises(pr.InvalidPlan) as caught:
+        pr.structure(plan, pr.BundlePlan)
+    return {p.path.removeprefix("workloads[0].files[0]"): p for p in caught.value.problems}
+
+
+def test_carried_file_mistakes_name_their_key() -> None:
+    assert _file_problems({"path": "/f"})[""].code == "missing"
+    assert _file_problems({"path": "/f", "text": "a", "content_base64": "YQ=="})[""].code == (
+        "conflict"
+    )
+    assert set(_file_problems({"path": "/f", "content_base64": "!!"})) == {".content_base64"}
+    assert set(_file_problems({"path": "/f", "text": 3, "mode": "644"})) == {".text", ".mode"}
+    assert set(_file_problems({"path": "/f", "text": "a", "encoding": "base64"})) == {".encoding"}
+    assert set(_file_problems({"path": "/f", "content": "a", "encoding": "gzip"})) == {".encoding"}
+    unknown = _file_problems({"path": "/f", "content": "a", "data": "a"})
+    assert "content_base64" in unknown[".data"].message
+    assert _file_problems({"content": "a"})[".path"].code == "missing"
+
+
+@pytest.mark.parametrize("key", ["content", "text", "content_base64"])
+def test_a_file_over_the_size_cap_is_refused_with_its_path(key: str) -> None:
+    big = b"x" * (pr.MAX_CARRIED_FILES_BYTES + 1)
+    value = base64.b64encode(big).decode() if key == "content_base64" else big.decode()
+    problems = _file_problems({"path": "/srv/big.bin", key: value})
+    assert set(problems) == {f".{key}"}
+    assert problems[f".{key}"].code == "too_large"
+    assert "'/srv/big.bin'" in problems[f".{key}"].message
+    assert str(pr.MAX_CARRIED_FILES_BYTES + 1) in problems[f".{key}"].message

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pando_runtime as pr
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -49,3 +51,12 @@ def test_reconcile_loop_restarts_then_gives_up() -> None:
     assert "marked failed, not restarting" in result.stdout
     assert "events were missed: resync every app" in result.stdout
     assert "steady: restarted" not in result.stdout
+
+
+def test_the_example_bundle_file_is_a_valid_plan_with_text_and_binary_files() -> None:
+    plan = pr.load_bundle_file(ROOT / "examples" / "bundles" / "shop.yaml")
+    assert pr.validate_plan(plan) == []
+    conf, icon = plan.workloads[1].files
+    assert conf.content.startswith(b"server {\n    listen 80;")
+    assert icon.content.startswith(b"\x00\x00\x01\x00")
+    assert icon.mode == 0o444

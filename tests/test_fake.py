@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 
 import anyio
@@ -287,3 +289,22 @@ async def test_state_file_shares_the_world_between_processes(tmp_path: Path) -> 
         writes = second.writes
         await second.apply(plan)
         assert second.writes == writes, "the re-loaded world is the same world"
+
+
+async def test_a_state_file_of_version_1_keeps_its_base64_carried_files(tmp_path: Path) -> None:
+    state = tmp_path / "fake.json"
+    files = (pr.CarriedFile("/etc/a.conf", b"a = 1\n"), pr.CarriedFile("/bin/x", b"\x00\xff"))
+    plan = _plan(pr.WorkloadPlan(name="web", image="x/web:1", files=files))
+    async with FakeAdapter({"state_file": str(state)}) as first:
+        await first.apply(plan)
+    data = json.loads(state.read_text())
+    assert data["version"] == 2
+    for carried in data["bundles"][0]["plan"]["workloads"][0]["files"]:  # as version 1 wrote it
+        raw = carried.pop("content_base64", None)
+        if raw is None:
+            raw = base64.b64encode(carried.pop("content").encode()).decode()
+        carried["content"] = raw
+    data["version"] = 1
+    state.write_text(json.dumps(data))
+    async with FakeAdapter({"state_file": str(state)}) as second:
+        assert second.plan_of("app") == plan

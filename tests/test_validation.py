@@ -133,7 +133,13 @@ def test_start_order_puts_dependencies_first() -> None:
 def test_carried_files_have_a_size_limit() -> None:
     big = pr.CarriedFile("/big", b"x" * (pr.MAX_CARRIED_FILES_BYTES + 1))
     plan = _plan(pr.WorkloadPlan(name="web", image="nginx", files=(big,)))
-    assert "workloads[0].files" in _paths(plan)
+    problems = {p.path: p for p in pr.validate_plan(plan)}
+    assert set(problems) == {"workloads[0].files[0].content"}
+    assert "'/big'" in problems["workloads[0].files[0].content"].message
+    half = b"x" * (pr.MAX_CARRIED_FILES_BYTES // 2 + 1)
+    two = (pr.CarriedFile("/a", half), pr.CarriedFile("/b", half))
+    plan = _plan(pr.WorkloadPlan(name="web", image="nginx", files=two))
+    assert _paths(plan) == {"workloads[0].files"}
 
 
 @pytest.mark.parametrize(

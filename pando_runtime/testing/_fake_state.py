@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 __all__ = ["load_state", "save_state"]
 
-VERSION = 1
+VERSION = 2
+"""2: a plan's carried files are written as ``content`` (text) or ``content_base64``."""
 
 
 def save_state(fake: FakeAdapter, path: str) -> None:
@@ -69,6 +70,13 @@ def save_state(fake: FakeAdapter, path: str) -> None:
     Path(out.name).replace(target)
 
 
+def _carried_content_was_base64(data: dict[str, Any]) -> None:
+    for saved in data["bundles"]:
+        for workload in saved["plan"].get("workloads", ()):
+            for carried in workload.get("files", ()):
+                carried["content_base64"] = carried.pop("content")
+
+
 def load_state(fake: FakeAdapter, path: str) -> None:
     """Read the fake's world from ``path`` when it exists."""
     from ._fake import _Bundle, _Edge, _Instance, _Volume, _Workload  # noqa: PLC0415
@@ -76,6 +84,8 @@ def load_state(fake: FakeAdapter, path: str) -> None:
     if not os.path.exists(path):  # noqa: PTH110 - plain str config
         return
     data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+    if data.get("version") == 1:
+        _carried_content_was_base64(data)
     fake._instances = data["instances"]  # noqa: SLF001
     for saved in data["bundles"]:
         plan = structure(saved["plan"], BundlePlan)

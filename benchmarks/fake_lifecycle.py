@@ -1,4 +1,4 @@
-"""Benchmark: lifecycles per second on the fake adapter, and the import time of pando_runtime.
+"""Benchmark: lifecycles per second on the fake adapter, and import times (pando_runtime vs attrs).
 
 A lifecycle is apply + observe + destroy of a three-workload bundle. Prints
 figures; asserts nothing about time.
@@ -56,15 +56,36 @@ async def lifecycles(seconds: float) -> tuple[int, float]:
     return count, elapsed
 
 
-def import_time(runs: int) -> float:
-    def timed(code: str) -> float:
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], check=True)
-        return time.perf_counter() - start
+IMPORTS = {
+    "import attrs": "import attrs",
+    "import pando_runtime": "import pando_runtime",
+    "import pando_runtime + the contract types": (
+        "import pando_runtime as pr; pr.RuntimeAdapter, pr.BundlePlan, pr.ObservedBundle"
+    ),
+    "import pando_runtime + a conversion (cattrs)": (
+        "import pando_runtime as pr; pr.structure({'number': 80}, pr.Port)"
+    ),
+    "pando-runtime --help": (
+        "import contextlib, io; from pando_runtime._cli import main\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['--help'])"
+    ),
+}
 
-    base = statistics.median(timed("pass") for _ in range(runs))
-    full = statistics.median(timed("import pando_runtime") for _ in range(runs))
-    return full - base
+
+def import_times(runs: int) -> dict[str, float]:
+    """Median seconds of each snippet in a fresh interpreter, interpreter start subtracted.
+
+    The snippets take turns, run after run, so that load from other processes falls on all alike.
+    """
+    samples: dict[str, list[float]] = {name: [] for name in ("pass", *IMPORTS)}
+    for _ in range(runs):
+        for name, code in (("pass", "pass"), *IMPORTS.items()):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True)
+            samples[name].append(time.perf_counter() - start)
+    base = statistics.median(samples.pop("pass"))
+    return {name: statistics.median(times) - base for name, times in samples.items()}
 
 
 def main() -> None:
@@ -78,9 +99,13 @@ def main() -> None:
             f"fake lifecycle ({backend}): {count / elapsed:,.0f} apply+observe+destroy/s "
             f"of a 3-workload bundle ({count} in {elapsed:.1f} s)"
         )
+    times = import_times(args.import_runs)
+    for name, seconds in times.items():
+        print(f"{name}: {seconds * 1000:.1f} ms")
+    ratio = times["import pando_runtime"] / times["import attrs"]
     print(
-        f"import pando_runtime: {import_time(args.import_runs) * 1000:.1f} ms "
-        f"(median of {args.import_runs}, interpreter start subtracted)"
+        f"import pando_runtime / import attrs: {ratio:.2f} (target at most 1.5; medians of "
+        f"{args.import_runs} runs each, interpreter start subtracted)"
     )
 
 

@@ -10,84 +10,180 @@ A host plans, applies, observes and destroys *bundles* (an app's workloads),
         state = await runtime.observe(handle.ref)
 
 Everything public is importable from this package; modules starting with
-``_`` are private.
+``_`` are private. Importing the package is cheap: each name's module is
+imported when the name is first used (``_EXPORTS``), so a host that never
+converts JSON never imports cattrs, and one that never reads YAML never
+imports PyYAML.
 """
 
 from __future__ import annotations
 
-from ._adapter import RuntimeAdapter
-from ._capabilities import (
-    Capability,
-    ImageDelivery,
-    IsolationClass,
-    LogRetention,
-    RuntimeCapabilities,
-)
-from ._capacity import BundleUsage, Capacity, Fit, InUse, VolumeUsage, WorkloadUsage
-from ._config import ConfigField, EmptyConfig, config_json_schema, setting, structure_config
-from ._convert import converter, from_json, load_bundle_file, structure, to_json, unstructure
-from ._edge import EdgeCertificate, EdgeMount, EdgePlan, EdgePort, EdgeState
-from ._errors import (
-    AdapterFailed,
-    AdapterNotInstalled,
-    AdapterUnavailable,
-    CapabilityUnsupported,
-    CapacityExceeded,
-    IncompatibleAdapter,
-    InvalidConfig,
-    InvalidInput,
-    InvalidPlan,
-    NotFound,
-    PandoRuntimeError,
-    Problem,
-    RateLimited,
-    UnknownAdapter,
-)
-from ._events import BundleEvent, BundleEventKind, BundleEventStream, bundle_event_channel
-from ._exec import ExecRequest, ExecResult, ExecSession
-from ._info import AdapterInfo
-from ._logs import LogOptions
-from ._observed import ObservedBundle, ObservedVolume, ObservedWorkload
-from ._plans import (
-    BundlePlan,
-    CarriedFile,
-    EgressPolicy,
-    EgressRule,
-    HealthCheck,
-    Mount,
-    NetworkPlan,
-    Port,
-    Protocol,
-    RegistryAuth,
-    Resources,
-    VolumePlan,
-    WorkloadPlan,
-)
-from ._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
-from ._registry import ENTRY_POINT_GROUP, available_adapters, load_adapter, register_adapter
-from ._scope import in_read_scope, read_scope, scoped_read
-from ._streams import (
-    BytesReceiveStream,
-    IteratorByteStream,
-    MemoryByteReceiveStream,
-    MemoryByteSendStream,
-    byte_stream_pair,
-    read_all,
-)
-from ._trial import TrialRequest, TrialResult
-from ._validation import (
-    MAX_CARRIED_FILES_BYTES,
-    check_plan,
-    is_valid_image,
-    raise_problems,
-    validate_edge,
-    validate_exec_request,
-    validate_plan,
-    validate_trial,
-    validate_volume_request,
-)
-from ._version import API_VERSION, __version__, api_compatible
-from ._volumes import VolumeHandle, VolumeRequest
+import importlib
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; type checkers read True
+if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API reference
+    from typing import Any
+
+    from ._adapter import RuntimeAdapter
+    from ._capabilities import (
+        Capability,
+        ImageDelivery,
+        IsolationClass,
+        LogRetention,
+        RuntimeCapabilities,
+    )
+    from ._capacity import BundleUsage, Capacity, Fit, InUse, VolumeUsage, WorkloadUsage
+    from ._config import ConfigField, EmptyConfig, config_json_schema, setting, structure_config
+    from ._convert import converter, from_json, load_bundle_file, structure, to_json, unstructure
+    from ._edge import EdgeCertificate, EdgeMount, EdgePlan, EdgePort, EdgeState
+    from ._errors import (
+        AdapterFailed,
+        AdapterNotInstalled,
+        AdapterUnavailable,
+        CapabilityUnsupported,
+        CapacityExceeded,
+        IncompatibleAdapter,
+        InvalidConfig,
+        InvalidInput,
+        InvalidPlan,
+        NotFound,
+        PandoRuntimeError,
+        Problem,
+        RateLimited,
+        UnknownAdapter,
+    )
+    from ._events import BundleEvent, BundleEventKind, BundleEventStream, bundle_event_channel
+    from ._exec import ExecRequest, ExecResult, ExecSession
+    from ._info import AdapterInfo
+    from ._logs import LogOptions
+    from ._observed import ObservedBundle, ObservedVolume, ObservedWorkload
+    from ._plans import (
+        BundlePlan,
+        CarriedFile,
+        EgressPolicy,
+        EgressRule,
+        HealthCheck,
+        Mount,
+        NetworkPlan,
+        Port,
+        Protocol,
+        RegistryAuth,
+        Resources,
+        VolumePlan,
+        WorkloadPlan,
+    )
+    from ._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
+    from ._registry import ENTRY_POINT_GROUP, available_adapters, load_adapter, register_adapter
+    from ._scope import in_read_scope, read_scope, scoped_read
+    from ._streams import (
+        BytesReceiveStream,
+        IteratorByteStream,
+        MemoryByteReceiveStream,
+        MemoryByteSendStream,
+        byte_stream_pair,
+        read_all,
+    )
+    from ._trial import TrialRequest, TrialResult
+    from ._validation import (
+        MAX_CARRIED_FILES_BYTES,
+        check_plan,
+        is_valid_image,
+        raise_problems,
+        validate_edge,
+        validate_exec_request,
+        validate_plan,
+        validate_trial,
+        validate_volume_request,
+    )
+    from ._version import API_VERSION, __version__, api_compatible
+    from ._volumes import VolumeHandle, VolumeRequest
+
+# Every public name, by the private module that defines it: the one table to extend when a
+# name is added (with its line in the imports above and in __all__; tests/test_public_api.py
+# checks that the three agree).
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "_adapter": ("RuntimeAdapter",),
+    "_capabilities": (
+        "Capability",
+        "ImageDelivery",
+        "IsolationClass",
+        "LogRetention",
+        "RuntimeCapabilities",
+    ),
+    "_capacity": ("BundleUsage", "Capacity", "Fit", "InUse", "VolumeUsage", "WorkloadUsage"),
+    "_config": ("ConfigField", "EmptyConfig", "config_json_schema", "setting", "structure_config"),
+    "_convert": (
+        "converter",
+        "from_json",
+        "load_bundle_file",
+        "structure",
+        "to_json",
+        "unstructure",
+    ),
+    "_edge": ("EdgeCertificate", "EdgeMount", "EdgePlan", "EdgePort", "EdgeState"),
+    "_errors": (
+        "AdapterFailed",
+        "AdapterNotInstalled",
+        "AdapterUnavailable",
+        "CapabilityUnsupported",
+        "CapacityExceeded",
+        "IncompatibleAdapter",
+        "InvalidConfig",
+        "InvalidInput",
+        "InvalidPlan",
+        "NotFound",
+        "PandoRuntimeError",
+        "Problem",
+        "RateLimited",
+        "UnknownAdapter",
+    ),
+    "_events": ("BundleEvent", "BundleEventKind", "BundleEventStream", "bundle_event_channel"),
+    "_exec": ("ExecRequest", "ExecResult", "ExecSession"),
+    "_info": ("AdapterInfo",),
+    "_logs": ("LogOptions",),
+    "_observed": ("ObservedBundle", "ObservedVolume", "ObservedWorkload"),
+    "_plans": (
+        "BundlePlan",
+        "CarriedFile",
+        "EgressPolicy",
+        "EgressRule",
+        "HealthCheck",
+        "Mount",
+        "NetworkPlan",
+        "Port",
+        "Protocol",
+        "RegistryAuth",
+        "Resources",
+        "VolumePlan",
+        "WorkloadPlan",
+    ),
+    "_refs": ("BundleHandle", "BundleRef", "DestroyOptions", "Upstream", "WorkloadRef"),
+    "_registry": ("ENTRY_POINT_GROUP", "available_adapters", "load_adapter", "register_adapter"),
+    "_scope": ("in_read_scope", "read_scope", "scoped_read"),
+    "_streams": (
+        "BytesReceiveStream",
+        "IteratorByteStream",
+        "MemoryByteReceiveStream",
+        "MemoryByteSendStream",
+        "byte_stream_pair",
+        "read_all",
+    ),
+    "_trial": ("TrialRequest", "TrialResult"),
+    "_validation": (
+        "MAX_CARRIED_FILES_BYTES",
+        "check_plan",
+        "is_valid_image",
+        "raise_problems",
+        "validate_edge",
+        "validate_exec_request",
+        "validate_plan",
+        "validate_trial",
+        "validate_volume_request",
+    ),
+    "_version": ("API_VERSION", "__version__", "api_compatible"),
+    "_volumes": ("VolumeHandle", "VolumeRequest"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
     "API_VERSION",
@@ -192,3 +288,19 @@ __all__ = [
     "validate_trial",
     "validate_volume_request",
 ]
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above; unknown names stay errors for them
+
+    def __getattr__(name: str) -> Any:
+        module = _MODULE_OF.get(name)
+        if module is None:
+            msg = f"module {__name__!r} has no attribute {name!r}"
+            raise AttributeError(msg)
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+        globals()[name] = value  # later lookups are plain attribute reads
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

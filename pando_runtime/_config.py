@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 
 import attrs
 
-from ._convert import structure, unstructure
 from ._errors import InvalidConfig
 
 __all__ = [
@@ -101,6 +100,8 @@ def _type_name(schema: Mapping[str, Any]) -> str:
 
 def config_fields(config_class: type[Any]) -> tuple[ConfigField, ...]:
     """The settings of an attrs ``Config`` class, for listing and forms."""
+    from ._convert import unstructure  # noqa: PLC0415 - cattrs is imported on first conversion
+
     hints = typing.get_type_hints(config_class)
     fields = []
     for field in attrs.fields(config_class):
@@ -156,6 +157,8 @@ def structure_config(config_class: type[C], config: Mapping[str, Any] | C | None
     """``config`` as an instance of ``config_class``; :class:`InvalidConfig` lists every fault."""
     if isinstance(config, config_class):
         return config
+    from ._convert import structure  # noqa: PLC0415 - cattrs is imported on first conversion
+
     return structure(
         config if config is not None else {},
         config_class,

@@ -5,6 +5,11 @@ The adapter comes from ``--adapter`` (or ``PANDO_RUNTIME_ADAPTER``, default
 ``PANDO_RUNTIME_CONFIG``) and ``--set key=value`` (values read as YAML
 scalars). Output is a table for people, or ``--output json`` for scripts.
 
+On the fake adapter the world persists between commands in a per-user state
+file, ``$XDG_STATE_HOME/pando-runtime/fake.json`` (``~/.local/state/...`` by
+default); ``--set state_file=PATH`` picks another (empty: keep nothing) and
+``pando-runtime reset`` clears it.
+
 Exit codes: 0 done; 1 the runtime failed; 2 invalid input; 3 runtime
 unavailable; 4 not found; 5 capability unsupported.
 """
@@ -12,6 +17,7 @@ unavailable; 4 not found; 5 capability unsupported.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 
 __all__ = ["main"]
@@ -41,8 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument(
         "--against", action="store_true", help="also check it against the adapter's capabilities"
     )
-    apply = command("apply", "apply a bundle file and wait until it runs")
-    apply.add_argument("file")
+    apply = command("apply", "apply bundle files and wait until their apps run")
+    apply.add_argument("files", nargs="+", metavar="file")
     apply.add_argument("--no-wait", dest="wait", action="store_false")
     apply.add_argument("--timeout", type=float, default=300.0)
     command("observe", "show an app's state").add_argument("app")
@@ -71,12 +77,25 @@ def _parser() -> argparse.ArgumentParser:
     command("capacity", "what the runtime can give")
     usage = command("usage", "what an app uses now (all apps, summed, without APP)")
     usage.add_argument("app", nargs="?")
+    command("reset", "forget the fake adapter's world (its state file)")
     return parser
+
+
+def _complete(parser: argparse.ArgumentParser) -> None:
+    """Answer a shell's completion request (argcomplete, when installed), then exit."""
+    try:
+        import argcomplete  # noqa: PLC0415 - only a completing shell pays for it
+    except ImportError:
+        return
+    argcomplete.autocomplete(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    if "_ARGCOMPLETE" in os.environ:
+        _complete(parser)
+    args = parser.parse_args(argv)
     # Imported after parsing, so that --help and usage errors import no runtime code.
     from ._cli_commands import run  # noqa: PLC0415
 

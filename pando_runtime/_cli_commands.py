@@ -6,13 +6,16 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
 
 from ._adapter import RuntimeAdapter
+from ._capacity import BundleUsage
+from ._cli_progress import AppProgress, ReadyDisplay
+from ._cli_units import cpu, size
 from ._convert import load_bundle_file, unstructure
 from ._errors import (
     AdapterUnavailable,
@@ -66,6 +69,14 @@ class Console:
         if not self.json_output:
             print(message, file=self.err, flush=True)
 
+    def ready_display(self) -> ReadyDisplay | None:
+        """The display of apps becoming ready, on stderr; none for JSON output."""
+        return None if self.json_output else ReadyDisplay(self.err)
+
+    def note(self, message: str) -> None:
+        """Something the user should know once, on stderr whatever the output format."""
+        print(f"note: {message}", file=self.err, flush=True)
+
 
 def _read_config(args: argparse.Namespace) -> dict[str, Any]:
     import yaml  # noqa: PLC0415 - only the CLI reads config files
@@ -85,9 +96,33 @@ def _read_config(args: argparse.Namespace) -> dict[str, Any]:
     return config
 
 
-def _adapter(args: argparse.Namespace) -> RuntimeAdapter:
-    name = args.adapter or os.environ.get("PANDO_RUNTIME_ADAPTER") or "fake"
-    return load_adapter(name, _read_config(args))
+_STATE_FILE = "state_file"
+
+
+def default_state_file() -> Path:
+    """Where the fake adapter keeps its world for the command line, per user (XDG)."""
+    base = os.environ.get("XDG_STATE_HOME", "")
+    # The XDG spec ignores a relative path.
+    root = Path(base) if Path(base).is_absolute() else Path.home() / ".local" / "state"
+    return root / "pando-runtime" / "fake.json"
+
+
+def _adapter_name(args: argparse.Namespace) -> str:
+    return str(args.adapter or os.environ.get("PANDO_RUNTIME_ADAPTER") or "fake")
+
+
+def _adapter(args: argparse.Namespace, console: Console) -> RuntimeAdapter:
+    name = _adapter_name(args)
+    config = _read_config(args)
+    if name == "fake" and _STATE_FILE not in config:
+        state = default_state_file()
+        if not state.exists():
+            console.note(
+                f"the fake adapter keeps its world in {state} between commands "
+                "(pando-runtime reset clears it)"
+            )
+        config[_STATE_FILE] = str(state)
+    return load_adapter(name, config)
 
 
 def _yes(value: bool | None) -> str:
@@ -147,7 +182,7 @@ async def _adapters(args: argparse.Namespace, console: Console) -> int:
 
 
 async def _check(args: argparse.Namespace, console: Console) -> int:
-    async with _adapter(args) as adapter:
+    async with _adapter(args, console) as adapter:
         await adapter.health_check()
         caps = await adapter.capabilities()
     console.data(
@@ -164,7 +199,7 @@ async def _validate(args: argparse.Namespace, console: Console) -> int:
     plan = load_bundle_file(args.file)
     caps = None
     if args.against:
-        async with _adapter(args) as adapter:
+        async with _adapter(args, console) as adapter:
             caps = await adapter.capabilities()
     problems = validate_plan(plan, caps)
     console.data(
@@ -181,43 +216,84 @@ async def _validate(args: argparse.Namespace, console: Console) -> int:
     return EXIT_INVALID if problems else EXIT_OK
 
 
+def _progress(plan: BundlePlan, observed: ObservedBundle) -> AppProgress:
+    running = {w.name for w in observed.workloads if w.running}
+    return AppProgress(
+        bundle_id=plan.bundle_id,
+        running=len(running),
+        total=len(plan.workloads),
+        waiting=tuple(w.name for w in plan.workloads if w.name not in running),
+    )
+
+
+def _settled(observed: ObservedBundle) -> bool:
+    """Running, or past waiting for: a workload that ended will not become ready by itself."""
+    return observed.all_running or any(w.exit_code is not None for w in observed.workloads)
+
+
 async def _wait_running(
-    adapter: RuntimeAdapter, plan: BundlePlan, console: Console, patience: float
-) -> ObservedBundle:
-    with anyio.fail_after(patience):
-        while True:
-            observed = await adapter.observe(BundleRef(plan.bundle_id))
-            ready = sum(1 for w in observed.workloads if w.running)
-            console.progress(f"waiting for {plan.bundle_id}: {ready}/{len(plan.workloads)} running")
-            ended = [w for w in observed.workloads if w.exit_code is not None]
-            if observed.all_running or ended:
-                return observed
-            await anyio.sleep(1)
+    adapter: RuntimeAdapter, plans: Sequence[BundlePlan], console: Console, patience: float
+) -> list[ObservedBundle]:
+    display = console.ready_display()
+    started = anyio.current_time()
+    observed = [await adapter.observe(BundleRef(p.bundle_id)) for p in plans]
+    try:
+        with anyio.move_on_after(patience) as waited:
+            while True:
+                if display is not None:
+                    progress = [_progress(p, o) for p, o in zip(plans, observed, strict=True)]
+                    display.update(progress, anyio.current_time() - started)
+                if all(_settled(o) for o in observed):
+                    break
+                await anyio.sleep(1)
+                observed = [await adapter.observe(BundleRef(p.bundle_id)) for p in plans]
+    finally:
+        if display is not None:
+            display.finish()
+    if waited.cancelled_caught:
+        late = ", ".join(o.bundle_id for o in observed if not o.all_running)
+        console.progress(f"not running after {patience:g}s: {late}")
+    return observed
 
 
 async def _apply(args: argparse.Namespace, console: Console) -> int:
-    plan = load_bundle_file(args.file)
-    async with _adapter(args) as adapter:
-        handle = await adapter.apply(plan)
-        console.progress(f"applied {handle.bundle_id}")
-        observed = await (
-            _wait_running(adapter, plan, console, args.timeout)
+    plans = [load_bundle_file(file) for file in args.files]
+    async with _adapter(args, console) as adapter:
+        for plan in plans:
+            handle = await adapter.apply(plan)
+            console.progress(f"applied {handle.bundle_id}")
+        observed = (
+            await _wait_running(adapter, plans, console, args.timeout)
             if args.wait
-            else adapter.observe(handle.ref)
+            else [await adapter.observe(BundleRef(p.bundle_id)) for p in plans]
         )
-    console.data(observed, _bundle_table)
-    return EXIT_OK if observed.all_running or not args.wait else EXIT_FAILED
+    if len(observed) == 1:
+        console.data(observed[0], _bundle_table)
+    else:
+        console.data(observed, lambda many: _tables(many, _bundle_table))
+    return EXIT_OK if all(o.all_running for o in observed) or not args.wait else EXIT_FAILED
+
+
+def _tables(values: Sequence[Any], table: Callable[[Any], list[list[str]]]) -> list[list[str]]:
+    """Several tables as one, with a blank row between them."""
+    rows: list[list[str]] = []
+    for value in values:
+        part = table(value)
+        if rows:
+            rows.append([""] * len(part[0]))
+        rows += part
+    return rows
 
 
 async def _observe(args: argparse.Namespace, console: Console) -> int:
-    async with _adapter(args) as adapter:
+    async with _adapter(args, console) as adapter:
         observed = await adapter.observe(BundleRef(args.app))
     console.data(observed, _bundle_table)
     return EXIT_OK if observed.exists else EXIT_NOT_FOUND
 
 
 async def _watch(args: argparse.Namespace, console: Console) -> int:
-    async with _adapter(args) as adapter, adapter.watch_bundles() as events:
+    async with _adapter(args, console) as adapter, adapter.watch_bundles() as events:
         count = 0
         async for event in events:
             if args.app and event.bundle_id not in (None, args.app):
@@ -241,7 +317,7 @@ async def _watch(args: argparse.Namespace, console: Console) -> int:
 async def _logs(args: argparse.Namespace, console: Console) -> int:
     options = LogOptions(follow=args.follow, tail=args.tail)
     async with (
-        _adapter(args) as adapter,
+        _adapter(args, console) as adapter,
         adapter.logs(WorkloadRef(args.app, args.workload), options) as stream,
     ):
         async for chunk in stream:
@@ -257,7 +333,7 @@ async def _exec(args: argparse.Namespace, console: Console) -> int:
     if not command:
         raise InvalidInput("exec needs a command after --")
     ref = WorkloadRef(args.app, args.workload)
-    async with _adapter(args) as adapter:
+    async with _adapter(args, console) as adapter:
         if sys.stdin.isatty() and not args.no_tty:
             return await interactive_exec(adapter, ref, tuple(command))
         stdin = None if sys.stdin.isatty() else sys.stdin.buffer.read()
@@ -271,21 +347,21 @@ async def _exec(args: argparse.Namespace, console: Console) -> int:
 
 
 async def _stop(args: argparse.Namespace, console: Console) -> int:
-    async with _adapter(args) as adapter:
+    async with _adapter(args, console) as adapter:
         await adapter.stop(BundleRef(args.app))
         console.data(await adapter.observe(BundleRef(args.app)), _bundle_table)
     return EXIT_OK
 
 
 async def _destroy(args: argparse.Namespace, console: Console) -> int:
-    async with _adapter(args) as adapter:
+    async with _adapter(args, console) as adapter:
         await adapter.destroy(BundleRef(args.app), DestroyOptions(keep_volumes=not args.volumes))
         console.data(await adapter.observe(BundleRef(args.app)), _bundle_table)
     return EXIT_OK
 
 
 async def _volume(args: argparse.Namespace, console: Console) -> int:
-    async with _adapter(args) as adapter:
+    async with _adapter(args, console) as adapter:
         observed = await adapter.observe(BundleRef(args.app))
         try:
             handle = observed.volume(args.volume).handle
@@ -327,60 +403,82 @@ async def _snapshot(
 
 
 async def _capacity(args: argparse.Namespace, console: Console) -> int:
-    async with _adapter(args) as adapter, adapter.read_scope():
+    async with _adapter(args, console) as adapter, adapter.read_scope():
         capacity = await adapter.capacity()
     fit = capacity.largest_fit
     console.data(
         capacity,
         lambda c: [
-            ["CPU (m)", "MEMORY (bytes)", "RUNNING", "LARGEST FIT"],
+            ["CPU", "MEMORY", "RUNNING", "LARGEST FIT"],
             [
-                str(c.total_cpu_millis),
-                str(c.total_memory_bytes),
+                cpu(c.total_cpu_millis),
+                size(c.total_memory_bytes),
                 str(c.running_workloads),
-                f"{fit.cpu_millis}m / {fit.memory_bytes}" if fit else "-",
+                f"{cpu(fit.cpu_millis)} / {size(fit.memory_bytes)}" if fit else "-",
             ],
         ],
     )
     return EXIT_OK
 
 
-def _amount(value: int, unit: str = "") -> str:
-    return "?" if value < 0 else f"{value}{unit}"
+def _measured(value: int, unit: Callable[[int], str]) -> str:
+    """A figure the runtime reported, or ``?`` when it could not tell (-1)."""
+    return "?" if value < 0 else unit(value)
 
 
-def _limit(value: int | None, unit: str = "") -> str:
-    return "-" if value is None else f"{value}{unit}"
+def _limit(value: int | None, unit: Callable[[int], str]) -> str:
+    return "-" if value is None else unit(value)
+
+
+def _usage_table(usage: BundleUsage) -> list[list[str]]:
+    rows = [["WORKLOAD", "RUNNING", "CPU", "CPU LIMIT", "MEMORY", "MEMORY LIMIT"]]
+    rows += [
+        [
+            w.workload,
+            _yes(w.running),
+            _measured(w.cpu_millis, cpu),
+            _limit(w.cpu_limit_millis, cpu),
+            _measured(w.memory_bytes, size),
+            _limit(w.memory_limit_bytes, size),
+        ]
+        for w in usage.workloads
+    ]
+    rows += [
+        [f"volume {v.volume_id}", "", "", "", _measured(v.bytes, size), ""] for v in usage.volumes
+    ]
+    return rows
 
 
 async def _usage(args: argparse.Namespace, console: Console) -> int:
-    async with _adapter(args) as adapter:
+    async with _adapter(args, console) as adapter:
         if args.app is None:
             total = await adapter.in_use()
             console.data(
                 total,
-                lambda t: [
-                    ["CPU (m)", "MEMORY (bytes)"],
-                    [str(t.cpu_millis), str(t.memory_bytes)],
-                ],
+                lambda t: [["CPU", "MEMORY"], [cpu(t.cpu_millis), size(t.memory_bytes)]],
             )
             return EXIT_OK
         usage = await adapter.usage(BundleRef(args.app))
+    console.data(usage, _usage_table)
+    return EXIT_OK
+
+
+async def _reset(args: argparse.Namespace, console: Console) -> int:
+    name = _adapter_name(args)
+    if name != "fake":
+        raise InvalidInput(
+            f"reset clears the fake adapter's world; the {name} adapter keeps no state here"
+        )
+    configured = _read_config(args).get(_STATE_FILE, default_state_file())
+    state = None if configured is None else Path(configured)
+    removed = state is not None and state.exists()
+    if removed and state is not None:
+        state.unlink()
     console.data(
-        usage,
-        lambda u: [
-            ["WORKLOAD", "RUNNING", "CPU (m)", "CPU LIMIT", "MEMORY (bytes)", "MEMORY LIMIT"],
-            *(
-                [
-                    w.workload,
-                    "yes" if w.running else "no",
-                    _amount(w.cpu_millis),
-                    _limit(w.cpu_limit_millis),
-                    _amount(w.memory_bytes),
-                    _limit(w.memory_limit_bytes),
-                ]
-                for w in u.workloads
-            ),
+        {"state_file": None if state is None else str(state), "removed": removed},
+        lambda d: [
+            ["STATE FILE", "CLEARED"],
+            [d["state_file"] or "(none: the world was kept in memory)", _yes(d["removed"])],
         ],
     )
     return EXIT_OK
@@ -400,6 +498,7 @@ HANDLERS: dict[str, Handler] = {
     "volume": _volume,
     "capacity": _capacity,
     "usage": _usage,
+    "reset": _reset,
 }
 """The command line's commands, by name."""
 

@@ -30,7 +30,8 @@ volumes:
 @pytest.fixture
 def cli(tmp_path: Path):
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "XDG_STATE_HOME"},
+        "HOME": str(tmp_path),
         "PANDO_RUNTIME_ADAPTER": "fake",
         "PANDO_RUNTIME_CONFIG": str(tmp_path / "fake.yaml"),
     }

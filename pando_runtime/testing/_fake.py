@@ -213,8 +213,7 @@ class FakeAdapter(RuntimeAdapter):
         self._subscribers: list[MemoryObjectSendStream[BundleEvent | BaseException]] = []
         self._instances = 0
         self.closed = False
-        if cfg.state_file:
-            load_state(self, cfg.state_file)
+        self._saved_state = load_state(self, cfg.state_file) if cfg.state_file else None
 
     # -- test controls --------------------------------------------------------------------
 
@@ -499,7 +498,7 @@ class FakeAdapter(RuntimeAdapter):
         """Write bundles, volumes and edges to the configured ``state_file`` (if any)."""
         cfg: FakeConfig = self.config
         if cfg.state_file:
-            save_state(self, cfg.state_file)
+            self._saved_state = save_state(self, cfg.state_file, unless=self._saved_state)
 
     async def aclose(self) -> None:
         if not self.closed:

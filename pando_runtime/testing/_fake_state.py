@@ -29,8 +29,13 @@ VERSION = 2
 """2: a plan's carried files are written as ``content`` (text) or ``content_base64``."""
 
 
-def save_state(fake: FakeAdapter, path: str) -> None:
-    """Write the fake's world to ``path`` atomically."""
+def save_state(fake: FakeAdapter, path: str, *, unless: str | None = None) -> str:
+    """Write the fake's world to ``path`` atomically; returns the text written.
+
+    Nothing is written when the text equals ``unless`` (what was loaded): a
+    process that only read, a follower of logs for one, never puts back a world
+    that another process changed meanwhile.
+    """
     bundles = []
     for bundle in fake._bundles.values():  # noqa: SLF001 - the fake's own persistence
         instances = {}
@@ -63,11 +68,15 @@ def save_state(fake: FakeAdapter, path: str) -> None:
         ],
         "edges": [unstructure(edge.plan) for edge in fake._edges.values()],  # noqa: SLF001
     }
+    text = json.dumps(data)
+    if text == unless:
+        return text
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=target.parent, delete=False, suffix=".tmp") as out:
-        json.dump(data, out)
+        out.write(text)
     Path(out.name).replace(target)
+    return text
 
 
 def _carried_content_was_base64(data: dict[str, Any]) -> None:
@@ -77,13 +86,14 @@ def _carried_content_was_base64(data: dict[str, Any]) -> None:
                 carried["content_base64"] = carried.pop("content")
 
 
-def load_state(fake: FakeAdapter, path: str) -> None:
-    """Read the fake's world from ``path`` when it exists."""
+def load_state(fake: FakeAdapter, path: str) -> str | None:
+    """Read the fake's world from ``path`` when it exists; returns the text read."""
     from ._fake import _Bundle, _Edge, _Instance, _Volume, _Workload  # noqa: PLC0415
 
     if not os.path.exists(path):  # noqa: PTH110 - plain str config
-        return
-    data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+        return None
+    text = Path(path).read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
     if data.get("version") == 1:
         _carried_content_was_base64(data)
     fake._instances = data["instances"]  # noqa: SLF001
@@ -119,3 +129,4 @@ def load_state(fake: FakeAdapter, path: str) -> None:
     for saved in data["edges"]:
         plan_edge = structure(saved, EdgePlan)
         fake._edges[plan_edge.name] = _Edge(plan=plan_edge)  # noqa: SLF001
+    return text

@@ -83,6 +83,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         byte_stream_pair,
         read_all,
     )
+    from ._telemetry import InstrumentedAdapter, instrument
     from ._trial import TrialRequest, TrialResult
     from ._validation import (
         MAX_CARRIED_FILES_BYTES,
@@ -168,6 +169,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "byte_stream_pair",
         "read_all",
     ),
+    "_telemetry": ("InstrumentedAdapter", "instrument"),
     "_trial": ("TrialRequest", "TrialResult"),
     "_validation": (
         "MAX_CARRIED_FILES_BYTES",
@@ -224,6 +226,7 @@ __all__ = [
     "ImageDelivery",
     "InUse",
     "IncompatibleAdapter",
+    "InstrumentedAdapter",
     "InvalidConfig",
     "InvalidInput",
     "InvalidPlan",
@@ -269,6 +272,7 @@ __all__ = [
     "converter",
     "from_json",
     "in_read_scope",
+    "instrument",
     "is_valid_image",
     "load_adapter",
     "load_bundle_file",

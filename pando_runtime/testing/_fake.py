@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from typing import Any
@@ -30,6 +31,7 @@ from .._errors import AdapterFailed, AdapterUnavailable, CapacityExceeded, Inval
 from .._events import BundleEvent, BundleEventKind, bundle_event_channel
 from .._exec import ExecRequest, ExecSession
 from .._fake_info import FakeConfig
+from .._log import logger
 from .._logs import LogOptions
 from .._observed import ObservedBundle, ObservedVolume, ObservedWorkload
 from .._plans import BundlePlan, Port, WorkloadPlan
@@ -54,6 +56,8 @@ from ._faults import Faults
 from ._tar import make_tar, read_tar
 
 __all__ = ["FakeAdapter", "FakeConfig", "FakeNode", "ImageBehaviour"]
+
+_LOG = logger("fake")
 
 TRIAL_LOG_LIMIT = 64 * 1024
 
@@ -256,6 +260,7 @@ class FakeAdapter(RuntimeAdapter):
 
     def simulate_gap(self) -> None:
         """Tell every event stream that events were lost (they receive ``MISSED``)."""
+        _LOG.warning("event gap: %d streams told to resync", len(self._subscribers))
         self._broadcast(BundleEvent(kind=BundleEventKind.MISSED, at=self.clock.now()))
 
     def drop_event_streams(self) -> None:
@@ -377,6 +382,13 @@ class FakeAdapter(RuntimeAdapter):
         instance.healthy = None
         instance.log.close()
         self.writes += 1
+        _LOG.info(
+            "workload %s of %s %s",
+            ref.workload,
+            ref.bundle_id,
+            "was OOM-killed" if oom else f"exited with {exit_code}",
+            extra={"bundle_id": ref.bundle_id, "workload": ref.workload, "exit_code": exit_code},
+        )
         kind = BundleEventKind.OOM_KILLED if oom else BundleEventKind.EXITED
         self._emit(kind, ref, exit_code=exit_code)
 
@@ -479,6 +491,7 @@ class FakeAdapter(RuntimeAdapter):
             raise AdapterUnavailable(msg)
 
     async def _enter(self, method: str) -> None:
+        _LOG.debug("fake %s", method, extra={"operation": method})
         self._check_open()
         await self.faults.enter(method)
 
@@ -513,6 +526,7 @@ class FakeAdapter(RuntimeAdapter):
     async def apply(self, plan: BundlePlan) -> BundleHandle:
         await self._enter("apply")
         check_plan(plan, self._capabilities)
+        writes = self.writes
         bundle = self._bundles.get(plan.bundle_id)
         digests = {w.name: _digest(w) for w in plan.workloads}
         starting = []
@@ -548,6 +562,14 @@ class FakeAdapter(RuntimeAdapter):
             if workload_plan.name in nodes:
                 ref = WorkloadRef(plan.bundle_id, workload_plan.name)
                 self._start(ref, workload, digests[workload_plan.name], nodes[workload_plan.name])
+        _LOG.log(
+            logging.INFO if self.writes > writes else logging.DEBUG,
+            "applied %s: %d changes, %d workloads started",
+            plan.bundle_id,
+            self.writes - writes,
+            len(nodes),
+            extra={"bundle_id": plan.bundle_id, "writes": self.writes - writes},
+        )
         return BundleHandle(bundle_id=plan.bundle_id, handle=f"fake:{plan.bundle_id}")
 
     def _observed_volumes(self, bundle_id: str, plan: BundlePlan | None) -> list[ObservedVolume]:
@@ -618,6 +640,7 @@ class FakeAdapter(RuntimeAdapter):
     async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
         await self._enter("destroy")
         options = options or DestroyOptions()
+        writes = self.writes
         bundle = self._bundles.pop(ref.bundle_id, None)
         if bundle is not None:
             self.writes += 1
@@ -629,6 +652,13 @@ class FakeAdapter(RuntimeAdapter):
             ]:
                 del self._volumes[volume_id]
                 self.writes += 1
+        if self.writes > writes:
+            _LOG.info(
+                "destroyed %s: %d changes",
+                ref.bundle_id,
+                self.writes - writes,
+                extra={"bundle_id": ref.bundle_id, "writes": self.writes - writes},
+            )
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         host = f"{ref.workload}.{ref.bundle_id.lower().replace('_', '-')}.fake.invalid"

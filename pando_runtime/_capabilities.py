@@ -56,6 +56,7 @@ class Capability(enum.StrEnum):
     BUNDLE_EVENTS = "bundle_events"
     EDGE = "edge"
     EGRESS_RESTRICTION = "egress_restriction"
+    EGRESS_HOST_NAMES = "egress_host_names"
     TRIAL_RUN = "trial_run"
     PORT_OBSERVATION = "port_observation"
     WRITE_OBSERVATION = "write_observation"
@@ -77,6 +78,8 @@ class LogRetention:
 class RuntimeCapabilities:
     """Everything a host may ask of this adapter.
 
+    ``egress_restriction``: a plan's ``network.egress`` is enforced (its CIDR rules);
+    ``egress_host_names``: its host-name rules are enforced too.
     ``max_workloads_per_bundle`` of 0 means no limit; ``platform`` such as
     ``linux/amd64``, or ``None`` when unknown.
     """
@@ -92,6 +95,7 @@ class RuntimeCapabilities:
     bundle_events: bool = False
     edge: bool = False
     egress_restriction: bool = False
+    egress_host_names: bool = False
     trial_run: bool = False
     port_observation: bool = False
     write_observation: bool = False

@@ -9,6 +9,7 @@ handed to any task without copying.
 from __future__ import annotations
 
 import enum
+import ipaddress
 from collections.abc import Mapping
 
 import attrs
@@ -138,10 +139,25 @@ class VolumePlan:
 
 @attrs.frozen(kw_only=True)
 class EgressRule:
-    """An allowed outbound destination: a CIDR block or a host name, and ports."""
+    """An allowed outbound destination: a CIDR block or a host name, and ports.
+
+    A CIDR block (``203.0.113.0/24``, ``2001:db8::/32``) allows TCP and UDP to
+    its addresses; a host name (``api.example.com``) allows TCP connections to
+    that name only, which a runtime enforces through a forward proxy. Empty
+    ``ports`` allow every port.
+    """
 
     destination: str
     ports: tuple[int, ...] = attrs.field(default=(), converter=frozen_tuple)
+
+    @property
+    def is_cidr(self) -> bool:
+        """Whether ``destination`` is a CIDR block (else it names a host)."""
+        try:
+            ipaddress.ip_network(self.destination, strict=False)
+        except ValueError:
+            return False
+        return True
 
 
 @attrs.frozen(kw_only=True)
@@ -149,6 +165,26 @@ class EgressPolicy:
     """Outbound traffic is restricted to ``allow``; an empty ``allow`` denies all."""
 
     allow: tuple[EgressRule, ...] = attrs.field(default=(), converter=frozen_tuple)
+
+    def allows(self, destination: str, port: int) -> bool:
+        """Whether a connection to ``destination`` (an address or host name) on ``port`` is allowed.
+
+        An address matches the CIDR rules that contain it; a host name matches the
+        rules naming it (case aside). A rule without ports allows every port.
+        """
+        try:
+            address = ipaddress.ip_address(destination)
+        except ValueError:
+            address = None
+        for rule in self.allow:
+            if rule.ports and port not in rule.ports:
+                continue
+            if address is None:
+                if not rule.is_cidr and rule.destination.lower() == destination.lower():
+                    return True
+            elif rule.is_cidr and address in ipaddress.ip_network(rule.destination, strict=False):
+                return True
+        return False
 
 
 @attrs.frozen(kw_only=True)

@@ -8,7 +8,7 @@ import attrs
 
 from ._capabilities import IsolationClass
 from ._frozen import frozen_mapping, frozen_tuple
-from ._plans import Port, RegistryAuth
+from ._plans import EgressPolicy, Port, RegistryAuth
 
 __all__ = ["TrialRequest", "TrialResult"]
 
@@ -18,7 +18,9 @@ class TrialRequest:
     """Run ``image`` once in isolation for at most ``timeout_seconds``.
 
     ``declared_paths`` are writable places the image says it needs; the trial
-    reports writes elsewhere where the runtime can observe writes.
+    reports writes elsewhere where the runtime can observe writes. ``egress`` holds
+    the trial to the outbound rules the app would run with (``None``: unrestricted,
+    as a bundle without ``network.egress``).
     """
 
     trial_id: str
@@ -33,6 +35,7 @@ class TrialRequest:
     declared_paths: tuple[str, ...] = attrs.field(default=(), converter=frozen_tuple)
     timeout_seconds: float = 60.0
     isolation_floor: IsolationClass = IsolationClass.CONTAINER
+    egress: EgressPolicy | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -8,6 +8,7 @@ for a well-formed plan this runtime cannot run.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterable
 
@@ -15,7 +16,7 @@ from ._capabilities import Capability, RuntimeCapabilities
 from ._edge import EdgePlan
 from ._errors import CapabilityUnsupported, InvalidPlan, Problem
 from ._exec import ExecRequest
-from ._plans import BundlePlan, HealthCheck, Resources, WorkloadPlan
+from ._plans import BundlePlan, EgressPolicy, HealthCheck, Resources, WorkloadPlan
 from ._trial import TrialRequest
 from ._volumes import VolumeRequest
 
@@ -52,6 +53,8 @@ _LABEL_KEY = re.compile(
     r"^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$"
 )
 _MAX_IMAGE_LENGTH = 255
+_HOST_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_MAX_HOST_LENGTH = 253
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$")
 # An OCI reference: [registry[:port]/]path[:tag][@algorithm:hex]
 _IMAGE = re.compile(
@@ -287,8 +290,7 @@ def _capabilities(c: _Collector, plan: BundlePlan, caps: RuntimeCapabilities) ->
         )
     if plan.volumes and not caps.persistent_volumes:
         c.unsupported("volumes", Capability.PERSISTENT_VOLUMES, "the plan declares volumes")
-    if plan.network.egress_restricted and not caps.egress_restriction:
-        c.unsupported("network.egress", Capability.EGRESS_RESTRICTION, "the plan restricts egress")
+    _egress_capabilities(c, "network.egress", plan.network.egress, caps)
     for i, w in enumerate(plan.workloads):
         if w.files and not caps.carried_files:
             c.unsupported(
@@ -309,23 +311,66 @@ def _capabilities(c: _Collector, plan: BundlePlan, caps: RuntimeCapabilities) ->
             )
 
 
+def _host_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a host name an egress rule may allow, or ``None``."""
+    labels = name.split(".")
+    if len(name) > _MAX_HOST_LENGTH or not all(_HOST_LABEL.match(label) for label in labels):
+        return (
+            f"{name!r} is neither a CIDR block nor a host name (lowercase labels of letters, "
+            "digits and '-', joined by '.')"
+        )
+    if len(labels) < 2 or labels[-1].isdigit():  # noqa: PLR2004 - a name and a top-level domain
+        return f"{name!r} must be a fully qualified host name such as 'api.example.com'"
+    return None
+
+
+def _egress_rules(c: _Collector, path: str, egress: EgressPolicy) -> None:
+    """Each rule allows a CIDR block (host bits clear) or a fully qualified host name."""
+    for i, rule in enumerate(egress.allow):
+        where = f"{path}.allow[{i}]"
+        if not rule.destination:
+            c.add(f"{where}.destination", "destination must not be empty", "missing")
+        elif rule.is_cidr:
+            try:
+                ipaddress.ip_network(rule.destination)
+            except ValueError:
+                c.add(
+                    f"{where}.destination",
+                    f"CIDR block {rule.destination!r} has host bits set",
+                    "bad_destination",
+                )
+        else:
+            problem = _host_name_problem(rule.destination)
+            if problem is not None:
+                c.add(f"{where}.destination", problem, "bad_destination")
+        for j, port in enumerate(rule.ports):
+            if not 1 <= port <= 65535:  # noqa: PLR2004 - the TCP/UDP port range
+                c.add(f"{where}.ports[{j}]", f"port {port} is not in 1-65535", "bad_port")
+
+
+def _egress_capabilities(
+    c: _Collector, path: str, egress: EgressPolicy | None, caps: RuntimeCapabilities
+) -> None:
+    """Restricted egress needs ``egress_restriction``; host-name rules ``egress_host_names``."""
+    if egress is None:
+        return
+    if not caps.egress_restriction:
+        c.unsupported(path, Capability.EGRESS_RESTRICTION, "outbound traffic is restricted")
+        return
+    for i, rule in enumerate(egress.allow):
+        if rule.destination and not rule.is_cidr and not caps.egress_host_names:
+            c.unsupported(
+                f"{path}.allow[{i}].destination",
+                Capability.EGRESS_HOST_NAMES,
+                f"the rule allows the host name {rule.destination!r}",
+            )
+
+
 def _network(c: _Collector, plan: BundlePlan) -> None:
     if not plan.network.private:
         c.add("network.private", "bundles are always private; set private to true", "not_private")
-    if plan.network.egress is None:
-        return
-    for i, rule in enumerate(plan.network.egress.allow):
-        if not rule.destination:
-            c.add(
-                f"network.egress.allow[{i}].destination", "destination must not be empty", "missing"
-            )
-        for j, port in enumerate(rule.ports):
-            if not 1 <= port <= 65535:  # noqa: PLR2004 - the TCP/UDP port range
-                c.add(
-                    f"network.egress.allow[{i}].ports[{j}]",
-                    f"port {port} is not in 1-65535",
-                    "bad_port",
-                )
+    if plan.network.egress is not None:
+        _egress_rules(c, "network.egress", plan.network.egress)
 
 
 def _labels(c: _Collector, plan: BundlePlan) -> None:
@@ -427,8 +472,10 @@ def validate_volume_request(request: VolumeRequest) -> list[Problem]:
     return c.problems
 
 
-def validate_trial(request: TrialRequest) -> list[Problem]:
-    """Every problem of a trial request."""
+def validate_trial(
+    request: TrialRequest, capabilities: RuntimeCapabilities | None = None
+) -> list[Problem]:
+    """Every problem of a trial request (given ``capabilities``, what this runtime lacks too)."""
     c = _Collector()
     c.identifier("trial_id", request.trial_id, "trial id")
     c.image("image", request.image)
@@ -438,6 +485,10 @@ def validate_trial(request: TrialRequest) -> list[Problem]:
     for i, declared in enumerate(request.declared_paths):
         c.absolute_path(f"declared_paths[{i}]", declared)
     c.positive("timeout_seconds", request.timeout_seconds, "timeout_seconds")
+    if request.egress is not None:
+        _egress_rules(c, "egress", request.egress)
+    if capabilities is not None:
+        _egress_capabilities(c, "egress", request.egress, capabilities)
     return c.problems
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import anyio
+import attrs
 import pytest
 
 import pando_runtime as pr
@@ -308,3 +309,33 @@ async def test_a_state_file_of_version_1_keeps_its_base64_carried_files(tmp_path
     state.write_text(json.dumps(data))
     async with FakeAdapter({"state_file": str(state)}) as second:
         assert second.plan_of("app") == plan
+
+
+async def test_egress_rules_are_data_the_fake_answers_from() -> None:
+    fake = FakeAdapter()
+    rules = pr.EgressPolicy(
+        allow=(
+            pr.EgressRule(destination="203.0.113.0/24", ports=(443,)),
+            pr.EgressRule(destination="api.example.com", ports=(443,)),
+        )
+    )
+    plan = pr.BundlePlan(
+        bundle_id="app",
+        workloads=(pr.WorkloadPlan(name="web", image="example/web:1"),),
+        network=pr.NetworkPlan(egress=rules),
+    )
+    await fake.apply(plan)
+    ref = pr.BundleRef("app")
+    assert fake.egress_allowed(ref, "203.0.113.5", 443)
+    assert fake.egress_allowed(ref, "api.example.com", 443)
+    assert not fake.egress_allowed(ref, "api.example.com", 80)
+    assert not fake.egress_allowed(ref, "example.org", 443)
+    await fake.apply(attrs.evolve(plan, network=pr.NetworkPlan()))
+    assert fake.egress_allowed(ref, "example.org", 443), "no rules: unrestricted"
+    trial = pr.TrialRequest(trial_id="t1", image="example/web:1", egress=rules)
+    assert (await fake.trial(trial)).started
+    assert fake.trial_egress["t1"] == rules
+    cidr_only = FakeAdapter(capabilities=pr.RuntimeCapabilities(egress_restriction=True))
+    with pytest.raises(pr.CapabilityUnsupported):
+        await cidr_only.apply(plan)
+    assert cidr_only.bundle_ids() == []

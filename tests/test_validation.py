@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 import pando_runtime as pr
@@ -241,3 +242,106 @@ async def test_an_exec_request_without_a_command_is_refused_by_the_fake() -> Non
             ):
                 pass
         assert [p.path for p in refused.value.problems] == ["command"]
+
+
+def _egress_plan(*rules: pr.EgressRule) -> pr.BundlePlan:
+    return _plan(
+        pr.WorkloadPlan(name="a", image="x/a:1"),
+        network=pr.NetworkPlan(egress=pr.EgressPolicy(allow=rules)),
+    )
+
+
+@pytest.mark.parametrize(
+    "destination",
+    ["203.0.113.0/24", "198.51.100.7/32", "198.51.100.7", "2001:db8::/32", "::/0"],
+)
+def test_a_cidr_rule_is_valid(destination: str) -> None:
+    rule = pr.EgressRule(destination=destination, ports=(443,))
+    assert rule.is_cidr
+    assert pr.validate_plan(_egress_plan(rule)) == []
+
+
+@pytest.mark.parametrize("destination", ["api.example.com", "a-b.c0.example", "x.io"])
+def test_a_host_name_rule_is_valid(destination: str) -> None:
+    rule = pr.EgressRule(destination=destination)
+    assert not rule.is_cidr
+    assert pr.validate_plan(_egress_plan(rule)) == []
+
+
+@pytest.mark.parametrize(
+    ("destination", "says"),
+    [
+        ("10.0.0.1/8", "host bits"),
+        ("2001:db8::1/32", "host bits"),
+        ("localhost", "fully qualified"),
+        ("API.example.com", "neither"),
+        ("-bad.example.com", "neither"),
+        ("a..example.com", "neither"),
+        ("http://api.example.com", "neither"),
+        ("api.example.com:443", "neither"),
+        ("1.2.3", "fully qualified"),
+        ("a" * 64 + ".example.com", "neither"),
+    ],
+)
+def test_a_bad_destination_is_invalid_by_path(destination: str, says: str) -> None:
+    problems = pr.validate_plan(_egress_plan(pr.EgressRule(destination=destination)))
+    assert [(p.path, p.code) for p in problems] == [
+        ("network.egress.allow[0].destination", "bad_destination")
+    ]
+    assert says in problems[0].message
+
+
+def test_host_name_rules_need_their_own_capability() -> None:
+    caps = pr.RuntimeCapabilities(egress_restriction=True)
+    plan = _egress_plan(
+        pr.EgressRule(destination="203.0.113.0/24", ports=(443,)),
+        pr.EgressRule(destination="api.example.com", ports=(443,)),
+    )
+    problems = pr.validate_plan(plan, caps)
+    assert [(p.path, p.capability) for p in problems] == [
+        ("network.egress.allow[1].destination", "egress_host_names")
+    ]
+    with pytest.raises(pr.CapabilityUnsupported) as caught:
+        pr.check_plan(plan, caps)
+    assert caught.value.capability == "egress_host_names"
+    assert pr.validate_plan(plan, attrs.evolve(caps, egress_host_names=True)) == []
+    # Without enforcement at all the whole policy is refused once, CIDR rules included.
+    problems = pr.validate_plan(plan, pr.RuntimeCapabilities())
+    assert [(p.path, p.capability) for p in problems] == [("network.egress", "egress_restriction")]
+
+
+def test_an_egress_policy_allows_what_its_rules_name() -> None:
+    policy = pr.EgressPolicy(
+        allow=(
+            pr.EgressRule(destination="203.0.113.0/24", ports=(443,)),
+            pr.EgressRule(destination="2001:db8::/32"),
+            pr.EgressRule(destination="api.example.com", ports=(443, 8443)),
+        )
+    )
+    assert policy.allows("203.0.113.9", 443)
+    assert not policy.allows("203.0.113.9", 80)
+    assert not policy.allows("203.0.114.9", 443)
+    assert policy.allows("2001:db8::5", 22), "a rule without ports allows every port"
+    assert policy.allows("API.example.com", 8443)
+    assert not policy.allows("api.example.com", 80)
+    assert not policy.allows("other.example.com", 443)
+    assert not pr.EgressPolicy().allows("203.0.113.9", 443), "an empty allow-list denies all"
+
+
+def test_a_trial_is_checked_against_the_egress_rules() -> None:
+    trial = pr.TrialRequest(
+        trial_id="t1",
+        image="x/a:1",
+        egress=pr.EgressPolicy(
+            allow=(
+                pr.EgressRule(destination="10.0.0.1/8"),
+                pr.EgressRule(destination="api.example.com"),
+            )
+        ),
+    )
+    assert [p.path for p in pr.validate_trial(trial)] == ["egress.allow[0].destination"]
+    caps = pr.RuntimeCapabilities(egress_restriction=True)
+    assert [p.path for p in pr.validate_trial(trial, caps)] == [
+        "egress.allow[0].destination",
+        "egress.allow[1].destination",
+    ]

@@ -34,7 +34,7 @@ from .._fake_info import FakeConfig
 from .._log import logger
 from .._logs import LogOptions
 from .._observed import ObservedBundle, ObservedVolume, ObservedWorkload
-from .._plans import BundlePlan, Port, WorkloadPlan
+from .._plans import BundlePlan, EgressPolicy, Port, WorkloadPlan
 from .._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
 from .._scope import scoped_read
 from .._streams import BytesReceiveStream, IteratorByteStream, read_all
@@ -193,6 +193,7 @@ class FakeAdapter(RuntimeAdapter):
             bundle_events=True,
             edge=True,
             egress_restriction=True,
+            egress_host_names=True,
             trial_run=True,
             port_observation=True,
             write_observation=True,
@@ -205,6 +206,8 @@ class FakeAdapter(RuntimeAdapter):
         """How many changes the fake made; an idempotent apply adds none."""
         self.reads = 0
         """How many expensive (placement) reads ran; a read scope shares one."""
+        self.trial_egress: dict[str, EgressPolicy | None] = {}
+        """The egress rules each trial ran under, by trial id."""
         self.start_order: list[WorkloadRef] = []
         """Every workload instance started, in order."""
         self.images: set[str] = set()
@@ -283,6 +286,14 @@ class FakeAdapter(RuntimeAdapter):
     def bundle_ids(self) -> list[str]:
         """Ids of every bundle the fake holds."""
         return sorted(self._bundles)
+
+    def egress_allowed(self, ref: BundleRef, destination: str, port: int) -> bool:
+        """Whether the bundle's workloads may connect to ``destination`` on ``port``.
+
+        The fake's model of enforcement: its plan's egress rules as data (no rules: any).
+        """
+        egress = self._bundle(ref.bundle_id).plan.network.egress
+        return egress is None or egress.allows(destination, port)
 
     def plan_of(self, bundle_id: str) -> BundlePlan:
         """The last plan applied for ``bundle_id``."""
@@ -865,7 +876,8 @@ class FakeAdapter(RuntimeAdapter):
     async def trial(self, request: TrialRequest) -> TrialResult:
         await self._enter("trial")
         self._capabilities.require("trial_run")
-        raise_problems(validate_trial(request), f"trial {request.trial_id!r}")
+        raise_problems(validate_trial(request, self._capabilities), f"trial {request.trial_id!r}")
+        self.trial_egress[request.trial_id] = request.egress
         if request.isolation_floor > self._capabilities.isolation_class:
             raise AdapterFailed(
                 f"trial needs isolation {request.isolation_floor.name.lower()}, this runtime "

@@ -193,7 +193,9 @@ class TrialOps(AdapterHost):
 
     async def trial(self, request: TrialRequest) -> TrialResult:
         """Run the image once, alone; report its ports, exit code and first 64 KiB of log."""
-        raise_problems(validate_trial(request), f"trial {request.trial_id!r}")
+        raise_problems(
+            validate_trial(request, await self.capabilities()), f"trial {request.trial_id!r}"
+        )
         if request.isolation_floor > self._isolation():
             raise AdapterFailed(
                 f"the trial needs isolation {request.isolation_floor.name.lower()}; "

@@ -23,6 +23,7 @@ from ._bundles import BundleConformance, ValidationConformance
 from ._capabilities import CapabilityConformance
 from ._capacity import CapacityConformance
 from ._edge import EdgeConformance
+from ._egress import EgressConformance, EgressRefusalConformance
 from ._events import EventConformance
 from ._exec import ExecConformance
 from ._harness import ConformanceHarness, HarnessCannot
@@ -39,6 +40,8 @@ __all__ = [
     "ConformanceHarness",
     "ConformanceSuite",
     "EdgeConformance",
+    "EgressConformance",
+    "EgressRefusalConformance",
     "EventConformance",
     "ExecConformance",
     "HarnessCannot",
@@ -63,5 +66,7 @@ class ConformanceSuite(
     VolumeConformance,
     TrialConformance,
     EdgeConformance,
+    EgressConformance,
+    EgressRefusalConformance,
 ):
     """Every conformance test; subclass it and provide an ``adapter`` fixture."""

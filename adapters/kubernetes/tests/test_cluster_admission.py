@@ -1,0 +1,370 @@
+"""The admission backstop (deploy/admission.yaml) on a real API server.
+
+The module installs the shipped policies as an installer would (parameters naming the
+adapter's test identity and the edge namespace), then checks that each forbidden object an
+administrator creates is denied with the policy's message, and that what the adapter itself
+writes (apps, volumes and their helper, trials, the canary, the edge) is admitted. The
+policies are removed at the end, so other modules' administrator actions are not affected.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+import yaml
+from pando_runtime_kubernetes import KubernetesAdapter
+from pando_runtime_kubernetes._names import namespace_for
+
+from pando_runtime import (
+    AdapterUnavailable,
+    BundlePlan,
+    BundleRef,
+    BytesReceiveStream,
+    CarriedFile,
+    DestroyOptions,
+    EdgePlan,
+    EdgePort,
+    Mount,
+    Port,
+    TrialRequest,
+    VolumePlan,
+    WorkloadPlan,
+    read_all,
+)
+
+pytestmark = [pytest.mark.kube, pytest.mark.anyio]
+
+ADMISSION = Path(__file__).resolve().parents[1] / "deploy" / "admission.yaml"
+PARAMS_NAMESPACE = "pando"
+PARAMS = "pando-runtime-admission"
+IMAGE = "registry.example/admission/app:1"
+MANAGED = {"app.kubernetes.io/managed-by": "pando"}
+PROBE_NAMESPACE = f"pando-backstop-{uuid.uuid4().hex[:6]}"
+"""A managed namespace without Pod Security's label: the backstop alone guards it."""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _docs() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(ADMISSION.read_text()) if d]
+
+
+def _status(error: Any) -> tuple[int, str]:
+    return int(error.status), str(error.body)
+
+
+def _wait_denied(call: Any, needle: str, timeout: float = 30.0) -> None:
+    """Retry a dry-run ``call`` until the backstop denies it (policies start asynchronously)."""
+    import time  # noqa: PLC0415
+
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            call()
+        except ApiException as error:
+            if needle in str(error.body):
+                return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the backstop did not start denying ({needle!r})")
+        time.sleep(0.3)
+
+
+@pytest.fixture(scope="module")
+def restricted_api(kube_cluster: Any, adapter_config: dict[str, Any]) -> Iterator[Any]:
+    """An ApiClient acting as the adapter's identity."""
+    from kubernetes import config  # noqa: PLC0415
+
+    client = config.new_client_from_config(config_file=adapter_config["kubeconfig"])
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def backstop(
+    kube_cluster: Any, admin_api: Any, adapter_config: dict[str, Any], restricted_api: Any
+) -> Iterator[list[dict[str, Any]]]:
+    """The shipped policies and bindings, installed and enforcing; removed afterwards."""
+    from kubernetes import client  # noqa: PLC0415
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+    core = client.CoreV1Api(admin_api)
+    admission = client.AdmissionregistrationV1Api(admin_api)
+    try:
+        core.create_namespace({"metadata": {"name": PARAMS_NAMESPACE}})
+    except ApiException as error:
+        if error.status != 409:
+            raise
+    params = {
+        "metadata": {"name": PARAMS, "namespace": PARAMS_NAMESPACE},
+        "data": {
+            "adapter-user": kube_cluster.restricted_user,
+            "edge-namespace": adapter_config["edge_namespace"],
+        },
+    }
+    core.create_namespaced_config_map(PARAMS_NAMESPACE, params)
+    docs = _docs()
+    for doc in docs:
+        if doc["kind"] == "ValidatingAdmissionPolicy":
+            admission.create_validating_admission_policy(doc)
+        else:
+            admission.create_validating_admission_policy_binding(doc)
+    core.create_namespace({"metadata": {"name": PROBE_NAMESPACE, "labels": MANAGED}})
+    try:
+        _wait_denied(
+            lambda: core.create_namespaced_pod(
+                PROBE_NAMESPACE, _pod("probe", hostNetwork=True), dry_run="All"
+            ),
+            "pando: pods",
+        )
+        _wait_denied(
+            lambda: core.create_namespaced_service(
+                PROBE_NAMESPACE, _service("probe", "ExternalName"), dry_run="All"
+            ),
+            "pando: ExternalName",
+        )
+        _wait_denied(
+            lambda: core.delete_namespace(PROBE_NAMESPACE, dry_run="All"), "pando: only the"
+        )
+        yield docs
+    finally:
+        client.CoreV1Api(restricted_api).delete_namespace(PROBE_NAMESPACE)
+        for doc in docs:
+            name = doc["metadata"]["name"]
+            try:
+                if doc["kind"] == "ValidatingAdmissionPolicy":
+                    admission.delete_validating_admission_policy(name)
+                else:
+                    admission.delete_validating_admission_policy_binding(name)
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+        core.delete_namespaced_config_map(PARAMS, PARAMS_NAMESPACE)
+
+
+@pytest.fixture
+async def adapter(
+    adapter_config: dict[str, Any], backstop: list[dict[str, Any]]
+) -> AsyncIterator[KubernetesAdapter]:
+    async with KubernetesAdapter(adapter_config) as adapter:
+        yield adapter
+
+
+def _pod(name: str, *, container: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [{"name": "c", "image": IMAGE, **(container or {})}],
+            **spec,
+        },
+    }
+
+
+def _service(name: str, kind: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"type": kind}
+    if kind == "ExternalName":
+        spec["externalName"] = "example.com"
+    else:
+        spec["ports"] = [{"port": 80}]
+        spec["selector"] = {"app": name}
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+FORBIDDEN_PODS = {
+    "host-network": (_pod("hn", hostNetwork=True), "host's network (hostNetwork)"),
+    "host-pid": (_pod("hpid", hostPID=True), "process namespace (hostPID)"),
+    "host-ipc": (_pod("hipc", hostIPC=True), "IPC namespace (hostIPC)"),
+    "host-port": (
+        _pod("hport", container={"ports": [{"containerPort": 80, "hostPort": 8080}]}),
+        "host port (hostPort)",
+    ),
+    "host-path": (
+        _pod(
+            "hpath",
+            container={"volumeMounts": [{"name": "root", "mountPath": "/host"}]},
+            volumes=[{"name": "root", "hostPath": {"path": "/"}}],
+        ),
+        "host path (hostPath)",
+    ),
+    "privileged": (
+        _pod("priv", container={"securityContext": {"privileged": True}}),
+        "may not be privileged",
+    ),
+    "added-capability": (
+        _pod("cap", container={"securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}),
+        "add capabilities beyond the defaults",
+    ),
+    "privileged-init-container": (
+        {
+            "metadata": {"name": "init"},
+            "spec": {
+                "initContainers": [
+                    {"name": "i", "image": IMAGE, "securityContext": {"privileged": True}}
+                ],
+                "containers": [{"name": "c", "image": IMAGE}],
+            },
+        },
+        "may not be privileged",
+    ),
+}
+
+
+async def _admin(admin_api: Any, fn: str, *args: Any, **kwargs: Any) -> Any:
+    from kubernetes import client  # noqa: PLC0415
+
+    core = client.CoreV1Api(admin_api)
+    return await anyio.to_thread.run_sync(lambda: getattr(core, fn)(*args, **kwargs))
+
+
+async def _refused(admin_api: Any, fn: str, *args: Any, **kwargs: Any) -> tuple[int, str]:
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+    with pytest.raises(ApiException) as caught:
+        await _admin(admin_api, fn, *args, **kwargs)
+    return _status(caught.value)
+
+
+async def test_the_policies_type_check(admin_api: Any, backstop: list[dict[str, Any]]) -> None:
+    from kubernetes import client  # noqa: PLC0415
+
+    admission = client.AdmissionregistrationV1Api(admin_api)
+    names = [d["metadata"]["name"] for d in backstop if d["kind"] == "ValidatingAdmissionPolicy"]
+    assert names == ["pando-runtime-pods", "pando-runtime-services", "pando-runtime-namespaces"]
+    for name in names:
+        policy = admin_api.sanitize_for_serialization(
+            await anyio.to_thread.run_sync(
+                lambda n=name: admission.read_validating_admission_policy(n)
+            )
+        )
+        warnings = ((policy.get("status") or {}).get("typeChecking") or {}).get(
+            "expressionWarnings"
+        )
+        assert not warnings, f"{name}: {warnings}"
+
+
+@pytest.mark.parametrize("case", sorted(FORBIDDEN_PODS))
+async def test_a_forbidden_pod_is_denied_with_the_policys_message(
+    admin_api: Any, backstop: list[dict[str, Any]], case: str
+) -> None:
+    body, says = FORBIDDEN_PODS[case]
+    status, message = await _refused(admin_api, "create_namespaced_pod", PROBE_NAMESPACE, body)
+    assert status == 403
+    assert "pando:" in message
+    assert says in message
+    # An ordinary pod in the same namespace is admitted (dry run: nothing is left behind).
+    await _admin(admin_api, "create_namespaced_pod", PROBE_NAMESPACE, _pod("ok"), dry_run="All")
+
+
+async def test_in_an_app_namespace_every_forbidden_object_is_denied(
+    adapter: KubernetesAdapter, admin_api: Any
+) -> None:
+    bundle_id = f"adm-{uuid.uuid4().hex[:8]}"
+    ns = namespace_for(bundle_id)
+    await adapter.apply(
+        BundlePlan(bundle_id=bundle_id, workloads=(WorkloadPlan(name="web", image=IMAGE),))
+    )
+    try:
+        for case, (body, says) in sorted(FORBIDDEN_PODS.items()):
+            status, message = await _refused(admin_api, "create_namespaced_pod", ns, body)
+            assert status == 403, case
+            # Pod Security (baseline, on every app namespace) answers first for pods; the
+            # backstop's own message for each is checked where that label is absent.
+            assert says in message or "PodSecurity" in message, (case, message)
+        for kind, says in (
+            ("NodePort", "allowed only in the edge namespace"),
+            ("LoadBalancer", "allowed only in the edge namespace"),
+            ("ExternalName", "ExternalName Services are not allowed"),
+        ):
+            status, message = await _refused(
+                admin_api, "create_namespaced_service", ns, _service(kind.lower(), kind)
+            )
+            assert status == 403, kind
+            assert "pando:" in message, message
+            assert says in message, message
+        status, message = await _refused(admin_api, "delete_namespace", ns)
+        assert status == 403
+        assert "only the pando-runtime adapter may delete a namespace it manages" in message
+        for label in ("app.kubernetes.io/managed-by", "pod-security.kubernetes.io/enforce"):
+            patch = {"metadata": {"labels": {label: None}}}
+            status, message = await _refused(admin_api, "patch_namespace", ns, patch)
+            assert status == 403, label
+            assert "may change the managed-by or pod-security labels" in message
+        # Other labels stay the administrator's to change.
+        await _admin(admin_api, "patch_namespace", ns, {"metadata": {"labels": {"team": "a"}}})
+    finally:
+        await adapter.destroy(BundleRef(bundle_id))
+    namespace = await _admin(admin_api, "read_namespace", ns)
+    assert namespace.metadata.deletion_timestamp is not None, "the adapter may delete it"
+
+
+def _tar(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+async def test_the_adapters_own_objects_are_admitted(
+    adapter: KubernetesAdapter, adapter_config: dict[str, Any], admin_api: Any
+) -> None:
+    """An app (Services, Secrets, files, a volume), its volume helper, a trial, the edge."""
+    bundle_id = f"ok-{uuid.uuid4().hex[:8]}"
+    plan = BundlePlan(
+        bundle_id=bundle_id,
+        workloads=(
+            WorkloadPlan(
+                name="web",
+                image=IMAGE,
+                env={"A": "1"},
+                ports=(Port(8080),),
+                files=(CarriedFile("/etc/app.conf", b"x=1\n"),),
+                mounts=(Mount("data", "/data"),),
+            ),
+        ),
+        volumes=(VolumePlan(volume_id="data", name="data"),),
+    )
+    await adapter.apply(plan)
+    try:
+        observed = await adapter.observe(BundleRef(bundle_id))
+        assert observed.exists
+        handle = observed.volumes[0].handle
+        await adapter.restore_volume(handle, BytesReceiveStream(_tar({"a.txt": b"alpha"})))
+        async with adapter.snapshot_volume(handle) as stream:
+            assert await read_all(stream)
+        result = await adapter.trial(
+            TrialRequest(trial_id=f"t-{uuid.uuid4().hex[:8]}", image=IMAGE, timeout_seconds=3)
+        )
+        assert result.started
+        edge = f"e-{uuid.uuid4().hex[:6]}"
+        await adapter.apply_edge(
+            EdgePlan(name=edge, image=IMAGE, ports=(EdgePort(published=30081, target=80),))
+        )
+        await adapter.remove_edge(edge)
+    finally:
+        await adapter.destroy(BundleRef(bundle_id), DestroyOptions(keep_volumes=False))
+
+
+async def test_the_canary_is_admitted(adapter_config: dict[str, Any], backstop: Any) -> None:
+    """On kwok the canary cannot verify enforcement, but its objects are written and removed."""
+    config = {**adapter_config, "trust_network_policy": False, "canary_wait": 4.0}
+    async with KubernetesAdapter(config) as untrusting:
+        with pytest.raises(AdapterUnavailable) as refused:
+            await untrusting.health_check()
+    assert "canary" in str(refused.value), "refused by its verdict, not by admission"

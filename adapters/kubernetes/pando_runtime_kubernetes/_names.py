@@ -40,6 +40,7 @@ __all__ = [
     "QUOTA",
     "ROLE_BINDING",
     "ROLE_CANARY",
+    "ROLE_EGRESS_GATEWAY",
     "ROLE_TRIAL",
     "ROLE_VOLUME_HELPER",
     "bundle_label",
@@ -65,6 +66,7 @@ LABEL_EDGE = "pando.dev/edge"
 ROLE_VOLUME_HELPER = "volume-helper"
 ROLE_TRIAL = "trial"
 ROLE_CANARY = "network-policy-canary"
+ROLE_EGRESS_GATEWAY = "egress-gateway"
 
 ANN_BUNDLE_ID = "pando.dev/bundle-id"
 """The bundle id in its original case (the label and namespace are lowercased)."""

@@ -662,6 +662,10 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, UsageOps, Runti
                 raise CapacityExceeded(
                     f"workload {w.name!r} cannot be scheduled: {latest.unschedulable}"
                 )
+            for pod in mine:
+                # Another live instance (another writer's, an older version's): one stays.
+                if pod is not latest and pod.live:
+                    await self._delete(ns, "pods", pod.name)
             return None
         await self._wait_dependencies(ns, plan, w)
         await self._apply_object(objects.env_secret(ns, plan.bundle_id, w))
@@ -671,17 +675,53 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, UsageOps, Runti
             # The latest ended pod stays until its replacement runs: its log stays readable.
             if not pod.deleting and (pod.live or pod is not latest):
                 await self._delete(ns, "pods", pod.name)
-        body = objects.pod(
-            ns,
-            plan.bundle_id,
-            w,
-            digest,
-            self._settings,
-            pull=w.pull_auth is not None,
-            plan_labels=plan.labels,
+        return await self._create_pod(ns, plan, w, digest, latest.uid if latest else None)
+
+    async def _create_pod(
+        self, ns: str, plan: BundlePlan, w: WorkloadPlan, digest: str, replaces: str | None
+    ) -> str:
+        """Create the instance replacing ``replaces``; its name is derived from both.
+
+        Two writers of one state derive one name: the API server refuses the second
+        create (409), and a live pod of that name running this digest is adopted.
+        """
+        api = await self._api()
+        for _ in range(3):
+            body = objects.pod(
+                ns,
+                plan.bundle_id,
+                w,
+                digest,
+                self._settings,
+                pull=w.pull_auth is not None,
+                plan_labels=plan.labels,
+                replaces=replaces,
+            )
+            name = str(body["metadata"]["name"])
+            try:
+                self._remember(await self._create(body, f"create the pod of {w.name}"))
+            except AdapterFailed as failed:
+                if failed.details.get("status") != HTTPStatus.CONFLICT:
+                    raise
+            else:
+                return name
+            try:
+                existing = await api.get(_path(ns, "pods", name))
+            except ApiError as error:
+                if error.status == HTTPStatus.NOT_FOUND:
+                    continue  # deleted meanwhile: the name is free again
+                raise _unavailable(error, f"read pod {name}") from error
+            found = project_pod(existing)
+            if found is not None and found.live and found.digest == digest:
+                self._remember(existing)
+                return name
+            # An ended or departing instance holds the name: this one replaces it.
+            replaces = str((existing.get("metadata") or {}).get("uid") or name)
+        raise AdapterFailed(
+            f"cannot name a pod for {w.name!r}: its names keep being taken",
+            remedy="Apply again.",
+            details={"namespace": ns, "workload": w.name},
         )
-        self._remember(await self._create(body, f"create the pod of {w.name}"))
-        return str(body["metadata"]["name"])
 
     async def _wait_for(
         self,

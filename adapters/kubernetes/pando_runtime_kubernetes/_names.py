@@ -125,10 +125,22 @@ def configmap_name(workload: str) -> str:
     return CONFIGMAP_PREFIX + workload
 
 
-def pod_name(workload: str) -> str:
-    """A fresh pod name ``<workload>-<5 chars>`` (a new one per instance)."""
-    suffix = "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))
-    return f"{workload[:57]}-{suffix}"
+def pod_name(workload: str, digest: str, replaces: str | None) -> str:
+    """The pod name ``<workload>-<8 chars>`` of one instance, derived, never random.
+
+    The suffix hashes the workload, its plan digest and the uid of the instance it
+    replaces (``None`` for none), so two writers looking at the same state choose the
+    same name and the API server refuses the second create; a re-start of an ended
+    instance (same plan) replaces that instance, so its name differs and the ended
+    pod stays readable.
+    """
+    seed = hashlib.sha256(f"{workload}\n{digest}\n{replaces or ''}".encode()).digest()
+    number = int.from_bytes(seed[:8])
+    chars = []
+    for _ in range(8):
+        number, index = divmod(number, len(_SUFFIX_ALPHABET))
+        chars.append(_SUFFIX_ALPHABET[index])
+    return f"{workload[:54]}-{''.join(chars)}"
 
 
 def _bounded(prefix: str, name: str, limit: int = 63) -> str:

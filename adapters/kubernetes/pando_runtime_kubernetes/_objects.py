@@ -428,8 +428,12 @@ def pod(
     pull: bool,
     plan_labels: Mapping[str, str] | None = None,
     created_ns: int | None = None,
+    replaces: str | None = None,
 ) -> dict[str, Any]:
-    """A bare pod: never restarted, readiness probe only, no token, no host access."""
+    """A bare pod: never restarted, readiness probe only, no token, no host access.
+
+    ``replaces``: the uid of the instance this pod replaces (it names the pod).
+    """
     container = app_container(
         w.name, w.image, entrypoint=w.entrypoint, command=w.command, working_dir=w.working_dir
     )
@@ -485,7 +489,10 @@ def pod(
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": _meta(
-            pod_name(w.name), ns, labels_for(bundle_id, w.name, plan_labels), annotations
+            pod_name(w.name, digest, replaces),
+            ns,
+            labels_for(bundle_id, w.name, plan_labels),
+            annotations,
         ),
         "spec": spec,
     }

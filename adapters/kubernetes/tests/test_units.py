@@ -53,9 +53,19 @@ def test_listing_adapters_does_not_import_the_client() -> None:
 def test_namespace_names() -> None:
     assert namespace_for("app_01HQ8ABC") == "pando-app-01hq8abc"
     assert namespace_for("A-b_c") == "pando-a-b-c"
-    name = pod_name("web")
+    name = pod_name("web", "d1", None)
     assert name.startswith("web-")
-    assert len(name) == 9
+    assert len(name) == 12
+
+
+def test_pod_names_follow_the_plan_and_the_instance_replaced() -> None:
+    first = pod_name("web", "d1", None)
+    assert first == pod_name("web", "d1", None), "two writers of one state choose one name"
+    assert first != pod_name("web", "d2", None), "a changed plan is a new pod"
+    assert first != pod_name("web", "d1", "uid-1"), "a restart of an ended pod is a new pod"
+    assert pod_name("web", "d1", "uid-1") != pod_name("web", "d1", "uid-2")
+    assert first != pod_name("api", "d1", None)
+    assert len(pod_name("w" * 63, "d1", None)) == 63
 
 
 def _workload(**fields: Any) -> WorkloadPlan:

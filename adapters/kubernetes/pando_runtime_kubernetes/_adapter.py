@@ -783,7 +783,10 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, UsageOps, Runti
         await self._wait_for(ns, placed, self.config.schedule_wait)
 
     async def _collect_superseded(self, key: tuple[str, str]) -> None:
-        """Delete ended pods of a workload once a newer instance runs (from the work queue)."""
+        """Delete ended pods of a workload once a newer instance runs (from the work queue).
+
+        A live twin of the newest (same plan digest: two writers raced) goes too.
+        """
         ns, workload = key
         informer = self._informer
         if informer is None:
@@ -793,7 +796,9 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, UsageOps, Runti
         if latest is None or not latest.running:
             return
         for pod in mine:
-            if pod is not latest and pod.ended and not pod.deleting:
+            if pod is latest or pod.deleting:
+                continue
+            if pod.ended or pod.digest == latest.digest:
                 await self._delete(ns, "pods", pod.name)
 
     # -- stop, destroy --------------------------------------------------------------------

@@ -1,26 +1,56 @@
-"""The Kubernetes adapter of pando-runtime.
+"""The Kubernetes adapter of pando-runtime, and the clusters it talks to.
 
-Load it by name (``pando_runtime.load_adapter("kubernetes", {...})``) or import
-:class:`KubernetesAdapter` from here. Importing this package does not import
-the Kubernetes client: the adapter class is resolved on first access.
+Load the adapter by name (``pando_runtime.load_adapter("kubernetes", {...})``) or
+import :class:`KubernetesAdapter` from here. :class:`ClusterSet` loads every
+cluster of the kubeconfig files (and in-cluster); a :class:`Cluster` requests
+service-account tokens and acts as a service account; :class:`KubeTransport`
+is the counted, rate-limited transport over one cluster.
+
+Importing this package does not import the Kubernetes client: those names are
+resolved on first access.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._info import ADAPTER, KubernetesConfig
 
 if TYPE_CHECKING:
     from ._adapter import KubernetesAdapter
+    from ._client import KubeTransport
+    from ._clusters import IN_CLUSTER, ApiRate, Cluster, ClusterProblem, ClusterSet
+    from ._tokens import ServiceAccountToken
 
-__all__ = ["ADAPTER", "KubernetesAdapter", "KubernetesConfig"]
+__all__ = [
+    "ADAPTER",
+    "IN_CLUSTER",
+    "ApiRate",
+    "Cluster",
+    "ClusterProblem",
+    "ClusterSet",
+    "KubeTransport",
+    "KubernetesAdapter",
+    "KubernetesConfig",
+    "ServiceAccountToken",
+]
+
+_LAZY = {
+    "KubernetesAdapter": "._adapter",
+    "KubeTransport": "._client",
+    "IN_CLUSTER": "._clusters",
+    "ApiRate": "._clusters",
+    "Cluster": "._clusters",
+    "ClusterProblem": "._clusters",
+    "ClusterSet": "._clusters",
+    "ServiceAccountToken": "._tokens",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy: the adapter module imports ``kubernetes``, which listing must not pay for.
-    if name == "KubernetesAdapter":
-        from ._adapter import KubernetesAdapter  # noqa: PLC0415
-
-        return KubernetesAdapter
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # Lazy: these modules import ``kubernetes``, which listing adapters must not pay for.
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -71,7 +71,8 @@ from ._cache import (
 )
 from ._canary import CanaryOps
 from ._capacity import NodeRoom, node_rooms
-from ._client import ApiError, KubeTransport, load_clusters
+from ._client import ApiError, KubeTransport
+from ._clusters import ApiRate, Cluster
 from ._edge import EdgeOps
 from ._info import DESCRIPTION, KubernetesConfig
 from ._names import (
@@ -198,11 +199,10 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, UsageOps, Runti
 
     def _build_transport(self) -> KubeTransport:
         c = self.config
-        clusters = load_clusters(c.kubeconfig, c.context)
-        return KubeTransport(
-            clusters.configuration(),
-            qps=c.api_qps,
-            burst=c.api_burst,
+        rate = ApiRate(qps=c.api_qps, burst=c.api_burst)
+        cluster = Cluster.load(c.kubeconfig, c.context, rate=rate)
+        return KubeTransport.for_cluster(
+            cluster,
             max_threads=c.max_threads,
             max_streams=c.max_streams,
             connect_timeout=c.connect_timeout,

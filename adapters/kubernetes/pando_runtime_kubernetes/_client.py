@@ -1,12 +1,7 @@
-"""Clusters and the one transport every API call goes through.
+"""The one transport every API call goes through.
 
-*Clusters.* A kubeconfig holds contexts; every context of the first kubeconfig
-found (explicit path, ``$KUBECONFIG``, ``~/.kube/config``) is loadable by name,
-and an in-cluster service account is one more cluster called ``in-cluster``.
-Each cluster gets its own ``Configuration``: the client's global default
-configuration is never read or written (a process may drive several clusters).
-
-*Transport.* :class:`KubeTransport` is the only place that talks HTTP. It
+:class:`KubeTransport` is the only place that talks HTTP, to one cluster (a
+:class:`~pando_runtime_kubernetes.Cluster`, or any client ``Configuration``). It
 counts every call (the benchmark and the idempotency tests read the counter),
 takes a token from our own :class:`TokenBucket`, runs the blocking urllib3
 call in a worker thread under the adapter's own ``CapacityLimiter`` (never the
@@ -20,32 +15,21 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import os
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import anyio.to_thread
-import attrs
 import urllib3
 from kubernetes.client import ApiClient, Configuration
-from kubernetes.config import incluster_config, kube_config
-from kubernetes.config.config_exception import ConfigException
 
 from ._ratelimit import TokenBucket
 
-__all__ = [
-    "IN_CLUSTER",
-    "ApiError",
-    "ClusterSet",
-    "KubeTransport",
-    "ResponseStream",
-    "load_clusters",
-]
+if TYPE_CHECKING:
+    from ._clusters import Cluster
 
-IN_CLUSTER = "in-cluster"
+__all__ = ["ApiError", "KubeTransport", "ResponseStream"]
 
 JSON = "application/json"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -72,87 +56,6 @@ class ApiError(Exception):
     def message(self) -> str:
         """The API server's message, or the reason."""
         return str(self.body.get("message") or self.reason)
-
-
-@attrs.frozen
-class _Source:
-    kubeconfig: Path | None
-    context: str | None
-
-
-@attrs.define
-class ClusterSet:
-    """Every cluster this adapter can address by name, and the default one."""
-
-    sources: dict[str, _Source]
-    default: str
-
-    def names(self) -> tuple[str, ...]:
-        """Cluster (context) names, the default first."""
-        return (self.default, *sorted(n for n in self.sources if n != self.default))
-
-    def configuration(self, name: str | None = None) -> Configuration:
-        """A fresh client ``Configuration`` for cluster ``name`` (the default when ``None``)."""
-        name = name or self.default
-        if name not in self.sources:
-            raise ConfigException(f"no cluster named {name!r}; known: {', '.join(self.names())}")
-        source = self.sources[name]
-        config = Configuration()
-        if source.kubeconfig is None:
-            incluster_config.InClusterConfigLoader(  # type: ignore[no-untyped-call]
-                token_filename=incluster_config.SERVICE_TOKEN_FILENAME,
-                cert_filename=incluster_config.SERVICE_CERT_FILENAME,
-            ).load_and_set(config)
-        else:
-            # client_configuration + persist_config=False: the global default stays untouched.
-            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=str(source.kubeconfig),
-                context=source.context,
-                client_configuration=config,
-                persist_config=False,
-            )
-        return config
-
-
-def _kubeconfig_candidates(explicit: str | None) -> list[Path]:
-    if explicit:
-        return [Path(explicit).expanduser()]
-    found = [Path(p).expanduser() for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
-    found.append(Path("~/.kube/config").expanduser())
-    return found
-
-
-def load_clusters(kubeconfig: str | None = None, context: str | None = None) -> ClusterSet:
-    """Find every cluster: a kubeconfig's contexts, then in-cluster; the first is the default.
-
-    An explicit ``kubeconfig`` must exist; ``context`` picks the default among its
-    contexts. Raises ``ConfigException`` when nothing is found.
-    """
-    sources: dict[str, _Source] = {}
-    default: str | None = None
-    for path in _kubeconfig_candidates(kubeconfig):
-        if not path.is_file():
-            if kubeconfig:
-                raise ConfigException(f"kubeconfig {path} does not exist")
-            continue
-        contexts, current = kube_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
-            str(path)
-        )
-        for entry in contexts:
-            sources.setdefault(entry["name"], _Source(path, entry["name"]))
-        if default is None:
-            default = current["name"] if current else (contexts[0]["name"] if contexts else None)
-        break  # the first kubeconfig found wins, as kubectl's precedence does
-    if os.environ.get("KUBERNETES_SERVICE_HOST") and not kubeconfig:
-        sources.setdefault(IN_CLUSTER, _Source(None, None))
-        default = default or IN_CLUSTER
-    if context is not None:
-        if context not in sources:
-            raise ConfigException(f"context {context!r} not found; known: {sorted(sources)}")
-        default = context
-    if default is None:
-        raise ConfigException("no kubeconfig found and not running in a cluster")
-    return ClusterSet(sources, default)
 
 
 class ResponseStream:
@@ -213,7 +116,10 @@ def _retry_after(response: urllib3.BaseHTTPResponse) -> float | None:
 
 
 class KubeTransport:
-    """Every API call of one adapter: counted, rate-limited, threaded, with timeouts."""
+    """Every API call of one adapter: counted, rate-limited, threaded, with timeouts.
+
+    It works on its own copy of ``configuration``: several transports may share one.
+    """
 
     def __init__(
         self,
@@ -226,6 +132,7 @@ class KubeTransport:
         connect_timeout: float = 5.0,
         read_timeout: float = 30.0,
     ) -> None:
+        configuration = copy.deepcopy(configuration)
         configuration.connection_pool_maxsize = max_threads
         self._client = ApiClient(configuration)
         # Long-lived streams get their own client and pool, so a watch never starves calls.
@@ -240,6 +147,27 @@ class KubeTransport:
         """Every API call made so far (requests and opened streams)."""
         self.calls_by_kind: Counter[str] = Counter()
         self._closed = False
+
+    @classmethod
+    def for_cluster(
+        cls,
+        cluster: Cluster,
+        *,
+        max_threads: int = 16,
+        max_streams: int = 16,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 30.0,
+    ) -> Self:
+        """A transport to ``cluster``, at the cluster's own API rate."""
+        return cls(
+            cluster.configuration,
+            qps=cluster.rate.qps,
+            burst=cluster.rate.burst,
+            max_threads=max_threads,
+            max_streams=max_streams,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+        )
 
     def _prepare(
         self,

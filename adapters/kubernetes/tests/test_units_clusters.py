@@ -3,6 +3,7 @@
 Everything here reads real files written to ``tmp_path`` and runs real exec plugins.
 """
 
+# ruff: noqa: S105, S106
 from __future__ import annotations
 
 import json
@@ -13,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pando_runtime_kubernetes import IN_CLUSTER, ApiRate, Cluster, ClusterSet
 
 from pando_runtime import AdapterUnavailable, InvalidInput, NotFound
-from pando_runtime_kubernetes import IN_CLUSTER, ApiRate, Cluster, ClusterSet
 
 SECRET = "s3cr3t-token-value"
 
@@ -167,7 +168,7 @@ def test_a_broken_context_is_reported_and_the_others_load(tmp_path: Path) -> Non
     with pytest.raises(AdapterUnavailable, match="no-cluster") as raised:
         _ = clusters.default
     assert str(good) in raised.value.message
-    with pytest.raises(AdapterUnavailable, match="gone.crt"):
+    with pytest.raises(AdapterUnavailable, match=r"gone\.crt"):
         clusters.cluster("missing-ca")
     # An unknown name may have been in the unreadable file: that file is named.
     with pytest.raises(AdapterUnavailable, match="cannot read"):
@@ -226,7 +227,9 @@ def test_in_cluster_without_a_token_is_a_problem(tmp_path: Path) -> None:
     sa_dir = _service_account_dir(tmp_path / "sa")
     (sa_dir / "token").unlink()
     ok = _simple(tmp_path / "cfg", "ctx")
-    clusters = ClusterSet.load(environ={**IN_POD, "KUBECONFIG": str(ok)}, service_account_dir=sa_dir)
+    clusters = ClusterSet.load(
+        environ={**IN_POD, "KUBECONFIG": str(ok)}, service_account_dir=sa_dir
+    )
     assert clusters.names() == ("ctx",)
     (problem,) = clusters.problems
     assert (problem.source, problem.context) == (str(sa_dir), IN_CLUSTER)

@@ -3,6 +3,7 @@
 nox -s tests        # the whole suite (builds the local control plane when missing)
 nox -s lint typecheck docs
 nox -s benchmarks   # prints figures; never asserts timings
+nox -s kube_scale   # 1,000 to 10,000 apps on the local control plane (many minutes)
 nox -s downstream_adapters   # each adapter's own suite against this core
 """
 
@@ -19,6 +20,8 @@ nox.options.sessions = ["lint", "typecheck", "tests"]
 
 ROOT = Path(__file__).parent
 ADAPTERS = sorted(str(p.parent) for p in ROOT.glob("adapters/*/pyproject.toml"))
+SLOW_BENCHMARKS = {"kube_scale.py"}
+"""Run by their own session, not by ``benchmarks``."""
 EXAMPLE_DISTS = sorted(str(p.parent) for p in ROOT.glob("examples/*/pyproject.toml"))
 
 
@@ -72,8 +75,22 @@ def benchmarks(session: nox.Session) -> None:
     _install(session, "test")
     session.run("python", "benchmarks/fake_lifecycle.py", *session.posargs)
     for script in sorted(ROOT.glob("adapters/*/benchmarks/*.py")):
+        if script.name in SLOW_BENCHMARKS:
+            continue
         env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
         session.run("python", str(script), env=env)
+
+
+@nox.session(python="3.11")
+def kube_scale(session: nox.Session) -> None:
+    """The Kubernetes adapter with 1,000, 5,000 and 10,000 apps beside the naive way (minutes).
+
+    nox -s kube_scale -- --apps 1000 --profile    (any option of the script)
+    """
+    _install(session, "test")
+    env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
+    script = ROOT / "adapters/kubernetes/benchmarks/kube_scale.py"
+    session.run("python", str(script), *session.posargs, env=env)
 
 
 @nox.session(python="3.11")

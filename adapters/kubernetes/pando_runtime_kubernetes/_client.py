@@ -15,8 +15,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Self
 
 import anyio
@@ -65,20 +66,29 @@ class ResponseStream:
     it: that is how cancellation never leaves a thread behind on a socket.
     """
 
-    def __init__(self, response: urllib3.BaseHTTPResponse, limiter: anyio.CapacityLimiter) -> None:
+    def __init__(
+        self,
+        response: urllib3.BaseHTTPResponse,
+        limiter: anyio.CapacityLimiter,
+        on_received: Callable[[int], None] | None = None,
+    ) -> None:
         self._response = response
         self._limiter = limiter
         self._chunks = response.stream(65536, decode_content=True)
+        self._on_received = on_received
 
     def _next(self) -> bytes:
         try:
-            return next(self._chunks)
+            chunk = next(self._chunks)
         except StopIteration:
             return b""
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as error:
             if self._response.closed:
                 return b""
             raise ApiError(0, f"stream broken: {error}") from error
+        if self._on_received is not None:
+            self._on_received(len(chunk))
+        return chunk
 
     async def receive(self) -> bytes:
         """The next chunk; ``b""`` at the end of the stream."""
@@ -146,6 +156,9 @@ class KubeTransport:
         self.calls = 0
         """Every API call made so far (requests and opened streams)."""
         self.calls_by_kind: Counter[str] = Counter()
+        self.bytes_received = 0
+        """Bytes of every response body and stream read so far (after decompression)."""
+        self._received_lock = threading.Lock()
         self._closed = False
 
     @classmethod
@@ -225,11 +238,16 @@ class KubeTransport:
             data = response.data
         finally:
             response.release_conn()
+        self._received(len(data))
         if not 200 <= response.status < 300:  # noqa: PLR2004
             raise ApiError(
                 response.status, response.reason or "", _decode(data), _retry_after(response)
             )
         return _decode(data)
+
+    def _received(self, size: int) -> None:
+        with self._received_lock:  # worker threads add concurrently
+            self.bytes_received += size
 
     async def request(
         self,
@@ -316,7 +334,7 @@ class KubeTransport:
             read_timeout,
             limiter=self.stream_limiter,
         )
-        stream = ResponseStream(response, self.stream_limiter)
+        stream = ResponseStream(response, self.stream_limiter, self._received)
         try:
             yield stream
         finally:

@@ -146,3 +146,19 @@ async def test_foreign_namespace_is_refused(adapter: KubernetesAdapter, admin_ap
         assert (await _admin(admin_api, "read_namespace", ns)).status.phase == "Active"
     finally:
         await _admin(admin_api, "delete_namespace", ns)
+
+
+async def test_the_transport_counts_the_bytes_it_receives(adapter_config: dict[str, Any]) -> None:
+    unwatched = KubernetesAdapter(adapter_config)  # no watches: only these calls receive bytes
+    api = await unwatched._api()
+    before = api.bytes_received
+    body = await api.get("/version")
+    counted = api.bytes_received - before
+    # The body as received: at least its compact JSON, at most a generously indented one.
+    assert (
+        len(json.dumps(body, separators=(",", ":"))) <= counted <= len(json.dumps(body, indent=4))
+    )
+    before = api.bytes_received
+    await api.get("/version")
+    assert api.bytes_received - before == counted, "the same answer counts the same"
+    await unwatched.aclose()

@@ -1,0 +1,674 @@
+"""Benchmark: the Kubernetes adapter with thousands of apps on one control plane, and the naive way.
+
+    python adapters/kubernetes/benchmarks/kube_scale.py [--apps 1000 5000 10000]
+        [--concurrency 16] [--qps 1000] [--burst 200] [--profile] [--json FILE]
+
+For each N it starts a fresh local control plane (tests/support/localcluster) with enough kwok
+nodes for every pod, applies N one-workload apps and prints: first-apply throughput and latency;
+API calls per first apply, re-apply, observe and destroy, counted by the adapter and by the API
+server (``apiserver_request_total``, every client: the cluster's own reactions included); CPU of
+every process during the apply; cold start of a fresh adapter process (to its first answered
+observe), the bytes it received, its RSS growth per app and the cache's bytes per pod; an
+observe pass over all N; ``capacity`` and ``largest_fit_for`` in a read scope; the latency from
+a pod's phase change (a kwok stage, seen by an independent watch in another process) to the
+``BundleEvent`` the host receives; destroy throughput; and the naive way (the official client's
+typed reads of the namespace, its pods, Services and claims per app per observe) with its
+observe pass, memory and the ratio. Prints figures; asserts only that the run did what it says.
+
+Child processes (``--child ...``) measure what must not share the applying process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import io
+import json
+import math
+import os
+import pstats
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any, Self
+
+import anyio
+
+ROOT = Path(__file__).resolve().parents[3]
+SELECTOR = "app.kubernetes.io/managed-by=pando"
+PODS_PER_NODE = 1000
+EXIT_CODE_ANNOTATION = "test.pando.dev/exit-code"  # the local cluster's kwok exit stage
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def bundle_id(i: int) -> str:
+    return f"scale-{i:05d}"
+
+
+def plan(i: int) -> Any:
+    import pando_runtime as pr  # noqa: PLC0415 - children that never plan stay light
+
+    web = pr.WorkloadPlan(
+        name="web",
+        image="registry.example/bench/app:1",
+        env={"INDEX": str(i)},
+        ports=(pr.Port(8080),),
+        resources=pr.Resources(cpu_millis=10, memory_bytes=16 * 1024**2),
+    )
+    return pr.BundlePlan(bundle_id=bundle_id(i), workloads=(web,))
+
+
+async def transport(adapter: Any) -> Any:
+    """The adapter's transport (its call and byte counters)."""
+    session = getattr(adapter, "session", None)
+    return await (session.transport() if session is not None else adapter._api())
+
+
+def adapter_config(kubeconfig: str, args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "kubeconfig": kubeconfig,
+        "trust_network_policy": True,
+        "api_qps": args.qps,
+        "api_burst": args.burst,
+        "max_threads": args.threads,
+        "schedule_wait": 120.0,
+        "read_timeout": 120.0,
+    }
+
+
+# -- measuring -------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def rss_bytes(pid: int | str = "self", field: str = "VmRSS") -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def cpu_seconds(pid: int | str = "self") -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+
+_SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.MULTILINE)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def apiserver_requests(cluster: Any) -> Counter[str]:
+    """``apiserver_request_total`` by ``VERB resource``, summed over codes and scopes."""
+    status, text = cluster.rest.get("/metrics")
+    assert status == HTTPStatus.OK, f"metrics: HTTP {status}"
+    counts: Counter[str] = Counter()
+    for match in _SAMPLE.finditer(text):
+        labels = dict(_LABEL.findall(match["labels"]))
+        resource = labels.get("resource") or "(non-resource)"
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        counts[f"{labels.get('verb')} {resource}"] += round(float(match["value"]))
+    return counts
+
+
+class Window:
+    """API calls (adapter and API server), wall and CPU time of one phase."""
+
+    def __init__(self, cluster: Any, adapter: Any, pids: dict[str, int]) -> None:
+        self.cluster, self.adapter, self.pids = cluster, adapter, pids
+
+    def __enter__(self) -> Self:
+        self.server_before = apiserver_requests(self.cluster)
+        self.calls_before = self.adapter.api_calls
+        self.cpu_before = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.start
+        self.cpu = {
+            name: (cpu_seconds(pid) - self.cpu_before[name]) / self.seconds
+            for name, pid in self.pids.items()
+        }
+        self.calls = self.adapter.api_calls - self.calls_before
+        after = apiserver_requests(self.cluster)
+        self.server = after - self.server_before
+        self.server["GET (non-resource)"] -= 2  # our own two scrapes of /metrics
+
+    def server_total(self) -> int:
+        return sum(v for v in self.server.values() if v > 0)
+
+    def server_top(self, count: int = 6) -> str:
+        return ", ".join(f"{k} {v}" for k, v in self.server.most_common(count) if v > 0)
+
+
+async def each(
+    apps: int, concurrency: int, fn: Callable[[int], Awaitable[object]]
+) -> tuple[float, list[float]]:
+    """Run ``fn`` for every app index, ``concurrency`` at a time; wall time and latencies."""
+    latencies: list[float] = []
+    limiter = anyio.CapacityLimiter(concurrency)
+    start = time.perf_counter()
+
+    async def one(i: int) -> None:
+        async with limiter:
+            begun = time.perf_counter()
+            await fn(i)
+            latencies.append(time.perf_counter() - begun)
+
+    async with anyio.create_task_group() as group:
+        for i in range(apps):
+            group.start_soon(one, i)
+    return time.perf_counter() - start, latencies
+
+
+async def observe_pass(adapter: Any, apps: int) -> tuple[float, int]:
+    """Seconds of one observe of every app, one after another; how many run."""
+    from pando_runtime import BundleRef  # noqa: PLC0415
+
+    refs = [BundleRef(bundle_id(i)) for i in range(apps)]
+    start = time.perf_counter()
+    running = 0
+    for ref in refs:
+        running += (await adapter.observe(ref)).all_running
+    return time.perf_counter() - start, running
+
+
+# -- children --------------------------------------------------------------------------------
+
+
+def child_cold(kubeconfig: str, apps: int, args: argparse.Namespace) -> dict[str, Any]:
+    """A fresh adapter process: cold start, bytes, memory, observe pass, capacity."""
+    from pando_runtime_kubernetes import KubernetesAdapter  # noqa: PLC0415
+
+    from pando_runtime import BundleRef, read_scope  # noqa: PLC0415
+
+    async def run() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        rss_before = rss_bytes()
+        start = time.perf_counter()
+        async with KubernetesAdapter(adapter_config(kubeconfig, args)) as adapter:
+            observed = await adapter.observe(BundleRef(bundle_id(apps - 1)))
+            out["cold_start_s"] = time.perf_counter() - start
+            assert observed.exists, "the last app exists"
+            out["cold_calls"] = adapter.api_calls
+            out["cold_bytes"] = (await transport(adapter)).bytes_received
+            await anyio.sleep(1)  # let the watch threads settle
+            out["rss_growth"] = rss_bytes() - rss_before
+            passes = [await observe_pass(adapter, apps) for _ in range(3)]
+            out["observe_pass_s"] = statistics.median(p[0] for p in passes)
+            out["observe_running"] = passes[-1][1]
+            calls = adapter.api_calls
+            start = time.perf_counter()
+            async with read_scope():
+                capacity = await adapter.capacity()
+                fit = await adapter.largest_fit_for(bundle_id(0))
+            out["capacity_s"] = time.perf_counter() - start
+            out["capacity_calls"] = adapter.api_calls - calls
+            out["capacity_nodes"] = capacity.details.get("nodes")
+            out["fit"] = f"{fit.cpu_millis}m/{fit.memory_bytes >> 20}Mi" if fit else "-"
+            start = time.perf_counter()
+            capacity = await adapter.capacity()
+            out["capacity_unscoped_s"] = time.perf_counter() - start
+            out["rss_after"] = rss_bytes()
+        return out
+
+    result = anyio.run(run)
+    result["cache_bytes"] = cache_bytes(kubeconfig)
+    return result
+
+
+def cache_bytes(kubeconfig: str) -> dict[str, float]:
+    """Bytes the lean cache's projections of every managed pod, namespace and Service take."""
+    from kubernetes import client, config  # noqa: PLC0415
+    from pando_runtime_kubernetes._cache import (  # noqa: PLC0415
+        NamespaceStore,
+        PodStore,
+        ServiceStore,
+    )
+
+    api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
+
+    def items(read: Callable[..., Any]) -> list[dict[str, Any]]:
+        body = json.loads(read(label_selector=SELECTOR, _preload_content=False).data)
+        return list(body["items"])
+
+    lists = {
+        "pods": (PodStore(), items(api.list_pod_for_all_namespaces)),
+        "namespaces": (NamespaceStore(), items(api.list_namespace)),
+        "services": (ServiceStore(), items(api.list_service_for_all_namespaces)),
+    }
+    out: dict[str, float] = {}
+    for kind, (store, found) in lists.items():
+        tracemalloc.start()
+        before = tracemalloc.take_snapshot()
+        store.on_list([f for f in map(store.project, found) if f], relist=False)
+        after = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        size = sum(s.size_diff for s in after.compare_to(before, "filename"))
+        out[kind] = size / max(1, len(found))
+        out[f"{kind}_count"] = len(found)
+        out[f"{kind}_json_bytes"] = len(json.dumps(found)) / max(1, len(found))
+    return out
+
+
+def child_naive(kubeconfig: str, apps: int, seconds: float) -> dict[str, Any]:
+    """The naive host: four typed reads of the official client per app per observe."""
+    from kubernetes import client, config  # noqa: PLC0415
+
+    api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
+    rss_before = rss_bytes()
+    done = calls = running = 0
+    start = time.perf_counter()
+    for i in range(apps):
+        ns = f"pando-{bundle_id(i)}"
+        api.read_namespace(ns)
+        pods = api.list_namespaced_pod(ns, label_selector=SELECTOR)
+        api.list_namespaced_service(ns, label_selector=SELECTOR)
+        api.list_namespaced_persistent_volume_claim(ns, label_selector=SELECTOR)
+        calls += 4
+        running += all(p.status.phase == "Running" for p in pods.items) and bool(pods.items)
+        done += 1
+        if time.perf_counter() - start > seconds:
+            break
+    elapsed = time.perf_counter() - start
+    return {
+        "apps": done,
+        "seconds": elapsed,
+        "calls": calls,
+        "running": running,
+        "rss_growth": rss_bytes() - rss_before,
+        "rss": rss_bytes(),
+        "rss_peak": rss_bytes(field="VmHWM"),
+    }
+
+
+def child_phases(kubeconfig: str, targets_file: str, out_file: str, rate: float) -> None:
+    """An independent observer: watch managed pods, then end each target pod through kwok.
+
+    Writes ``ready``, then ``patched <monotonic> <ns>/<pod>`` after each annotation and
+    ``phase <monotonic> <ns>/<pod>`` when the watch shows the pod Failed (kwok's exit stage).
+    CLOCK_MONOTONIC is one clock for every process of the machine.
+    """
+    from kubernetes import client, config  # noqa: PLC0415
+
+    api_client = config.new_client_from_config(config_file=kubeconfig)
+    api = client.CoreV1Api(api_client)
+    targets = [line.split("/") for line in Path(targets_file).read_text().split()]
+    wanted = {f"{ns}/{pod}" for ns, pod in targets}
+    out = Path(out_file).open("a", buffering=1)  # noqa: SIM115 - lives as long as the process
+    lock = threading.Lock()
+
+    def write(line: str) -> None:
+        with lock:
+            out.write(line + "\n")
+
+    listed = json.loads(
+        api.list_pod_for_all_namespaces(
+            label_selector=SELECTOR, limit=1, _preload_content=False
+        ).data
+    )
+    response = api.list_pod_for_all_namespaces(
+        label_selector=SELECTOR,
+        watch=True,
+        resource_version=listed["metadata"]["resourceVersion"],
+        timeout_seconds=900,
+        _preload_content=False,
+    )
+
+    def patch_all() -> None:
+        for ns, pod in targets:
+            body = {"metadata": {"annotations": {EXIT_CODE_ANNOTATION: "3"}}}
+            api.patch_namespaced_pod(pod, ns, body)
+            write(f"patched {time.monotonic()} {ns}/{pod}")
+            time.sleep(1 / rate)
+
+    write("ready")
+    threading.Thread(target=patch_all, daemon=True).start()
+    seen: set[str] = set()
+    pending = b""
+    for chunk in response.stream(65536):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if not line.strip():
+                continue
+            obj = json.loads(line)["object"]
+            meta = obj.get("metadata") or {}
+            key = f"{meta.get('namespace')}/{meta.get('name')}"
+            phase = (obj.get("status") or {}).get("phase")
+            if key in wanted and key not in seen and phase == "Failed":
+                seen.add(key)
+                write(f"phase {time.monotonic()} {key}")
+        if seen == wanted:
+            break
+
+
+def run_child(*argv: str, timeout: float) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, __file__, "--child", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"child {argv[0]} failed:\n{result.stderr[-3000:]}")
+    answer: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return answer
+
+
+# -- one N -----------------------------------------------------------------------------------
+
+
+async def event_latency(
+    adapter: Any, kubeconfig: str, apps: int, samples: int, rate: float
+) -> dict[str, Any]:
+    """kwok phase change (seen by another process) to the BundleEvent; PATCH to the event."""
+    from pando_runtime import BundleEventKind  # noqa: PLC0415
+
+    step = max(1, apps // samples)
+    chosen = list(range(0, apps, step))[:samples]
+    targets: list[str] = []
+    for i in chosen:
+        ns = f"pando-{bundle_id(i)}"
+        pods = adapter.cache.pods.pods(ns)
+        targets.append(f"{ns}/{pods[0].name}")
+    received: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as work:
+        targets_file, out_file = Path(work, "targets"), Path(work, "out")
+        targets_file.write_text("\n".join(targets))  # noqa: ASYNC240 - a small local file
+        out_file.touch()  # noqa: ASYNC240
+        async with adapter.watch_bundles() as events:
+            first = await anext(events)
+            assert first.kind is BundleEventKind.WATCHING
+            argv = [sys.executable, __file__, "--child", "phases", kubeconfig]
+            argv += [str(targets_file), str(out_file), str(rate)]
+            process = subprocess.Popen(argv)  # noqa: ASYNC220 - a long-lived observer
+            try:
+                with anyio.fail_after(60 + samples / rate * 3):
+                    async for event in events:
+                        if event.kind is BundleEventKind.EXITED and event.bundle_id:
+                            key = f"pando-{event.bundle_id}"
+                            received.setdefault(key, time.monotonic())
+                            if len(received) >= len(targets):
+                                break
+            finally:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=10)
+                if process.poll() is None:
+                    process.terminate()
+                    process.wait(timeout=10)
+        phase: dict[str, float] = {}
+        patched: dict[str, float] = {}
+        for line in out_file.read_text().splitlines():  # noqa: ASYNC240 - a small local file
+            kind, *rest = line.split()
+            if kind in ("phase", "patched"):
+                (phase if kind == "phase" else patched)[rest[1].split("/")[0]] = float(rest[0])
+    from_phase = [received[ns] - phase[ns] for ns in received if ns in phase]
+    from_patch = [received[ns] - patched[ns] for ns in received if ns in patched]
+    return {
+        "samples": len(targets),
+        "events": len(received),
+        "p50": percentile(from_phase, 0.5),
+        "p99": percentile(from_phase, 0.99),
+        "max": max(from_phase, default=math.nan),
+        "patch_p50": percentile(from_patch, 0.5),
+        "patch_p99": percentile(from_patch, 0.99),
+    }
+
+
+def cluster_nodes(apps: int) -> list[Any]:
+    from localcluster import NodeSpec  # noqa: PLC0415
+
+    count = max(2, math.ceil(apps * 1.1 / PODS_PER_NODE))
+    return [
+        NodeSpec(f"kwok-node-{i}", cpu="64", memory="256Gi", pods=PODS_PER_NODE)
+        for i in range(count)
+    ]
+
+
+async def first_apply(
+    cluster: Any, adapter: Any, pids: dict[str, int], args: argparse.Namespace, r: dict[str, Any]
+) -> None:
+    apps = r["apps"]
+
+    async def apply(i: int) -> None:
+        await adapter.apply(plan(i))
+
+    profiler = cProfile.Profile() if args.profile else None
+    with Window(cluster, adapter, pids) as w:
+        if profiler is not None:
+            profiler.enable()
+        seconds, latencies = await each(apps, args.concurrency, apply)
+        if profiler is not None:
+            profiler.disable()
+    r["apply_s"] = seconds
+    r["apply_rate"] = apps / seconds
+    r["apply_p50"] = percentile(latencies, 0.5)
+    r["apply_p99"] = percentile(latencies, 0.99)
+    r["apply_calls"] = w.calls / apps
+    r["apply_server"] = w.server_total() / apps
+    r["apply_server_top"] = w.server_top()
+    r["apply_cpu"] = w.cpu
+    r["calls_by_kind"] = dict((await transport(adapter)).calls_by_kind.most_common(12))
+    if profiler is not None:
+        for order in ("tottime", "cumulative"):
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(30)
+            r[f"profile_{order}"] = text.getvalue()
+    start = time.perf_counter()
+    with anyio.fail_after(max(300, apps / 10)):
+        while (await observe_pass(adapter, apps))[1] < apps:  # noqa: ASYNC110 - polls as hosts do
+            await anyio.sleep(2)
+    r["all_running_after_s"] = time.perf_counter() - start
+    with Window(cluster, adapter, pids) as w:
+        await each(apps, args.concurrency, apply)
+    r["reapply_calls"] = w.calls / apps
+    r["reapply_server"] = w.server_total() / apps
+    r["reapply_s"] = w.seconds
+
+
+async def destroy_all(
+    cluster: Any, adapter: Any, pids: dict[str, int], args: argparse.Namespace, r: dict[str, Any]
+) -> None:
+    from pando_runtime import BundleRef  # noqa: PLC0415
+
+    apps = r["apps"]
+
+    async def destroy(i: int) -> None:
+        await adapter.destroy(BundleRef(bundle_id(i)))
+
+    with Window(cluster, adapter, pids) as w:
+        seconds, latencies = await each(apps, args.concurrency, destroy)
+    r["destroy_s"] = seconds
+    r["destroy_rate"] = apps / seconds
+    r["destroy_p50"] = percentile(latencies, 0.5)
+    r["destroy_calls"] = w.calls / apps
+    r["destroy_server"] = w.server_total() / apps
+    r["destroy_server_top"] = w.server_top(4)
+
+
+async def measure(cluster: Any, apps: int, args: argparse.Namespace) -> dict[str, Any]:
+    from pando_runtime_kubernetes import KubernetesAdapter  # noqa: PLC0415
+
+    kubeconfig = str(cluster.kubeconfig)
+    r: dict[str, Any] = {"apps": apps, "nodes": len(cluster.nodes)}
+    pids = {name: c.pid for name, c in cluster.components.items() if c.pid}
+    pids["adapter (benchmark process)"] = os.getpid()
+    async with KubernetesAdapter(adapter_config(kubeconfig, args)) as adapter:
+        assert await adapter.cache.wait_synced(60), "the cache syncs"
+        rss_start = rss_bytes()
+        await first_apply(cluster, adapter, pids, args, r)
+        r["rss_growth_main"] = rss_bytes() - rss_start
+        with Window(cluster, adapter, pids) as w:
+            passes = [(await observe_pass(adapter, apps))[0] for _ in range(3)]
+        r["observe_calls"] = w.calls / apps / 3
+        r["observe_server"] = w.server_total() / apps / 3
+        r["observe_server_top"] = w.server_top(3)
+        r["observe_pass_s"] = statistics.median(passes)
+        # Children run from a worker thread: this adapter's watches keep being read meanwhile.
+        r["cold"] = await anyio.to_thread.run_sync(
+            lambda: run_child("cold", kubeconfig, str(apps), *forwarded(args), timeout=1800)
+        )
+        r["naive"] = await anyio.to_thread.run_sync(
+            lambda: run_child("naive", kubeconfig, str(apps), str(args.naive_seconds), timeout=1800)
+        )
+        r["events"] = await event_latency(
+            adapter, kubeconfig, apps, min(args.event_samples, apps), args.event_rate
+        )
+        await destroy_all(cluster, adapter, pids, args, r)
+    return r
+
+
+def forwarded(args: argparse.Namespace) -> list[str]:
+    return [
+        f"--qps={args.qps}",
+        f"--burst={args.burst}",
+        f"--threads={args.threads}",
+    ]
+
+
+# -- report ----------------------------------------------------------------------------------
+
+
+def report(r: dict[str, Any], args: argparse.Namespace) -> None:
+    n = r["apps"]
+    cold, naive, ev, cache = r["cold"], r["naive"], r["events"], r["cold"]["cache_bytes"]
+    naive_pass = naive["seconds"] / max(1, naive["apps"]) * n
+    adapter_rate = n / r["observe_pass_s"]
+    naive_rate = naive["apps"] / naive["seconds"]
+    cpu = sorted(r["apply_cpu"].items(), key=lambda item: -item[1])
+    extrapolated = "" if naive["apps"] == n else ", pass extrapolated"
+
+    def out(text: str) -> None:
+        print(text, flush=True)
+
+    out(
+        f"== {n:,} one-workload apps on {r['nodes']} kwok nodes (adapter qps {args.qps:g}, "
+        f"burst {args.burst}, {args.threads} threads; {args.concurrency} concurrent applies)"
+    )
+    out(
+        f"first apply:   {r['apply_rate']:.1f} apps/s ({r['apply_s']:.1f} s), latency p50 "
+        f"{r['apply_p50'] * 1000:.0f} ms, p99 {r['apply_p99'] * 1000:.0f} ms; all running "
+        f"{r['all_running_after_s']:.1f} s later"
+    )
+    out(
+        f"  API calls per app: adapter {r['apply_calls']:.2f}, API server (every client) "
+        f"{r['apply_server']:.2f} ({r['apply_server_top']})"
+    )
+    out("  CPU during the apply (cores): " + ", ".join(f"{k} {v:.2f}" for k, v in cpu))
+    out(
+        f"re-apply:      adapter {r['reapply_calls']:.2f} calls per app, API server "
+        f"{r['reapply_server']:.2f} per app ({r['reapply_s']:.1f} s for all)"
+    )
+    out(
+        f"observe:       adapter {r['observe_calls']:.2f} calls per app, API server "
+        f"{r['observe_server']:.3f} per app in the window ({r['observe_server_top'] or 'none'}); "
+        f"a pass over all {n:,}: {r['observe_pass_s'] * 1000:.1f} ms "
+        f"({adapter_rate:,.0f} observes/s)"
+    )
+    out(
+        f"cold start:    {cold['cold_start_s']:.2f} s to the first answered observe, "
+        f"{cold['cold_calls']} API calls, {cold['cold_bytes'] / 2**20:.1f} MiB received; "
+        f"observe pass there {cold['observe_pass_s'] * 1000:.1f} ms"
+    )
+    out(
+        f"memory:        adapter process RSS growth {cold['rss_growth'] / n:,.0f} bytes per app "
+        f"({cold['rss_growth'] / 2**20:.1f} MiB for {n:,}); cache {cache['pods']:.0f} bytes per "
+        f"pod (its JSON {cache['pods_json_bytes']:,.0f}), {cache['namespaces']:.0f} per "
+        f"namespace, {cache['services']:.0f} per Service; benchmark process grew "
+        f"{r['rss_growth_main'] / n:,.0f} bytes per app"
+    )
+    out(
+        f"capacity:      capacity + largest_fit_for in one read scope "
+        f"{cold['capacity_s'] * 1000:.0f} ms, {cold['capacity_calls']} API calls "
+        f"({cold['capacity_nodes']} nodes, fit {cold['fit']}); capacity alone "
+        f"{cold['capacity_unscoped_s'] * 1000:.0f} ms"
+    )
+    out(
+        f"events:        kwok phase change -> BundleEvent p50 {ev['p50'] * 1000:.0f} ms, p99 "
+        f"{ev['p99'] * 1000:.0f} ms, max {ev['max'] * 1000:.0f} ms ({ev['events']}/"
+        f"{ev['samples']} pods, {args.event_rate:g} per s); annotation PATCH -> event p50 "
+        f"{ev['patch_p50'] * 1000:.0f} ms, p99 {ev['patch_p99'] * 1000:.0f} ms"
+    )
+    out(
+        f"destroy:       {r['destroy_rate']:.1f} apps/s ({r['destroy_s']:.1f} s), adapter "
+        f"{r['destroy_calls']:.2f} calls per app, API server {r['destroy_server']:.2f} per app "
+        f"({r['destroy_server_top']})"
+    )
+    out(
+        f"naive:         official client, 4 typed reads per app per observe: "
+        f"{naive_rate:,.1f} observes/s ({naive['apps']:,} apps in {naive['seconds']:.1f} s"
+        f"{extrapolated}); a pass over all {n:,}: {naive_pass:.1f} s; RSS "
+        f"{naive['rss'] / 2**20:.0f} MiB (peak {naive['rss_peak'] / 2**20:.0f} MiB) vs the "
+        f"adapter's {cold['rss_after'] / 2**20:.0f} MiB"
+    )
+    out(f"ratio:         adapter observe rate / naive = {adapter_rate / naive_rate:,.0f}x")
+    if "profile_tottime" in r:
+        out("profile of the first apply (event-loop thread), by own time:")
+        out(r["profile_tottime"])
+        out("by cumulative time:")
+        out(r["profile_cumulative"])
+
+
+def one_n(apps: int, args: argparse.Namespace) -> dict[str, Any]:
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
+    from localcluster import LocalCluster  # noqa: PLC0415
+
+    start = time.perf_counter()
+    with LocalCluster(nodes=cluster_nodes(apps), start_timeout=300) as cluster:
+        print(f"(control plane up in {time.perf_counter() - start:.0f} s)", flush=True)
+        return anyio.run(measure, cluster, apps, args)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--apps", type=int, nargs="+", default=[1000, 5000, 10000])
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--qps", type=float, default=1000.0)
+    parser.add_argument("--burst", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--naive-seconds", type=float, default=60.0)
+    parser.add_argument("--event-samples", type=int, default=300)
+    parser.add_argument("--event-rate", type=float, default=25.0)
+    parser.add_argument("--profile", action="store_true", help="cProfile the first apply")
+    parser.add_argument("--json", help="also write every figure to this file")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        kind, *rest = args.child
+        if kind == "cold":
+            print(json.dumps(child_cold(rest[0], int(rest[1]), args)))
+        elif kind == "naive":
+            print(json.dumps(child_naive(rest[0], int(rest[1]), float(rest[2]))))
+        elif kind == "phases":
+            child_phases(rest[0], rest[1], rest[2], float(rest[3]))
+            print("{}")
+        return
+    results = []
+    for apps in args.apps:
+        result = one_n(apps, args)
+        report(result, args)
+        results.append(result)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -126,7 +126,7 @@ async def run(kubeconfig: str, apps: int, concurrency: int) -> None:
         tracemalloc.start()
         before = tracemalloc.take_snapshot()
         store = PodStore()
-        store.on_list(items, relist=False)
+        store.on_list([f for f in map(store.project, items) if f is not None], relist=False)
         after = tracemalloc.take_snapshot()
         tracemalloc.stop()
         size = sum(s.size_diff for s in after.compare_to(before, "filename"))

@@ -43,6 +43,7 @@ __all__ = [
     "Informer",
     "NamespaceFacts",
     "NamespaceStore",
+    "ObservedMemo",
     "PodFacts",
     "PodStore",
     "ServiceStore",
@@ -279,6 +280,43 @@ def pod_transitions(old: PodFacts | None, new: PodFacts | None, at: datetime) ->
     return events
 
 
+def _ignore(namespace: str | None) -> None:
+    """No memo to tell."""
+
+
+class ObservedMemo:
+    """Each app's last observed state, kept until a fact of its namespace changes.
+
+    An observe pass over thousands of apps then costs one lookup per app instead of
+    building the same immutable answer again. The pod, claim and namespace stores forget a
+    namespace's entry whenever they change one of its facts (every entry on a list); an
+    answer built while something changed is not kept (``changes`` moved meanwhile).
+    """
+
+    __slots__ = ("_by_namespace", "changes")
+
+    def __init__(self) -> None:
+        self._by_namespace: dict[str, Any] = {}
+        self.changes = 0
+
+    def get(self, namespace: str) -> Any:
+        """The kept answer for ``namespace``, or ``None``."""
+        return self._by_namespace.get(namespace)
+
+    def keep(self, namespace: str, answer: Any, since: int) -> None:
+        """Keep ``answer``, built from the facts as they were when ``changes`` was ``since``."""
+        if since == self.changes:
+            self._by_namespace[namespace] = answer
+
+    def forget(self, namespace: str | None) -> None:
+        """Drop the answer of ``namespace`` (``None``: of every namespace)."""
+        self.changes += 1
+        if namespace is None:
+            self._by_namespace.clear()
+        else:
+            self._by_namespace.pop(namespace, None)
+
+
 class PodStore:
     """Pods by namespace, plus event subscribers (a :class:`WatchHandler`)."""
 
@@ -286,6 +324,8 @@ class PodStore:
         self.by_namespace: dict[str, dict[str, PodFacts]] = {}
         self.subscribers: list[MemoryObjectSendStream[BundleEvent | BaseException]] = []
         self.on_change: Callable[[PodFacts], None] | None = None
+        self.forget: Callable[[str | None], None] = _ignore
+        """Told the namespace of every change (``None``: everything), for a memo."""
         self._clock = clock
         self.changed = anyio.Event()
 
@@ -315,6 +355,7 @@ class PodStore:
         if old is not None and old.version > facts.version > 0:
             return
         pods[facts.name] = facts
+        self.forget(facts.namespace)
         if emit:
             self._emit(pod_transitions(old, facts, self._clock()))
         if self.on_change is not None:
@@ -327,18 +368,23 @@ class PodStore:
         old = pods.pop(name, None)
         if not pods:
             self.by_namespace.pop(namespace, None)
+        self.forget(namespace)
         if old is not None and emit:
             self._emit(pod_transitions(old, None, self._clock()))
         self._notify()
 
-    def on_list(self, items: list[dict[str, Any]], relist: bool) -> None:
+    @staticmethod
+    def project(obj: dict[str, Any]) -> PodFacts | None:
+        """What the store keeps of a listed pod."""
+        return project_pod(obj)
+
+    def on_list(self, items: list[PodFacts], relist: bool) -> None:
         """Replace everything; after a relist tell subscribers they may have missed events."""
         fresh: dict[str, dict[str, PodFacts]] = {}
-        for item in items:
-            facts = project_pod(item)
-            if facts is not None:
-                fresh.setdefault(facts.namespace, {})[facts.name] = facts
+        for facts in items:
+            fresh.setdefault(facts.namespace, {})[facts.name] = facts
         self.by_namespace = fresh
+        self.forget(None)
         if relist:
             self._emit([BundleEvent(kind=BundleEventKind.MISSED, at=self._clock())])
         self._notify()
@@ -368,12 +414,17 @@ class ServiceStore:
         """Record a Service."""
         self.by_namespace.setdefault(_intern(namespace), set()).add(name)
 
-    def on_list(self, items: list[dict[str, Any]], relist: bool) -> None:
+    @staticmethod
+    def project(obj: dict[str, Any]) -> tuple[str, str]:
+        """What the store keeps of a listed Service: its namespace and name."""
+        meta = obj.get("metadata") or {}
+        return _intern(meta.get("namespace", "")), meta.get("name", "")
+
+    def on_list(self, items: list[tuple[str, str]], relist: bool) -> None:
         """Replace everything."""
         fresh: dict[str, set[str]] = {}
-        for item in items:
-            meta = item.get("metadata") or {}
-            fresh.setdefault(_intern(meta.get("namespace", "")), set()).add(meta.get("name", ""))
+        for namespace, name in items:
+            fresh.setdefault(namespace, set()).add(name)
         self.by_namespace = fresh
 
     def on_event(self, kind: str, obj: dict[str, Any]) -> None:
@@ -482,6 +533,8 @@ class ClaimStore:
 
     def __init__(self) -> None:
         self.by_namespace: dict[str, dict[str, ClaimFacts]] = {}
+        self.forget: Callable[[str | None], None] = _ignore
+        """Told the namespace of every change (``None``: everything), for a memo."""
 
     def claims(self, namespace: str) -> list[ClaimFacts]:
         """The claims of ``namespace``."""
@@ -490,6 +543,7 @@ class ClaimStore:
     def put(self, facts: ClaimFacts) -> None:
         """Record a claim."""
         self.by_namespace.setdefault(facts.namespace, {})[facts.volume_id] = facts
+        self.forget(facts.namespace)
 
     def remove(self, namespace: str, volume_id: str) -> None:
         """Forget a claim."""
@@ -497,14 +551,19 @@ class ClaimStore:
         claims.pop(volume_id, None)
         if not claims:
             self.by_namespace.pop(namespace, None)
+        self.forget(namespace)
 
-    def on_list(self, items: list[dict[str, Any]], relist: bool) -> None:
+    @staticmethod
+    def project(obj: dict[str, Any]) -> ClaimFacts | None:
+        """What the store keeps of a listed claim."""
+        return project_claim(obj)
+
+    def on_list(self, items: list[ClaimFacts], relist: bool) -> None:
         """Replace everything."""
         self.by_namespace = {}
-        for item in items:
-            facts = project_claim(item)
-            if facts is not None:
-                self.put(facts)
+        self.forget(None)
+        for facts in items:
+            self.put(facts)
 
     def on_event(self, kind: str, obj: dict[str, Any]) -> None:
         """Apply one watch event."""
@@ -522,6 +581,8 @@ class NamespaceStore:
 
     def __init__(self) -> None:
         self.by_name: dict[str, NamespaceFacts] = {}
+        self.forget: Callable[[str | None], None] = _ignore
+        """Told the namespace of every change (``None``: everything), for a memo."""
 
     def put(self, facts: NamespaceFacts) -> None:
         """Store ``facts`` unless a newer version is there."""
@@ -529,18 +590,31 @@ class NamespaceStore:
         if old is not None and old.version > facts.version > 0:
             return
         self.by_name[facts.name] = facts
+        self.forget(facts.name)
 
-    def on_list(self, items: list[dict[str, Any]], relist: bool) -> None:
+    def terminating(self, facts: NamespaceFacts) -> None:
+        """Mark a namespace being deleted (its watch event comes later)."""
+        facts.terminating = True
+        self.forget(facts.name)
+
+    @staticmethod
+    def project(obj: dict[str, Any]) -> NamespaceFacts:
+        """What the store keeps of a listed namespace."""
+        return project_namespace(obj)
+
+    def on_list(self, items: list[NamespaceFacts], relist: bool) -> None:
         """Replace everything."""
         self.by_name = {}
-        for item in items:
-            self.put(project_namespace(item))
+        self.forget(None)
+        for facts in items:
+            self.put(facts)
 
     def on_event(self, kind: str, obj: dict[str, Any]) -> None:
         """Apply one watch event."""
         facts = project_namespace(obj)
         if kind == "DELETED":
             self.by_name.pop(facts.name, None)
+            self.forget(facts.name)
         else:
             self.put(facts)
 
@@ -566,6 +640,10 @@ class Informer:
         self.services = ServiceStore()
         self.namespaces = NamespaceStore()
         self.claims = ClaimStore()
+        self.observed = ObservedMemo()
+        """What observe answered per namespace, until one of its facts changes."""
+        for store in (self.pods, self.namespaces, self.claims):
+            store.forget = self.observed.forget
         paths = {
             "pods": "/api/v1/pods",
             "services": "/api/v1/services",
@@ -599,9 +677,13 @@ class Informer:
     @property
     def synced(self) -> bool:
         """Every store holds a first list and every watch is connected."""
-        return self.active and all(
-            loop.synced.is_set() and loop.healthy for loop in self.loops.values()
-        )
+        if not self.active:
+            return False
+        # Asked by every read (several per observe): plain attributes, no event lookups.
+        for loop in self.loops.values():  # noqa: SIM110 - the loop is the fast form here
+            if not (loop.lists and loop.healthy):
+                return False
+        return True
 
     async def wait_synced(self, timeout: float) -> bool:  # noqa: ASYNC109 - a bound
         """Wait for the first lists; false when they did not come in time."""

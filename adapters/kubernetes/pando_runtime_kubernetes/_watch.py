@@ -42,11 +42,19 @@ class Gone(Exception):
     """The resource version is too old: relist."""
 
 
+Project = Callable[[dict[str, Any]], Any]
+"""What a handler keeps of one listed object (``None``: nothing)."""
+
+
 class ListWatchSource(Protocol):
     """Where a watch loop lists and watches (the API; a fake in unit tests)."""
 
-    async def list(self) -> tuple[list[dict[str, Any]], str]:
-        """Every object now, and the collection's resourceVersion."""
+    async def list(self, project: Project) -> tuple[list[Any], str]:
+        """Every object now, projected (``None`` dropped), and the collection's resourceVersion.
+
+        Objects are projected as they arrive, so that a list never holds more whole objects
+        than one page of them.
+        """
         ...
 
     def watch(
@@ -63,8 +71,11 @@ class ListWatchSource(Protocol):
 class WatchHandler(Protocol):
     """What a watch loop feeds."""
 
-    def on_list(self, items: list[dict[str, Any]], relist: bool) -> None:
-        """Replace everything with ``items``; ``relist`` means events may have been missed."""
+    def project(self, obj: dict[str, Any]) -> Any:
+        """What the handler keeps of one listed object (``None``: nothing)."""
+
+    def on_list(self, items: list[Any], relist: bool) -> None:
+        """Replace everything with ``items`` (projections); ``relist``: events may be missed."""
 
     def on_event(self, kind: str, obj: dict[str, Any]) -> None:
         """One ``ADDED``, ``MODIFIED`` or ``DELETED`` event."""
@@ -122,7 +133,7 @@ class WatchLoop:
         await anyio.sleep(delay * (0.5 + random.random() / 2))  # noqa: S311 - jitter only
 
     async def _list(self) -> None:
-        items, version = await self.source.list()
+        items, version = await self.source.list(self.handler.project)
         self.resource_version = version
         self.handler.on_list(items, relist=self.lists > 0)
         self.lists += 1
@@ -197,9 +208,9 @@ class ApiListWatch:
         self.page_size = page_size
         self.timeout_seconds = timeout_seconds
 
-    async def list(self) -> tuple[list[dict[str, Any]], str]:
-        """Every object, in pages; a continue token that expired restarts the list."""
-        items: list[dict[str, Any]] = []
+    async def list(self, project: Project) -> tuple[list[Any], str]:
+        """Every object projected, in pages; a continue token that expired restarts the list."""
+        items: list[Any] = []
         token: str | None = None
         while True:
             try:
@@ -214,7 +225,10 @@ class ApiListWatch:
                 if error.status == HTTPStatus.GONE:
                     raise Gone(error.message) from error
                 raise
-            items.extend(page.get("items") or ())
+            for item in page.pop("items", None) or ():  # whole objects live one page long
+                kept = project(item)
+                if kept is not None:
+                    items.append(kept)
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items, str((page.get("metadata") or {}).get("resourceVersion", ""))

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from pando_runtime_kubernetes import _objects as objects
-from pando_runtime_kubernetes._cache import PodStore, pod_transitions, project_pod
+from pando_runtime_kubernetes._cache import Informer, PodStore, pod_transitions, project_pod
 from pando_runtime_kubernetes._capacity import (
     cpu_millis,
     eligible,
@@ -268,9 +268,9 @@ class FakeSource:
         self.items: list[dict[str, Any]] = []
         self.scripts: list[list[dict[str, Any]] | Exception] = []
 
-    async def list(self) -> tuple[list[dict[str, Any]], str]:
+    async def list(self, project: Any) -> tuple[list[Any], str]:
         self.lists += 1
-        return list(self.items), "10"
+        return [kept for item in self.items if (kept := project(item)) is not None], "10"
 
     @asynccontextmanager
     async def watch(self, resource_version: str) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
@@ -403,3 +403,43 @@ async def test_capabilities_are_data_even_without_a_cluster(tmp_path: Any) -> No
     assert capabilities.exec
     with pytest.raises(CapabilityUnsupported):
         await adapter.usage(BundleRef("any"))
+
+
+def test_observed_memo_is_forgotten_by_every_change_of_its_namespace() -> None:
+    informer = Informer(None, sources={}, kinds=())
+    memo = informer.observed
+    since = memo.changes
+    memo.keep("pando-a", "answer", since)
+    memo.keep("pando-b", "other", since)
+    assert memo.get("pando-a") == "answer"
+    informer.pods.on_event("ADDED", _pod())  # a pod of pando-a
+    assert memo.get("pando-a") is None
+    assert memo.get("pando-b") == "other", "other namespaces keep theirs"
+    memo.keep("pando-a", "stale", since)
+    assert memo.get("pando-a") is None, "an answer built across a change is not kept"
+    since = memo.changes
+    memo.keep("pando-a", "answer", since)
+    informer.pods.remove("pando-a", "web-abcde")
+    assert memo.get("pando-a") is None
+    namespace = {"metadata": {"name": "pando-b", "annotations": {"pando.dev/bundle-id": "B"}}}
+    informer.namespaces.on_event("MODIFIED", namespace)
+    assert memo.get("pando-b") is None
+    since = memo.changes
+    memo.keep("pando-b", "answer", since)
+    informer.namespaces.terminating(informer.namespaces.by_name["pando-b"])
+    assert memo.get("pando-b") is None, "a namespace being deleted is observed afresh"
+    assert informer.namespaces.by_name["pando-b"].terminating
+    memo.keep("pando-a", "answer", memo.changes)
+    memo.keep("pando-b", "answer", memo.changes)
+    claim = {
+        "metadata": {
+            "name": "c",
+            "namespace": "pando-a",
+            "annotations": {"pando.dev/volume-id": "v"},
+        }
+    }
+    informer.claims.on_event("ADDED", claim)
+    assert memo.get("pando-a") is None
+    assert memo.get("pando-b") == "answer"
+    informer.namespaces.on_list([], relist=True)
+    assert memo.get("pando-b") is None, "a list forgets everything"

@@ -158,9 +158,10 @@ class Window:
 
 
 async def each(
-    apps: int, concurrency: int, fn: Callable[[int], Awaitable[object]]
+    indices: range, concurrency: int, fn: Callable[[int], Awaitable[object]]
 ) -> tuple[float, list[float]]:
     """Run ``fn`` for every app index, ``concurrency`` at a time; wall time and latencies."""
+    apps = len(indices)
     latencies: list[float] = []
     limiter = anyio.CapacityLimiter(concurrency)
     start = time.perf_counter()
@@ -170,9 +171,12 @@ async def each(
             begun = time.perf_counter()
             await fn(i)
             latencies.append(time.perf_counter() - begun)
+            if len(latencies) % max(1, apps // 10) == 0:  # progress, for whoever polls the log
+                elapsed = time.perf_counter() - start
+                print(f"  ... {len(latencies)}/{apps} in {elapsed:.0f} s", file=sys.stderr)
 
     async with anyio.create_task_group() as group:
-        for i in range(apps):
+        for i in indices:
             group.start_soon(one, i)
     return time.perf_counter() - start, latencies
 
@@ -378,7 +382,7 @@ def run_child(*argv: str, timeout: float) -> dict[str, Any]:
 
 async def event_latency(
     adapter: Any, kubeconfig: str, apps: int, samples: int, rate: float
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[int]]:
     """kwok phase change (seen by another process) to the BundleEvent; PATCH to the event."""
     from pando_runtime import BundleEventKind  # noqa: PLC0415
 
@@ -422,7 +426,7 @@ async def event_latency(
                 (phase if kind == "phase" else patched)[rest[1].split("/")[0]] = float(rest[0])
     from_phase = [received[ns] - phase[ns] for ns in received if ns in phase]
     from_patch = [received[ns] - patched[ns] for ns in received if ns in patched]
-    return {
+    figures = {
         "samples": len(targets),
         "events": len(received),
         "p50": percentile(from_phase, 0.5),
@@ -431,6 +435,7 @@ async def event_latency(
         "patch_p50": percentile(from_patch, 0.5),
         "patch_p99": percentile(from_patch, 0.99),
     }
+    return figures, chosen
 
 
 def cluster_nodes(apps: int) -> list[Any]:
@@ -444,9 +449,17 @@ def cluster_nodes(apps: int) -> list[Any]:
 
 
 async def first_apply(
-    cluster: Any, adapter: Any, pids: dict[str, int], args: argparse.Namespace, r: dict[str, Any]
+    cluster: Any,
+    adapter: Any,
+    pids: dict[str, int],
+    args: argparse.Namespace,
+    r: dict[str, Any],
+    *,
+    first: int,
 ) -> None:
+    """Apply apps ``first`` to N (the cluster holds the others already), then re-apply all."""
     apps = r["apps"]
+    new = range(first, apps)
 
     async def apply(i: int) -> None:
         await adapter.apply(plan(i))
@@ -455,15 +468,16 @@ async def first_apply(
     with Window(cluster, adapter, pids) as w:
         if profiler is not None:
             profiler.enable()
-        seconds, latencies = await each(apps, args.concurrency, apply)
+        seconds, latencies = await each(new, args.concurrency, apply)
         if profiler is not None:
             profiler.disable()
+    r["applied"] = len(new)
     r["apply_s"] = seconds
-    r["apply_rate"] = apps / seconds
+    r["apply_rate"] = len(new) / seconds
     r["apply_p50"] = percentile(latencies, 0.5)
     r["apply_p99"] = percentile(latencies, 0.99)
-    r["apply_calls"] = w.calls / apps
-    r["apply_server"] = w.server_total() / apps
+    r["apply_calls"] = w.calls / len(new)
+    r["apply_server"] = w.server_total() / len(new)
     r["apply_server_top"] = w.server_top()
     r["apply_cpu"] = w.cpu
     r["calls_by_kind"] = dict((await transport(adapter)).calls_by_kind.most_common(12))
@@ -472,16 +486,21 @@ async def first_apply(
             text = io.StringIO()
             pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(30)
             r[f"profile_{order}"] = text.getvalue()
+    r["all_running_after_s"] = await until_running(adapter, apps)
+    with Window(cluster, adapter, pids) as w:
+        await each(range(apps), args.concurrency, apply)
+    r["reapply_calls"] = w.calls / apps
+    r["reapply_server"] = w.server_total() / apps
+    r["reapply_s"] = w.seconds
+
+
+async def until_running(adapter: Any, apps: int) -> float:
+    """Seconds until every app runs (observed as a host would, pass after pass)."""
     start = time.perf_counter()
     with anyio.fail_after(max(300, apps / 10)):
         while (await observe_pass(adapter, apps))[1] < apps:  # noqa: ASYNC110 - polls as hosts do
             await anyio.sleep(2)
-    r["all_running_after_s"] = time.perf_counter() - start
-    with Window(cluster, adapter, pids) as w:
-        await each(apps, args.concurrency, apply)
-    r["reapply_calls"] = w.calls / apps
-    r["reapply_server"] = w.server_total() / apps
-    r["reapply_s"] = w.seconds
+    return time.perf_counter() - start
 
 
 async def destroy_all(
@@ -495,7 +514,7 @@ async def destroy_all(
         await adapter.destroy(BundleRef(bundle_id(i)))
 
     with Window(cluster, adapter, pids) as w:
-        seconds, latencies = await each(apps, args.concurrency, destroy)
+        seconds, latencies = await each(range(apps), args.concurrency, destroy)
     r["destroy_s"] = seconds
     r["destroy_rate"] = apps / seconds
     r["destroy_p50"] = percentile(latencies, 0.5)
@@ -504,36 +523,53 @@ async def destroy_all(
     r["destroy_server_top"] = w.server_top(4)
 
 
-async def measure(cluster: Any, apps: int, args: argparse.Namespace) -> dict[str, Any]:
+async def measure(cluster: Any, stages: list[int], args: argparse.Namespace) -> None:
+    """Grow one cluster through ``stages`` (app counts), measuring at each; destroy at the end."""
     from pando_runtime_kubernetes import KubernetesAdapter  # noqa: PLC0415
 
     kubeconfig = str(cluster.kubeconfig)
-    r: dict[str, Any] = {"apps": apps, "nodes": len(cluster.nodes)}
     pids = {name: c.pid for name, c in cluster.components.items() if c.pid}
     pids["adapter (benchmark process)"] = os.getpid()
+    results: list[dict[str, Any]] = []
     async with KubernetesAdapter(adapter_config(kubeconfig, args)) as adapter:
         assert await adapter.cache.wait_synced(60), "the cache syncs"
         rss_start = rss_bytes()
-        await first_apply(cluster, adapter, pids, args, r)
-        r["rss_growth_main"] = rss_bytes() - rss_start
-        with Window(cluster, adapter, pids) as w:
-            passes = [(await observe_pass(adapter, apps))[0] for _ in range(3)]
-        r["observe_calls"] = w.calls / apps / 3
-        r["observe_server"] = w.server_total() / apps / 3
-        r["observe_server_top"] = w.server_top(3)
-        r["observe_pass_s"] = statistics.median(passes)
-        # Children run from a worker thread: this adapter's watches keep being read meanwhile.
-        r["cold"] = await anyio.to_thread.run_sync(
-            lambda: run_child("cold", kubeconfig, str(apps), *forwarded(args), timeout=1800)
-        )
-        r["naive"] = await anyio.to_thread.run_sync(
-            lambda: run_child("naive", kubeconfig, str(apps), str(args.naive_seconds), timeout=1800)
-        )
-        r["events"] = await event_latency(
-            adapter, kubeconfig, apps, min(args.event_samples, apps), args.event_rate
-        )
-        await destroy_all(cluster, adapter, pids, args, r)
-    return r
+        first = 0
+        for apps in stages:
+            r: dict[str, Any] = {"apps": apps, "nodes": len(cluster.nodes)}
+            await first_apply(cluster, adapter, pids, args, r, first=first)
+            first = apps
+            r["rss_growth_main"] = rss_bytes() - rss_start
+            with Window(cluster, adapter, pids) as w:
+                passes = [(await observe_pass(adapter, apps))[0] for _ in range(3)]
+            r["observe_calls"] = w.calls / apps / 3
+            r["observe_server"] = w.server_total() / apps / 3
+            r["observe_server_top"] = w.server_top(3)
+            r["observe_pass_s"] = statistics.median(passes)
+            r["observe_first_pass_s"] = passes[0]
+            # Children run from a worker thread: this adapter's watches keep being read.
+            r["cold"] = await anyio.to_thread.run_sync(
+                lambda apps=apps: run_child(
+                    "cold", kubeconfig, str(apps), *forwarded(args), timeout=1800
+                )
+            )
+            r["naive"] = await anyio.to_thread.run_sync(
+                lambda apps=apps: run_child(
+                    "naive", kubeconfig, str(apps), str(args.naive_seconds), timeout=1800
+                )
+            )
+            r["events"], ended = await event_latency(
+                adapter, kubeconfig, apps, min(args.event_samples, apps), args.event_rate
+            )
+            # The ended apps run again before the next stage (outside every measured window).
+            await each(ended, args.concurrency, lambda i: adapter.apply(plan(i)))
+            await until_running(adapter, apps)
+            if apps == stages[-1]:
+                await destroy_all(cluster, adapter, pids, args, r)
+            report(r, args)
+            results.append(r)
+            if args.json:
+                Path(args.json).write_text(json.dumps(results, indent=2, default=str))  # noqa: ASYNC240
 
 
 def forwarded(args: argparse.Namespace) -> list[str]:
@@ -564,7 +600,8 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"burst {args.burst}, {args.threads} threads; {args.concurrency} concurrent applies)"
     )
     out(
-        f"first apply:   {r['apply_rate']:.1f} apps/s ({r['apply_s']:.1f} s), latency p50 "
+        f"first apply:   {r['apply_rate']:.1f} apps/s ({r['applied']:,} new apps in "
+        f"{r['apply_s']:.1f} s), latency p50 "
         f"{r['apply_p50'] * 1000:.0f} ms, p99 {r['apply_p99'] * 1000:.0f} ms; all running "
         f"{r['all_running_after_s']:.1f} s later"
     )
@@ -581,7 +618,8 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"observe:       adapter {r['observe_calls']:.2f} calls per app, API server "
         f"{r['observe_server']:.3f} per app in the window ({r['observe_server_top'] or 'none'}); "
         f"a pass over all {n:,}: {r['observe_pass_s'] * 1000:.1f} ms "
-        f"({adapter_rate:,.0f} observes/s)"
+        f"({adapter_rate:,.0f} observes/s; the first pass after the apply "
+        f"{r['observe_first_pass_s'] * 1000:.1f} ms)"
     )
     out(
         f"cold start:    {cold['cold_start_s']:.2f} s to the first answered observe, "
@@ -607,11 +645,12 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"{ev['samples']} pods, {args.event_rate:g} per s); annotation PATCH -> event p50 "
         f"{ev['patch_p50'] * 1000:.0f} ms, p99 {ev['patch_p99'] * 1000:.0f} ms"
     )
-    out(
-        f"destroy:       {r['destroy_rate']:.1f} apps/s ({r['destroy_s']:.1f} s), adapter "
-        f"{r['destroy_calls']:.2f} calls per app, API server {r['destroy_server']:.2f} per app "
-        f"({r['destroy_server_top']})"
-    )
+    if "destroy_s" in r:
+        out(
+            f"destroy:       {r['destroy_rate']:.1f} apps/s ({r['destroy_s']:.1f} s), adapter "
+            f"{r['destroy_calls']:.2f} calls per app, API server {r['destroy_server']:.2f} per "
+            f"app ({r['destroy_server_top']})"
+        )
     out(
         f"naive:         official client, 4 typed reads per app per observe: "
         f"{naive_rate:,.1f} observes/s ({naive['apps']:,} apps in {naive['seconds']:.1f} s"
@@ -627,19 +666,25 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
         out(r["profile_cumulative"])
 
 
-def one_n(apps: int, args: argparse.Namespace) -> dict[str, Any]:
+def run_stages(stages: list[int], args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT / "tests" / "support"))
     from localcluster import LocalCluster  # noqa: PLC0415
 
     start = time.perf_counter()
-    with LocalCluster(nodes=cluster_nodes(apps), start_timeout=300) as cluster:
+    with LocalCluster(nodes=cluster_nodes(stages[-1]), start_timeout=300) as cluster:
         print(f"(control plane up in {time.perf_counter() - start:.0f} s)", flush=True)
-        return anyio.run(measure, cluster, apps, args)
+        anyio.run(measure, cluster, stages, args)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--apps", type=int, nargs="+", default=[1000, 5000, 10000])
+    parser.add_argument(
+        "--apps",
+        type=int,
+        nargs="+",
+        default=[1000, 5000, 10000],
+        help="app counts: one cluster grows through them, measured at each",
+    )
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--qps", type=float, default=1000.0)
     parser.add_argument("--burst", type=int, default=200)
@@ -661,13 +706,7 @@ def main() -> None:
             child_phases(rest[0], rest[1], rest[2], float(rest[3]))
             print("{}")
         return
-    results = []
-    for apps in args.apps:
-        result = one_n(apps, args)
-        report(result, args)
-        results.append(result)
-        if args.json:
-            Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+    run_stages(sorted(args.apps), args)
 
 
 if __name__ == "__main__":

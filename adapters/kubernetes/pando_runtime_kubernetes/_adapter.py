@@ -104,6 +104,7 @@ def _path(ns: str | None, plural: str, name: str | None = None, group: str = "")
 _OBJECT_PATHS = {
     "Namespace": ("namespaces", ""),
     "Secret": ("secrets", ""),
+    "ServiceAccount": ("serviceaccounts", ""),
     "ConfigMap": ("configmaps", ""),
     "Service": ("services", ""),
     "ResourceQuota": ("resourcequotas", ""),
@@ -402,6 +403,18 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, UsageOps, Runti
     async def observe(self, ref: BundleRef) -> ObservedBundle:
         """The bundle as the cache (or the API) sees it; never remediates."""
         ns = namespace_for(ref.bundle_id)
+        informer = await self._synced()
+        if informer is None:
+            return await self._observe(ref, ns)
+        kept = informer.observed.get(ns)
+        if kept is not None and kept.bundle_id == ref.bundle_id:
+            return kept  # type: ignore[no-any-return]
+        since = informer.observed.changes
+        observed = await self._observe(ref, ns)
+        informer.observed.keep(ns, observed, since)
+        return observed
+
+    async def _observe(self, ref: BundleRef, ns: str) -> ObservedBundle:
         facts = await self._namespace(ns)
         if facts is None or facts.terminating or facts.bundle_id != ref.bundle_id:
             return ObservedBundle(bundle_id=ref.bundle_id, exists=False)
@@ -597,7 +610,7 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, UsageOps, Runti
         await self._delete(None, "namespaces", ns)
         self._keys.pop(ns, None)
         if self._informer is not None:
-            facts.terminating = True
+            self._informer.namespaces.terminating(facts)
 
     async def _apply_locked(self, ns: str, plan: BundlePlan) -> None:
         known, facts = await self._converge_namespace(ns, plan)
@@ -839,7 +852,7 @@ class KubernetesAdapter(VolumeOps, TrialOps, EdgeOps, CanaryOps, UsageOps, Runti
             self._keys.pop(ns, None)
             informer = self._informer
             if informer is not None:
-                facts.terminating = True
+                informer.namespaces.terminating(facts)
 
     async def _strip_to_volumes(self, ns: str, bundle_id: str, facts: NamespaceFacts) -> None:
         """Delete the app's pods and per-workload objects; keep the namespace for its volumes."""

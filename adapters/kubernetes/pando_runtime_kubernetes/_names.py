@@ -24,6 +24,7 @@ __all__ = [
     "ANN_VOLUME_NAME",
     "ANN_WORKLOADS",
     "CONFIGMAP_PREFIX",
+    "DEFAULT_SERVICE_ACCOUNT",
     "ENV_SECRET_PREFIX",
     "KEY_SECRET",
     "LABEL_BUNDLE",
@@ -94,6 +95,7 @@ QUOTA = "pando-quota"
 PULL_SECRET = "pando-pull"  # noqa: S105 - a name, not a secret
 KEY_SECRET = "pando-plan-key"  # noqa: S105 - a name, not a secret
 ROLE_BINDING = "pando-app-manager"
+DEFAULT_SERVICE_ACCOUNT = "default"
 ENV_SECRET_PREFIX = "pando-env-"  # noqa: S105 - a name, not a secret
 CONFIGMAP_PREFIX = "pando-files-"
 

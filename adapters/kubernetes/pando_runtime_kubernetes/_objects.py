@@ -28,6 +28,7 @@ from ._names import (
     ANN_PLAN_DIGEST,
     ANN_VOLUMES_ONLY,
     ANN_WORKLOADS,
+    DEFAULT_SERVICE_ACCOUNT,
     KEY_SECRET,
     LABEL_BUNDLE,
     LABEL_MANAGED_BY,
@@ -48,6 +49,7 @@ __all__ = [
     "PodSettings",
     "b64",
     "canonical",
+    "default_service_account",
     "env_secret",
     "files_configmap",
     "key_secret",
@@ -191,6 +193,22 @@ def resource_quota(ns: str, bundle_id: str) -> dict[str, Any]:
     }
 
 
+def default_service_account(ns: str, bundle_id: str) -> dict[str, Any]:
+    """The namespace's ``default`` ServiceAccount, written by the adapter, never mounted.
+
+    The API server admits a pod only once its ServiceAccount exists. The controller that
+    makes ``default`` in a new namespace falls behind when namespaces come fast, and the
+    API server then polls for it while the pod's create waits (and refuses the pod after
+    about two seconds); writing it with the namespace-wide objects takes that wait away.
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _meta(DEFAULT_SERVICE_ACCOUNT, ns, labels_for(bundle_id)),
+        "automountServiceAccountToken": False,
+    }
+
+
 def namespace_objects(
     ns: str,
     plan: BundlePlan,
@@ -204,6 +222,7 @@ def namespace_objects(
     objects = []
     if subject:
         objects.append(role_binding(ns, plan.bundle_id, subject, role))
+    objects.append(default_service_account(ns, plan.bundle_id))
     objects.append(network_policy(ns, plan.bundle_id, server_namespace, server_labels))
     objects.append(resource_quota(ns, plan.bundle_id))
     return objects

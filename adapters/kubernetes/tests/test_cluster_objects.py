@@ -91,6 +91,8 @@ async def test_objects_are_labelled_private_and_carry_no_env(
         services = (await _admin(admin_api, "list_namespaced_service", ns)).items
         assert [s.spec.type for s in services] == ["ClusterIP"]
         assert services[0].spec.cluster_ip == "None"
+        account = await _admin(admin_api, "read_namespaced_service_account", "default", ns)
+        assert account.automount_service_account_token is False, "written by the adapter"
         quota = await _admin(admin_api, "read_namespaced_resource_quota", "pando-quota", ns)
         assert quota.spec.hard == {"services.nodeports": "0", "services.loadbalancers": "0"}
         from kubernetes import client  # noqa: PLC0415

@@ -140,8 +140,11 @@ def test_namespace_objects() -> None:
         subject="User:alice",
         role="pando-runtime-app",
     )
-    assert [o["kind"] for o in found] == ["RoleBinding", "NetworkPolicy", "ResourceQuota"]
-    assert found[2]["spec"]["hard"] == {"services.nodeports": "0", "services.loadbalancers": "0"}
+    kinds = ["RoleBinding", "ServiceAccount", "NetworkPolicy", "ResourceQuota"]
+    assert [o["kind"] for o in found] == kinds
+    assert found[1]["metadata"]["name"] == "default"
+    assert found[1]["automountServiceAccountToken"] is False
+    assert found[3]["spec"]["hard"] == {"services.nodeports": "0", "services.loadbalancers": "0"}
     one = objects.namespace_digest(body, found)
     assert one == objects.namespace_digest(body, found)
     svc = objects.service("pando-app1", "App1", _workload(ports=(Port(53),)))

@@ -121,7 +121,7 @@ async def run(kubeconfig: str, apps: int, concurrency: int) -> None:
             f"one pass over {apps} apps: {seconds:.4f} s"
         )
         await measure_usage(adapter, plans)
-        api = await adapter._api()
+        api = await adapter.session.transport()
         items = (await api.get("/api/v1/pods", labelSelector=MANAGED_SELECTOR))["items"]
         tracemalloc.start()
         before = tracemalloc.take_snapshot()

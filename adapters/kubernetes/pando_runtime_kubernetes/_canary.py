@@ -14,10 +14,11 @@ from typing import Any
 import anyio
 
 from . import _objects as objects
-from ._host import AdapterHost
+from ._info import KubernetesConfig
 from ._names import LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY, ROLE_CANARY
+from ._session import ClusterSession, api_path
 
-__all__ = ["CanaryOps", "canary_objects"]
+__all__ = ["NetworkPolicyCanary", "canary_objects"]
 
 ADMITTED = "pando.dev/canary-admitted"
 PORT = 8080
@@ -87,44 +88,52 @@ def _phase(body: dict[str, Any]) -> str:
     return str((body.get("status") or {}).get("phase") or "Pending")
 
 
-class CanaryOps(AdapterHost):
-    """The canary check of the adapter's health check (a mixin over its plumbing)."""
+class NetworkPolicyCanary:
+    """The canary of one cluster's health check; remembers that enforcement was verified."""
 
-    async def _network_policy_problem(self) -> str | None:
-        """``None`` when enforcement is verified, else why it is not, in plain words."""
-        c = self.config
+    def __init__(self, session: ClusterSession, config: KubernetesConfig) -> None:
+        self._session = session
+        self._config = config
+        self.verified = False
+        """The canary passed in this process."""
+
+    async def problem(self) -> str | None:
+        """``None`` when enforcement is verified (now or before), else why not, in plain words."""
+        if self.verified:
+            return None
+        c = self._config
         ns = f"pando-canary-{secrets.token_hex(4)}"
         try:
             for doc in canary_objects(
                 ns, image=c.helper_image, subject=c.app_subject, role=c.app_role
             ):
-                await self._create(doc)
+                await self._session.create(doc)
             with anyio.move_on_after(c.canary_wait):
-                return await self._canary_verdict(ns)
+                verdict = await self._verdict(ns)
+                self.verified = verdict is None
+                return verdict
             return (
                 f"the NetworkPolicy canary did not finish in {c.canary_wait:g} s, "
                 "so enforcement could not be verified"
             )
         finally:
             with anyio.CancelScope(shield=True):
-                await self._delete(None, "namespaces", ns)
+                await self._session.delete(None, "namespaces", ns)
 
-    async def _canary_pod(self, ns: str, name: str) -> dict[str, Any]:
-        api = await self._api()
-        path = f"/api/v1/namespaces/{ns}/pods/{name}"
-        return await self._read("read the NetworkPolicy canary", lambda: api.get(path))
+    async def _pod(self, ns: str, name: str) -> dict[str, Any]:
+        return await self._session.get(api_path(ns, "pods", name), "read the NetworkPolicy canary")
 
-    async def _canary_verdict(self, ns: str) -> str | None:
+    async def _verdict(self, ns: str) -> str | None:
         address = ""
         while not address:
-            body = await self._canary_pod(ns, SERVER)
+            body = await self._pod(ns, SERVER)
             if _phase(body) == "Running":
                 address = (body.get("status") or {}).get("podIP") or ""
             if not address:
                 await anyio.sleep(0.5)
         for name, admitted in ((ADMITTED_PROBE, True), (DENIED_PROBE, False)):
-            doc = probe(ns, name, self.config.helper_image, address, admitted=admitted)
-            await self._create(doc)
+            doc = probe(ns, name, self._config.helper_image, address, admitted=admitted)
+            await self._session.create(doc)
         phases = await self._probe_phases(ns)
         if phases[ADMITTED_PROBE] != "Succeeded":
             return "the canary's admitted probe could not connect either: enforcement unverified"
@@ -137,7 +146,7 @@ class CanaryOps(AdapterHost):
         phases: dict[str, str] = {}
         while True:
             for name in (ADMITTED_PROBE, DENIED_PROBE):
-                phase = _phase(await self._canary_pod(ns, name))
+                phase = _phase(await self._pod(ns, name))
                 if phase in {"Succeeded", "Failed"}:
                     phases[name] = phase
             if len(phases) == 2:  # noqa: PLR2004 - the two probes

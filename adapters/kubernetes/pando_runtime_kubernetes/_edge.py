@@ -17,11 +17,9 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Mapping
-from http import HTTPStatus
 from typing import Any
 
 from pando_runtime import (
-    AdapterUnavailable,
     EdgePlan,
     EdgeState,
     InvalidConfig,
@@ -31,8 +29,7 @@ from pando_runtime import (
     validate_edge,
 )
 
-from ._client import ApiError
-from ._host import AdapterHost
+from ._info import KubernetesConfig
 from ._names import (
     ANN_EDGE_DIGEST,
     ANN_EDGE_NAME,
@@ -44,9 +41,10 @@ from ._names import (
     edge_object_name,
 )
 from ._objects import b64, canonical, claim_volumes
-from ._volumes import volume_handle
+from ._session import ClusterSession, api_path
+from ._volumes import Volumes, volume_handle
 
-__all__ = ["EdgeOps", "edge_digest", "edge_objects", "pod_reason"]
+__all__ = ["Edges", "edge_digest", "edge_objects", "pod_reason"]
 
 NODE_PORTS = range(30000, 32768)
 SERVICE_TYPES = ("LoadBalancer", "NodePort")
@@ -56,11 +54,6 @@ CERT_DIR = "/etc/pando-edge/certs"
 def edge_digest(plan: EdgePlan, key: bytes, settings: Mapping[str, Any]) -> str:
     """HMAC-SHA256 of the plan (secrets included) and the settings it depends on."""
     return hmac.new(key, canonical([unstructure(plan), dict(settings)]), hashlib.sha256).hexdigest()
-
-
-def _unavailable(error: ApiError, what: str) -> AdapterUnavailable:
-    """A read failed: the platform cannot be read (never mistaken for an absent edge)."""
-    return AdapterUnavailable(f"cannot {what}: {error.message}", details={"status": error.status})
 
 
 def _labels(name: str) -> dict[str, str]:
@@ -234,25 +227,27 @@ def pod_reason(pod: Mapping[str, Any]) -> str:
     return f"pod {name} is {phase}"
 
 
-class EdgeOps(AdapterHost):
-    """Edge methods of the adapter (a mixin over its plumbing)."""
+class Edges:
+    """The edges of one cluster, in its edge namespace. The one owner of the edges' digest keys."""
 
-    def _edge_path(self, plural: str, group: str, name: str | None = None) -> str:
-        base = f"/apis/{group}" if group else "/api/v1"
-        path = f"{base}/namespaces/{self.config.edge_namespace}/{plural}"
-        return f"{path}/{name}" if name else path
+    def __init__(self, session: ClusterSession, config: KubernetesConfig, volumes: Volumes) -> None:
+        self._session = session
+        self._config = config
+        self._volumes = volumes
+        self._keys: dict[str, bytes] = {}
 
-    async def _edge_key(self, name: str) -> bytes:
-        if name in self._edge_keys:
-            return self._edge_keys[name]
-        api = await self._api()
+    def _path(self, plural: str, group: str, name: str | None = None) -> str:
+        return api_path(self._config.edge_namespace, plural, name, group)
+
+    async def _key(self, name: str) -> bytes:
+        if name in self._keys:
+            return self._keys[name]
         secret = f"{name}-key"
-        try:
-            body = await api.get(self._edge_path("secrets", "", secret))
+        path = self._path("secrets", "", secret)
+        body = await self._session.find(path, f"read the key of edge {name}")
+        if body is not None:
             key = base64.b64decode(body["data"]["key"])
-        except ApiError as error:
-            if error.status != HTTPStatus.NOT_FOUND:
-                raise _unavailable(error, f"read the key of edge {name}") from error
+        else:
             key = secrets.token_bytes(32)
             made = {
                 "apiVersion": "v1",
@@ -260,45 +255,42 @@ class EdgeOps(AdapterHost):
                 "type": "Opaque",
                 "metadata": {
                     "name": secret,
-                    "namespace": self.config.edge_namespace,
+                    "namespace": self._config.edge_namespace,
                     "labels": _labels(name),
                 },
                 "data": {"key": b64(key)},
             }
-            await self._apply_object(made)
-        self._edge_keys[name] = key
+            await self._session.apply(made)
+        self._keys[name] = key
         return key
 
     async def _deployment(self, name: str) -> dict[str, Any] | None:
-        api = await self._api()
-        try:
-            body = await api.get(self._edge_path("deployments", "apps/v1", name))
-        except ApiError as error:
-            if error.status == HTTPStatus.NOT_FOUND:
-                return None
-            raise _unavailable(error, f"read edge {name}") from error
-        if (body.get("metadata") or {}).get("deletionTimestamp"):
+        body = await self._session.find(
+            self._path("deployments", "apps/v1", name), f"read edge {name}"
+        )
+        if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
             return None
         return body
 
     async def apply_edge(self, plan: EdgePlan) -> None:
         """Converge the edge; nothing is written when its digest is unchanged."""
         raise_problems(validate_edge(plan), f"edge {plan.name!r}")
-        service_type = self.config.edge_service_type
+        c = self._config
+        service_type = c.edge_service_type
         if service_type not in SERVICE_TYPES:
             raise InvalidConfig(
                 f"edge_service_type must be one of {', '.join(SERVICE_TYPES)}, not {service_type!r}"
             )
         name = edge_object_name(plan.name)
-        settings = {"service_type": service_type, "node_selector": self.config.node_selector}
-        digest = edge_digest(plan, await self._edge_key(name), settings)
+        settings = {"service_type": service_type, "node_selector": c.node_selector}
+        digest = edge_digest(plan, await self._key(name), settings)
         current = await self._deployment(name)
         annotations = ((current or {}).get("metadata") or {}).get("annotations") or {}
         if annotations.get(ANN_EDGE_DIGEST) == digest:
             return
-        ns = self.config.edge_namespace
+        ns = c.edge_namespace
         for mount in plan.mounts:
-            await self._ensure_claim(
+            await self._volumes.ensure_claim(
                 ns, mount.volume_id, bundle_id=None, name=mount.volume_id, size_bytes=None
             )
         docs = edge_objects(
@@ -306,19 +298,19 @@ class EdgeOps(AdapterHost):
             namespace=ns,
             digest=digest,
             service_type=service_type,
-            node_selector=self.config.node_selector,
+            node_selector=c.node_selector,
         )
         wanted = {d["kind"] for d in docs}
         for doc in docs:
-            await self._apply_object(doc)
+            await self._session.apply(doc)
         if "Service" not in wanted:
-            await self._delete(ns, "services", name)
+            await self._session.delete(ns, "services", name)
         if not plan.certificates:
-            await self._delete(ns, "secrets", f"{name}-certs")
+            await self._session.delete(ns, "secrets", f"{name}-certs")
         for mount in plan.mounts:
-            await self._retain(ns, mount.volume_id)
+            await self._volumes.retain(ns, mount.volume_id)
 
-    async def observe_edge(self, name: str) -> EdgeState:  # noqa: C901 - one report
+    async def observe_edge(self, name: str) -> EdgeState:
         """Whether the edge serves; when not, why, in plain words."""
         object_name = edge_object_name(name)
         deployment = await self._deployment(object_name)
@@ -329,16 +321,14 @@ class EdgeOps(AdapterHost):
                 running=False,
                 detail=f"no edge named {name!r} is installed",
             )
-        api = await self._api()
         desired = int((deployment.get("spec") or {}).get("replicas") or 0)
         ready = int((deployment.get("status") or {}).get("readyReplicas") or 0)
         problems: list[str] = []
         if ready < desired:
-            pods = await self._read(
+            pods = await self._session.get(
+                self._path("pods", ""),
                 f"list the pods of edge {name}",
-                lambda: api.get(
-                    self._edge_path("pods", ""), labelSelector=f"{LABEL_EDGE}={object_name}"
-                ),
+                labelSelector=f"{LABEL_EDGE}={object_name}",
             )
             for pod in pods.get("items") or ():
                 conditions = (pod.get("status") or {}).get("conditions") or ()
@@ -352,12 +342,9 @@ class EdgeOps(AdapterHost):
         if problems:
             detail += ": " + "; ".join(sorted(problems))
         serving = ready >= 1
-        try:
-            service = await api.get(self._edge_path("services", "", object_name))
-        except ApiError as error:
-            if error.status != HTTPStatus.NOT_FOUND:
-                raise _unavailable(error, f"read the Service of edge {name}") from error
-            service = None
+        service = await self._session.find(
+            self._path("services", "", object_name), f"read the Service of edge {name}"
+        )
         if service is not None and (service.get("spec") or {}).get("type") == "LoadBalancer":
             ingress = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress")
             if not ingress:
@@ -367,23 +354,20 @@ class EdgeOps(AdapterHost):
 
     async def remove_edge(self, name: str) -> None:
         """Delete everything the edge made (its volumes stay: they are data)."""
-        ns = self.config.edge_namespace
+        ns = self._config.edge_namespace
         object_name = edge_object_name(name)
-        await self._delete(ns, "deployments", object_name, "apps/v1")
-        await self._delete(ns, "poddisruptionbudgets", object_name, "policy/v1")
-        await self._delete(ns, "services", object_name)
+        await self._session.delete(ns, "deployments", object_name, "apps/v1")
+        await self._session.delete(ns, "poddisruptionbudgets", object_name, "policy/v1")
+        await self._session.delete(ns, "services", object_name)
         for suffix in ("env", "certs", "key"):
-            await self._delete(ns, "secrets", f"{object_name}-{suffix}")
-        self._edge_keys.pop(object_name, None)
+            await self._session.delete(ns, "secrets", f"{object_name}-{suffix}")
+        self._keys.pop(object_name, None)
 
     async def _edge_deployments(self) -> list[dict[str, Any]]:
-        api = await self._api()
-        body = await self._read(
+        body = await self._session.get(
+            self._path("deployments", "apps/v1"),
             "list the edges",
-            lambda: api.get(
-                self._edge_path("deployments", "apps/v1"),
-                labelSelector=f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_EDGE}",
-            ),
+            labelSelector=f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_EDGE}",
         )
         return [
             d
@@ -405,5 +389,5 @@ class EdgeOps(AdapterHost):
         for d in await self._edge_deployments():
             annotations = (d.get("metadata") or {}).get("annotations") or {}
             ids.update(v for v in (annotations.get(ANN_EDGE_VOLUMES) or "").split(",") if v)
-        ns = self.config.edge_namespace
+        ns = self._config.edge_namespace
         return tuple(volume_handle(ns, v, None) for v in sorted(ids))

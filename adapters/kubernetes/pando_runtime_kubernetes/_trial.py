@@ -25,13 +25,11 @@ from pando_runtime import (
     Protocol,
     TrialRequest,
     TrialResult,
-    raise_problems,
-    validate_trial,
 )
 
 from . import _objects as objects
-from ._client import ApiError, KubeTransport
-from ._host import AdapterHost
+from ._client import ApiError
+from ._info import KubernetesConfig
 from ._names import (
     LABEL_MANAGED_BY,
     LABEL_ROLE,
@@ -42,8 +40,9 @@ from ._names import (
     trial_namespace,
 )
 from ._podstatus import container_state, start_problem
+from ._session import ClusterSession, api_path
 
-__all__ = ["TRIAL_LOG_LIMIT", "TrialOps", "listening_ports", "trial_objects"]
+__all__ = ["TRIAL_LOG_LIMIT", "Trials", "listening_ports", "trial_objects"]
 
 TRIAL_LOG_LIMIT = 64 * 1024
 APP, OBSERVER = "app", "observer"
@@ -188,53 +187,56 @@ def trial_objects(
     return docs
 
 
-class TrialOps(AdapterHost):
-    """The trial method of the adapter (a mixin over its plumbing)."""
+class Trials:
+    """Trial runs on one cluster."""
+
+    def __init__(self, session: ClusterSession, config: KubernetesConfig) -> None:
+        self._session = session
+        self._config = config
+        self._settings = objects.PodSettings(config.runtime_class, config.node_selector)
 
     async def trial(self, request: TrialRequest) -> TrialResult:
-        """Run the image once, alone; report its ports, exit code and first 64 KiB of log."""
-        raise_problems(
-            validate_trial(request, await self.capabilities()), f"trial {request.trial_id!r}"
-        )
-        if request.isolation_floor > self._isolation():
+        """Run the image once, alone; report its ports, exit code and first 64 KiB of log.
+
+        ``request`` is valid for the adapter's capabilities (the adapter checks).
+        """
+        isolation = IsolationClass.CONTAINER
+        if request.isolation_floor > isolation:
             raise AdapterFailed(
                 f"the trial needs isolation {request.isolation_floor.name.lower()}; "
-                f"this cluster gives {self._isolation().name.lower()}",
+                f"this cluster gives {isolation.name.lower()}",
             )
+        c = self._config
         ns = trial_namespace(request.trial_id)
         docs = trial_objects(
             request,
-            subject=self.config.app_subject,
-            role=self.config.app_role,
-            observer_image=self.config.helper_image,
+            subject=c.app_subject,
+            role=c.app_role,
+            observer_image=c.helper_image,
             settings=self._settings,
-            wait=self.config.helper_wait,
+            wait=c.helper_wait,
         )
-        api = await self._api()
+        await self._session.transport()  # no cluster: nothing to clean up either
         try:
             for doc in docs:
-                await self._create(doc)
-            return await self._watch_trial(api, ns, request)
+                await self._session.create(doc)
+            return await self._watch_trial(ns, request)
         finally:
             with anyio.CancelScope(shield=True):
-                await self._delete(None, "namespaces", ns)
+                await self._session.delete(None, "namespaces", ns)
 
-    @staticmethod
-    def _isolation() -> IsolationClass:
-        return IsolationClass.CONTAINER
-
-    async def _watch_trial(  # noqa: C901 - one polling loop
-        self, api: KubeTransport, ns: str, request: TrialRequest
-    ) -> TrialResult:
-        pod_path = f"/api/v1/namespaces/{ns}/pods/trial"
+    async def _watch_trial(self, ns: str, request: TrialRequest) -> TrialResult:  # noqa: C901 - one polling loop
+        session = self._session
+        wait = self._config.helper_wait
+        pod_path = api_path(ns, "pods", "trial")
         started = False
         exit_code: int | None = None
         routable: set[Port] = set()
         loopback: set[Port] = set()
         # First wait for the containers to start (image pull, scheduling), then the trial's time.
-        with anyio.move_on_after(self.config.helper_wait):
+        with anyio.move_on_after(wait):
             while not started:
-                body = await api.get(pod_path)
+                body = await session.get(pod_path, "read the trial pod")
                 app = container_state(body, APP)
                 if app.get("running") or app.get("terminated"):
                     started = True
@@ -246,17 +248,17 @@ class TrialOps(AdapterHost):
                     )
                 await anyio.sleep(0.2)
         if not started:
-            message = f"the trial did not start within {self.config.helper_wait:.0f} s"
+            message = f"the trial did not start within {wait:.0f} s"
             return TrialResult(started=False, log=message.encode())
         with anyio.move_on_after(request.timeout_seconds):
             while True:
-                body = await api.get(pod_path)
+                body = await session.get(pod_path, "read the trial pod")
                 terminated = container_state(body, APP).get("terminated")
                 if terminated is not None:
                     exit_code = terminated.get("exitCode")
                     break
                 if container_state(body, OBSERVER).get("running"):
-                    code, out, _ = await self._exec_output(
+                    code, out, _ = await session.exec_output(
                         ns, "trial", OBSERVER, ("sh", "-c", OBSERVE_SCRIPT)
                     )
                     if code == 0:
@@ -267,7 +269,7 @@ class TrialOps(AdapterHost):
                             break  # it serves: what it listens on is what the trial is for
                 await anyio.sleep(0.5)
         try:
-            log = await self._read_log(ns, "trial", APP, TRIAL_LOG_LIMIT)
+            log = await session.read_log(ns, "trial", APP, TRIAL_LOG_LIMIT)
         except ApiError:
             log = b""
         return TrialResult(

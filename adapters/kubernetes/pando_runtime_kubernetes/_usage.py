@@ -33,14 +33,13 @@ from pando_runtime import (
 
 from ._cache import PodFacts, bundle_workloads
 from ._capacity import parse_quantity
-from ._client import ApiError
-from ._host import AdapterHost
 from ._names import LABEL_ROLE, LABEL_WORKLOAD, MANAGED_SELECTOR, namespace_for
+from ._session import ClusterSession
 
 __all__ = [
     "APP_PODS_SELECTOR",
     "METRICS_API",
-    "UsageOps",
+    "Usage",
     "pod_usage",
     "workload_usages",
 ]
@@ -89,42 +88,41 @@ def workload_usages(
     return tuple(usages)
 
 
-class UsageOps(AdapterHost):
-    """``usage`` and ``in_use`` of :class:`~pando_runtime_kubernetes.KubernetesAdapter`."""
+class Usage:
+    """``usage`` and ``in_use`` on one cluster, and whether it serves the metrics API."""
 
-    _metrics_served: bool | None = None
-    """Whether ``metrics.k8s.io`` is registered; ``None`` until a definite answer."""
-    _metrics_probe: anyio.Lock | None = None
+    def __init__(self, session: ClusterSession) -> None:
+        self._session = session
+        self._served: bool | None = None
+        """Whether ``metrics.k8s.io`` is registered; ``None`` until a definite answer."""
+        self._probe_lock = anyio.Lock()
 
-    async def _probe_metrics_api(self, *, fresh: bool = False) -> bool:
+    async def served(self, *, fresh: bool = False) -> bool:
         """Whether the cluster serves the metrics API (one discovery call, then remembered).
 
         Registered but unreachable (503) counts as served: reads then say the API is down.
         When the API server gives no such answer, what was known stays (``False`` at first).
         """
-        if self._metrics_served is not None and not fresh:
-            return self._metrics_served
-        if self._metrics_probe is None:
-            self._metrics_probe = anyio.Lock()
-        async with self._metrics_probe:  # concurrent first callers share one probe
-            if self._metrics_served is None or fresh:
-                await self._ask_metrics_api()
-        return bool(self._metrics_served)
+        if self._served is not None and not fresh:
+            return self._served
+        async with self._probe_lock:  # concurrent first callers share one probe
+            if self._served is None or fresh:
+                await self._ask()
+        return bool(self._served)
 
-    async def _ask_metrics_api(self) -> None:
+    async def _ask(self) -> None:
         try:
-            api = await self._api()
-            await api.get(METRICS_API)
-        except AdapterUnavailable:  # no cluster configured: capabilities stay data, no error
-            return
-        except ApiError as error:
-            if error.status in (HTTPStatus.NOT_FOUND, HTTPStatus.SERVICE_UNAVAILABLE):
-                self._metrics_served = error.status == HTTPStatus.SERVICE_UNAVAILABLE
+            await self._session.get(METRICS_API, "ask for the metrics API")
+        except AdapterUnavailable as error:
+            # No status: no cluster configured, so capabilities stay data, with no error.
+            status = error.details.get("status")
+            if status in (HTTPStatus.NOT_FOUND, HTTPStatus.SERVICE_UNAVAILABLE):
+                self._served = status == HTTPStatus.SERVICE_UNAVAILABLE
         else:
-            self._metrics_served = True
+            self._served = True
 
     async def _require_metrics(self) -> None:
-        if not await self._probe_metrics_api():
+        if not await self.served():
             raise CapabilityUnsupported(
                 "reports_usage",
                 "this cluster serves no metrics API (metrics.k8s.io), so usage is unknown",
@@ -133,19 +131,20 @@ class UsageOps(AdapterHost):
             )
 
     async def _pod_metrics(self, ns: str | None) -> dict[str, tuple[int, int]]:
-        api = await self._api()
         path = f"{METRICS_API}/namespaces/{ns}/pods" if ns else f"{METRICS_API}/pods"
-        body = await self._read(
+        body = await self._session.get(
+            path,
             f"read pod metrics{f' of {ns}' if ns else ''}",
-            lambda: api.get(path, labelSelector=APP_PODS_SELECTOR),
+            labelSelector=APP_PODS_SELECTOR,
         )
         return _by_pod(body.get("items") or ())
 
     async def usage(self, ref: BundleRef) -> BundleUsage:
         """Each workload's CPU and memory now, with its limits; volumes' bytes are unknown."""
         await self._require_metrics()
+        session = self._session
         ns = namespace_for(ref.bundle_id)
-        facts = await self._namespace(ns)
+        facts = await session.namespace(ns)
         # Volumes kept after a destroy are no deployed bundle (as ``observe`` says).
         if (
             facts is None
@@ -154,14 +153,14 @@ class UsageOps(AdapterHost):
             or facts.bundle_id != ref.bundle_id
         ):
             raise NotFound(f"no bundle {ref.bundle_id!r}", details={"bundle_id": ref.bundle_id})
-        pods = await self._pods(ns)
+        pods = await session.pods(ns)
         sampled = await self._pod_metrics(ns) if any(p.running for p in pods) else {}
         workloads = workload_usages(bundle_workloads(facts, pods), sampled)
         # The metrics API does not measure volumes; the kubelet's summary would, but reading it
         # needs the nodes/proxy permission, which lets a holder reach every kubelet.
         volumes = tuple(
             VolumeUsage(volume_id=c.volume_id, bytes=UNKNOWN)
-            for c in sorted(await self._claims(ns), key=lambda c: c.volume_id)
+            for c in sorted(await session.claims(ns), key=lambda c: c.volume_id)
             if not c.deleting
         )
         return BundleUsage(

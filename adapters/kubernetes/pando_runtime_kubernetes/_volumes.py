@@ -36,8 +36,7 @@ from pando_runtime import (
 )
 
 from ._cache import ClaimFacts, project_claim
-from ._client import ApiError
-from ._host import AdapterHost
+from ._info import KubernetesConfig
 from ._names import (
     ANN_BUNDLE_ID,
     ANN_VOLUME_ID,
@@ -53,12 +52,14 @@ from ._names import (
     helper_name,
     namespace_for,
 )
+from ._namespaces import AppNamespaces
 from ._podstatus import container_state, start_problem
+from ._session import ClusterSession, api_path
 
 __all__ = [
     "RESTORE_SCRIPT",
     "SNAPSHOT_SCRIPT",
-    "VolumeOps",
+    "Volumes",
     "claim_body",
     "helper_pod",
     "parse_handle",
@@ -196,18 +197,30 @@ def _ended(body: Mapping[str, Any]) -> str | None:
     return None
 
 
-class VolumeOps(AdapterHost):
-    """Volume methods of the adapter (a mixin over its plumbing)."""
+class Volumes:
+    """Volumes of one cluster: claims kept (Retain), destroyed, backed up, restored.
+
+    The one owner of which volumes this process has already set to Retain.
+    """
+
+    def __init__(
+        self, session: ClusterSession, config: KubernetesConfig, namespaces: AppNamespaces
+    ) -> None:
+        self._session = session
+        self._config = config
+        self._namespaces = namespaces
+        self._retained: set[tuple[str, str]] = set()
+        """Volumes (namespace, volume id) already set to Retain by this process."""
 
     # -- claims ---------------------------------------------------------------------------
 
     async def _claim(self, ns: str, volume_id: str) -> ClaimFacts | None:
-        for facts in await self._claims(ns):
+        for facts in await self._session.claims(ns):
             if facts.volume_id == volume_id:
                 return facts
         return None
 
-    async def _ensure_claim(
+    async def ensure_claim(
         self,
         ns: str,
         volume_id: str,
@@ -216,6 +229,7 @@ class VolumeOps(AdapterHost):
         name: str,
         size_bytes: int | None,
     ) -> None:
+        """Create the volume's claim unless it exists (a concurrent creation is no error)."""
         existing = await self._claim(ns, volume_id)
         if existing is not None and not existing.deleting:
             return
@@ -224,51 +238,39 @@ class VolumeOps(AdapterHost):
             volume_id,
             bundle_id=bundle_id,
             name=name,
-            size_bytes=size_bytes or self.config.volume_size_bytes,
-            storage_class=self.config.storage_class,
+            size_bytes=size_bytes or self._config.volume_size_bytes,
+            storage_class=self._config.storage_class,
         )
         try:
-            created = await self._create(body, f"create the claim of volume {volume_id}")
+            created = await self._session.create(body, f"create the claim of volume {volume_id}")
         except AdapterFailed as failed:
             if failed.details.get("status") != HTTPStatus.CONFLICT:
                 raise
             return
-        self._remember_claim(created, ns, volume_id)
+        self._session.remember(created)
 
     async def _bound_volume(self, ns: str, volume_id: str) -> str | None:
-        api = await self._api()
-        try:
-            body = await api.get(
-                f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{claim_name(volume_id)}"
-            )
-        except ApiError as error:
-            if error.status == HTTPStatus.NOT_FOUND:
-                return None
-            raise AdapterFailed(f"cannot read the claim of {volume_id}: {error.message}") from error
-        facts = project_claim(body)
+        path = api_path(ns, "persistentvolumeclaims", claim_name(volume_id))
+        body = await self._session.find(path, f"read the claim of {volume_id}")
+        facts = project_claim(body) if body is not None else None
         return facts.bound_to if facts is not None else None
 
     async def _set_reclaim(self, pv: str, policy: str) -> None:
-        api = await self._api()
+        path = api_path(None, "persistentvolumes", pv)
+        current = await self._session.find(path, f"read volume {pv}")
+        if current is None:
+            return
+        if (current.get("spec") or {}).get("persistentVolumeReclaimPolicy") == policy:
+            return
         body = {"spec": {"persistentVolumeReclaimPolicy": policy}}
-        try:
-            current = await api.get(f"/api/v1/persistentvolumes/{pv}")
-            if (current.get("spec") or {}).get("persistentVolumeReclaimPolicy") == policy:
-                return
-            await self._write(
-                f"set volume {pv} to {policy}",
-                lambda: api.request(
-                    "PATCH",
-                    f"/api/v1/persistentvolumes/{pv}",
-                    body=body,
-                    content_type="application/merge-patch+json",
-                ),
-            )
-        except ApiError as error:
-            if error.status != HTTPStatus.NOT_FOUND:
-                raise AdapterFailed(f"cannot read volume {pv}: {error.message}") from error
+        await self._session.write(
+            f"set volume {pv} to {policy}",
+            lambda api: api.request(
+                "PATCH", path, body=body, content_type="application/merge-patch+json"
+            ),
+        )
 
-    async def _retain(self, ns: str, volume_id: str, *, wait: float = 0.0) -> bool:
+    async def retain(self, ns: str, volume_id: str, *, wait: float = 0.0) -> bool:
         """Set the claim's volume to Retain once it is bound; false while it is not bound."""
         if (ns, volume_id) in self._retained:
             return True
@@ -285,43 +287,43 @@ class VolumeOps(AdapterHost):
         self._retained.add((ns, volume_id))
         return True
 
+    async def destroy_claim(self, ns: str, volume_id: str) -> None:
+        """Reclaim policy back to Delete, then delete the claim: the data goes with it."""
+        pv = await self._bound_volume(ns, volume_id)
+        if pv is not None:
+            await self._set_reclaim(pv, "Delete")
+        await self._session.delete(ns, "persistentvolumeclaims", claim_name(volume_id))
+        self._retained.discard((ns, volume_id))
+        self._session.forget_claim(ns, volume_id)
+
     # -- the contract ---------------------------------------------------------------------
 
     async def create_volume(self, request: VolumeRequest) -> VolumeHandle:
         """A claim in the bundle's namespace (made when absent); its volume is set to Retain."""
         raise_problems(validate_volume_request(request), f"volume {request.volume_id!r}")
         ns = namespace_for(request.bundle_id)
-        async with self._lock(ns):
-            await self._volume_namespace(ns, request.bundle_id)
-            await self._ensure_claim(
+        async with self._session.lock(ns):
+            await self._namespaces.ensure_for_volumes(ns, request.bundle_id)
+            await self.ensure_claim(
                 ns,
                 request.volume_id,
                 bundle_id=request.bundle_id,
                 name=request.name,
                 size_bytes=request.size_bytes,
             )
-        await self._retain(ns, request.volume_id, wait=self.config.volume_bind_wait)
+        await self.retain(ns, request.volume_id, wait=self._config.volume_bind_wait)
         return volume_handle(ns, request.volume_id, request.bundle_id)
-
-    async def _destroy_claim(self, ns: str, volume_id: str) -> None:
-        """Reclaim policy back to Delete, then delete the claim: the data goes with it."""
-        pv = await self._bound_volume(ns, volume_id)
-        if pv is not None:
-            await self._set_reclaim(pv, "Delete")
-        await self._delete(ns, "persistentvolumeclaims", claim_name(volume_id))
-        self._retained.discard((ns, volume_id))
-        self._remember_claim(None, ns, volume_id)
 
     async def destroy_volume(self, handle: VolumeHandle) -> None:
         """Delete the volume and its data; its namespace goes too when nothing else is left."""
         ns, volume_id, _ = parse_handle(handle)
-        async with self._lock(ns):
-            await self._destroy_claim(ns, volume_id)
-            await self._drop_volume_namespace(ns)
+        async with self._session.lock(ns):
+            await self.destroy_claim(ns, volume_id)
+            await self._namespaces.drop_if_only_volumes(ns)
 
     async def _helper_node(self, ns: str, claim: str) -> str | None:
         """The node of a live pod mounting ``claim`` (ReadWriteOnce: the helper must go there)."""
-        for pod in await self._pods(ns):
+        for pod in await self._session.pods(ns):
             if claim in (pod.claims or ()) and pod.live and pod.node_name:
                 return pod.node_name
         return None
@@ -332,18 +334,18 @@ class VolumeOps(AdapterHost):
     ) -> AsyncIterator[tuple[str, str]]:
         """A running helper pod mounting the volume: yields its name and the mount path."""
         claim = claim_name(volume_id)
-        mount_path = posixpath.join(self.config.helper_mount_root, claim)
+        mount_path = posixpath.join(self._config.helper_mount_root, claim)
         body = helper_pod(
             ns,
             claim,
-            image=self.config.helper_image,
+            image=self._config.helper_image,
             mount_path=mount_path,
             read_only=read_only,
             node_name=await self._helper_node(ns, claim),
-            node_selector=self.config.node_selector,
+            node_selector=self._config.node_selector,
         )
         name = body["metadata"]["name"]
-        await self._create(body, f"create the volume helper of {volume_id}")
+        await self._session.create(body, f"create the volume helper of {volume_id}")
         try:
             await self._until_running(
                 ns, name, HELPER_CONTAINER, f"the volume helper of {volume_id}"
@@ -351,16 +353,14 @@ class VolumeOps(AdapterHost):
             yield name, mount_path
         finally:
             with anyio.CancelScope(shield=True):
-                await self._delete(ns, "pods", name, grace=0)
+                await self._session.delete(ns, "pods", name, grace=0)
 
     async def _until_running(self, ns: str, name: str, container: str, what: str) -> dict[str, Any]:
-        api = await self._api()
+        wait = self._config.helper_wait
         body: dict[str, Any] = {}
-        with anyio.move_on_after(self.config.helper_wait):
+        with anyio.move_on_after(wait):
             while True:
-                body = await self._read(
-                    f"read {what}", lambda: api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
-                )
+                body = await self._session.get(api_path(ns, "pods", name), f"read {what}")
                 if container_state(body, container).get("running"):
                     return body
                 problem = _ended(body) or start_problem(body)
@@ -368,7 +368,7 @@ class VolumeOps(AdapterHost):
                     raise AdapterFailed(f"{what} does not run: {problem}", details={"pod": name})
                 await anyio.sleep(0.2)
         raise AdapterFailed(
-            f"{what} did not start within {self.config.helper_wait:.0f} s",
+            f"{what} did not start within {wait:.0f} s",
             remedy="Check that the volume's claim is bound and a node can mount it.",
             details={"pod": name},
         )
@@ -383,10 +383,10 @@ class VolumeOps(AdapterHost):
         """The volume's files as a tar stream, read by a helper that mounts it read-only."""
         ns, volume_id, _ = parse_handle(handle)
         await self._existing_claim(ns, volume_id)
-        await self._retain(ns, volume_id)
+        await self.retain(ns, volume_id)
         async with self._helper(ns, volume_id, read_only=True) as (pod, path):
             request = ExecRequest(command=("sh", "-c", SNAPSHOT_SCRIPT, "sh", path))
-            async with self._session(ns, pod, HELPER_CONTAINER, request) as session:
+            async with self._session.exec(ns, pod, HELPER_CONTAINER, request) as session:
 
                 async def chunks() -> AsyncIterator[bytes]:
                     async for chunk in session.stdout:
@@ -404,22 +404,22 @@ class VolumeOps(AdapterHost):
                     yield stream
                 finally:
                     await stream.aclose()
-        await self._retain(ns, volume_id)
+        await self.retain(ns, volume_id)
 
     async def restore_volume(
         self, handle: VolumeHandle, source: ByteReceiveStream | AsyncIterable[bytes]
     ) -> None:
         """Replace the volume's files with a tar stream, in place; creates the volume if absent."""
         ns, volume_id, bundle_id = parse_handle(handle)
-        async with self._lock(ns):
+        async with self._session.lock(ns):
             if await self._claim(ns, volume_id) is None:
-                await self._volume_namespace(ns, bundle_id)
-                await self._ensure_claim(
+                await self._namespaces.ensure_for_volumes(ns, bundle_id)
+                await self.ensure_claim(
                     ns, volume_id, bundle_id=bundle_id, name=volume_id, size_bytes=None
                 )
         async with self._helper(ns, volume_id, read_only=False) as (pod, path):
             request = ExecRequest(command=("sh", "-c", RESTORE_SCRIPT, "sh", path), stdin=True)
-            async with self._session(ns, pod, HELPER_CONTAINER, request) as session:
+            async with self._session.exec(ns, pod, HELPER_CONTAINER, request) as session:
                 errors: list[bytes] = []
 
                 async def feed() -> None:
@@ -444,4 +444,4 @@ class VolumeOps(AdapterHost):
                 f"{b''.join(errors).decode(errors='replace').strip()}",
                 details={"volume_id": volume_id},
             )
-        await self._retain(ns, volume_id)
+        await self.retain(ns, volume_id)

@@ -131,7 +131,7 @@ async def test_second_apply_writes_only_the_pull_secret(adapter: KubernetesAdapt
         before = adapter.api_calls
         await adapter.observe(BundleRef(bundle_id))
         assert adapter.api_calls == before, "observe is served by the cache"
-        assert first_cost <= 12, adapter._transport.calls_by_kind if adapter._transport else 0
+        assert first_cost <= 12, adapter.session.calls_by_kind
     finally:
         await adapter.destroy(BundleRef(bundle_id))
 
@@ -152,7 +152,7 @@ async def test_foreign_namespace_is_refused(adapter: KubernetesAdapter, admin_ap
 
 async def test_the_transport_counts_the_bytes_it_receives(adapter_config: dict[str, Any]) -> None:
     unwatched = KubernetesAdapter(adapter_config)  # no watches: only these calls receive bytes
-    api = await unwatched._api()
+    api = await unwatched.session.transport()
     before = api.bytes_received
     body = await api.get("/version")
     counted = api.bytes_received - before

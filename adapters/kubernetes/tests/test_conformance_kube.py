@@ -36,7 +36,7 @@ class KubeHarness(ConformanceHarness):
         assert isinstance(adapter, KubernetesAdapter)
         pods = [
             p
-            for p in await adapter._pods(namespace_for(ref.bundle_id))
+            for p in await adapter.session.pods(namespace_for(ref.bundle_id))
             if p.workload == ref.workload
         ]
         return max(pods, key=lambda p: p.created).name
@@ -99,7 +99,7 @@ class KubeHarness(ConformanceHarness):
 
     async def cause_event_gap(self, adapter: RuntimeAdapter) -> None:
         assert isinstance(adapter, KubernetesAdapter)
-        adapter._force_relist()
+        adapter.session.force_relist()
 
 
 class TestKubernetesConformance(ConformanceSuite):

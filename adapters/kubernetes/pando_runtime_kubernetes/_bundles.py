@@ -1,0 +1,369 @@
+"""Bundles: apply, observe, stop and destroy an app (one namespace, bare pods).
+
+Apply converges the app's namespace onto the plan: namespace-wide objects when their digest
+changed, claims of its volumes, the pull secret, and per workload a headless Service, a Secret
+for its environment, a ConfigMap for its files and a bare pod, recreated only when its plan
+digest changed or it ended. Observe reads the cache (or the API) and never remediates. Ended
+pods a newer instance superseded are collected from the cache's work queue.
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+from pando_runtime import (
+    AdapterFailed,
+    BundleHandle,
+    BundlePlan,
+    BundleRef,
+    CapacityExceeded,
+    DestroyOptions,
+    ObservedBundle,
+    ObservedVolume,
+    ObservedWorkload,
+    Upstream,
+    WorkloadPlan,
+    WorkloadRef,
+)
+
+from . import _objects as objects
+from ._cache import NamespaceFacts, PodFacts, bundle_workloads, newest, project_pod
+from ._info import KubernetesConfig
+from ._names import PULL_SECRET, configmap_name, env_secret_name, namespace_for
+from ._namespaces import AppNamespaces
+from ._session import ClusterSession, api_path
+from ._volumes import Volumes, volume_handle
+
+__all__ = ["Bundles", "observed_workload"]
+
+
+def observed_workload(name: str, pod: PodFacts | None) -> ObservedWorkload:
+    """What ``observe`` reports of a workload whose newest pod is ``pod``."""
+    if pod is None:
+        return ObservedWorkload(name=name, present=False, running=False)
+    return ObservedWorkload(
+        name=name,
+        present=True,
+        running=bool(pod.running),
+        instance_id=pod.uid,
+        image_digest=pod.image_id,
+        started_at=pod.started(),
+        exit_code=pod.exit_code if pod.ended else None,
+        restart_count=0,  # restartPolicy Never: a pod is never restarted in place
+        healthy=pod.ready if pod.has_probe else None,
+        oom_killed=bool(pod.oom),
+    )
+
+
+class Bundles:
+    """The apps of one cluster: apply, observe, stop, destroy, upstream."""
+
+    def __init__(
+        self,
+        session: ClusterSession,
+        config: KubernetesConfig,
+        namespaces: AppNamespaces,
+        volumes: Volumes,
+    ) -> None:
+        self._session = session
+        self._config = config
+        self._namespaces = namespaces
+        self._volumes = volumes
+        self._settings = objects.PodSettings(config.runtime_class, config.node_selector)
+
+    # -- reading state --------------------------------------------------------------------
+
+    async def observe(self, ref: BundleRef) -> ObservedBundle:
+        """The bundle as the cache (or the API) sees it; never remediates.
+
+        With a synced cache, the answer is kept until a fact of the app's namespace changes.
+        """
+        ns = namespace_for(ref.bundle_id)
+        informer = await self._session.synced()
+        if informer is None:
+            return await self._observe(ref, ns)
+        kept = informer.observed.get(ns)
+        if kept is not None and kept.bundle_id == ref.bundle_id:
+            return kept  # type: ignore[no-any-return]
+        since = informer.observed.changes
+        observed = await self._observe(ref, ns)
+        informer.observed.keep(ns, observed, since)
+        return observed
+
+    async def _observe(self, ref: BundleRef, ns: str) -> ObservedBundle:
+        session = self._session
+        facts = await session.namespace(ns)
+        if facts is None or facts.terminating or facts.bundle_id != ref.bundle_id:
+            return ObservedBundle(bundle_id=ref.bundle_id, exists=False)
+        volumes = tuple(
+            ObservedVolume(
+                volume_id=c.volume_id,
+                present=not c.deleting,
+                handle=volume_handle(ns, c.volume_id, ref.bundle_id),
+            )
+            for c in sorted(await session.claims(ns), key=lambda c: c.volume_id)
+        )
+        if facts.volumes_only:
+            return ObservedBundle(bundle_id=ref.bundle_id, exists=False, volumes=volumes)
+        pods = await session.pods(ns)
+        workloads = tuple(
+            observed_workload(name, pod) for name, pod in bundle_workloads(facts, pods)
+        )
+        return ObservedBundle(
+            bundle_id=ref.bundle_id, exists=True, workloads=workloads, volumes=volumes
+        )
+
+    def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
+        """``http://<workload>.<namespace>.svc.<cluster domain>:<port>``, computed."""
+        host = f"{ref.workload}.{namespace_for(ref.bundle_id)}.svc.{self._config.cluster_domain}"
+        return Upstream(url=f"http://{host}:{port}", pool_key=f"{host}:{port}")
+
+    # -- apply ----------------------------------------------------------------------------
+
+    async def apply(self, plan: BundlePlan) -> BundleHandle:
+        """Converge the app's namespace onto ``plan`` (a plan the capabilities allow).
+
+        A satisfied plan writes at most the pull secret.
+        """
+        ns = namespace_for(plan.bundle_id)
+        async with self._session.lock(ns):
+            await self._apply_locked(ns, plan)
+        return BundleHandle(bundle_id=plan.bundle_id, handle=ns, details={"namespace": ns})
+
+    async def _apply_locked(self, ns: str, plan: BundlePlan) -> None:
+        session = self._session
+        known, facts = await self._namespaces.converge(ns, plan)
+        for volume in plan.volumes:
+            await self._volumes.ensure_claim(
+                ns,
+                volume.volume_id,
+                bundle_id=plan.bundle_id,
+                name=volume.name,
+                size_bytes=volume.size_bytes,
+            )
+        key = await self._namespaces.plan_key(
+            ns, plan.bundle_id, fresh=known is None and not facts.digest
+        )
+        auths = [w.pull_auth for w in plan.workloads if w.pull_auth is not None]
+        if auths:
+            # A credential may expire: rewritten on every apply (the one write of a re-apply).
+            await session.apply(objects.pull_secret(ns, plan.bundle_id, auths))
+        pods = await session.pods(ns)
+        services = await session.services(ns)
+        await self._remove_dropped(ns, plan, pods, services)
+        created: list[str] = []
+        for w in plan.start_order():
+            name = await self._converge_workload(ns, plan, w, key, pods=pods, services=services)
+            if name is not None:
+                created.append(name)
+        if created:
+            await self._wait_scheduled(ns, created)
+        for volume in plan.volumes:
+            # Bound by now unless the class waits for a consumer that is not placed yet.
+            await self._volumes.retain(ns, volume.volume_id)
+
+    async def _delete_workload_objects(self, ns: str, names: set[str]) -> None:
+        """A workload's Service, environment Secret and files ConfigMap."""
+        for name in sorted(names):
+            await self._session.delete(ns, "services", name)
+            await self._session.delete(ns, "secrets", env_secret_name(name))
+            await self._session.delete(ns, "configmaps", configmap_name(name))
+
+    async def _remove_dropped(
+        self, ns: str, plan: BundlePlan, pods: list[PodFacts], services: set[str]
+    ) -> None:
+        planned = {w.name for w in plan.workloads}
+        dropped = {p.workload for p in pods} - planned
+        for pod in pods:
+            if pod.workload in dropped and not pod.deleting:
+                await self._session.delete(ns, "pods", pod.name)
+        await self._delete_workload_objects(ns, dropped | (services - planned))
+
+    async def _converge_workload(
+        self,
+        ns: str,
+        plan: BundlePlan,
+        w: WorkloadPlan,
+        key: bytes,
+        *,
+        pods: list[PodFacts],
+        services: set[str],
+    ) -> str | None:
+        """Make ``w`` run its plan; returns the name of a pod it created."""
+        session = self._session
+        digest = objects.workload_digest(w, key, self._settings)
+        mine = [p for p in pods if p.workload == w.name]
+        latest = newest(mine)
+        if w.ports and w.name not in services:
+            await session.apply(objects.service(ns, plan.bundle_id, w))
+        if latest is not None and latest.live and latest.digest == digest:
+            if latest.unschedulable:
+                raise CapacityExceeded(
+                    f"workload {w.name!r} cannot be scheduled: {latest.unschedulable}"
+                )
+            for pod in mine:
+                # Another live instance (another writer's, an older version's): one stays.
+                if pod is not latest and pod.live:
+                    await session.delete(ns, "pods", pod.name)
+            return None
+        await self._wait_dependencies(ns, plan, w)
+        await session.apply(objects.env_secret(ns, plan.bundle_id, w))
+        if w.files:
+            await session.apply(objects.files_configmap(ns, plan.bundle_id, w))
+        for pod in mine:
+            # The latest ended pod stays until its replacement runs: its log stays readable.
+            if not pod.deleting and (pod.live or pod is not latest):
+                await session.delete(ns, "pods", pod.name)
+        return await self._create_pod(ns, plan, w, digest, latest.uid if latest else None)
+
+    async def _create_pod(
+        self, ns: str, plan: BundlePlan, w: WorkloadPlan, digest: str, replaces: str | None
+    ) -> str:
+        """Create the instance replacing ``replaces``; its name is derived from both.
+
+        Two writers of one state derive one name: the API server refuses the second
+        create (409), and a live pod of that name running this digest is adopted.
+        """
+        session = self._session
+        for _ in range(3):
+            body = objects.pod(
+                ns,
+                plan.bundle_id,
+                w,
+                digest,
+                self._settings,
+                pull=w.pull_auth is not None,
+                plan_labels=plan.labels,
+                replaces=replaces,
+            )
+            name = str(body["metadata"]["name"])
+            try:
+                session.remember(await session.create(body, f"create the pod of {w.name}"))
+            except AdapterFailed as failed:
+                if failed.details.get("status") != HTTPStatus.CONFLICT:
+                    raise
+            else:
+                return name
+            existing = await session.find(api_path(ns, "pods", name), f"read pod {name}")
+            if existing is None:
+                continue  # deleted meanwhile: the name is free again
+            found = project_pod(existing)
+            if found is not None and found.live and found.digest == digest:
+                session.remember(existing)
+                return name
+            # An ended or departing instance holds the name: this one replaces it.
+            replaces = str((existing.get("metadata") or {}).get("uid") or name)
+        raise AdapterFailed(
+            f"cannot name a pod for {w.name!r}: its names keep being taken",
+            remedy="Apply again.",
+            details={"namespace": ns, "workload": w.name},
+        )
+
+    async def _wait_dependencies(self, ns: str, plan: BundlePlan, w: WorkloadPlan) -> None:
+        """Wait (bounded) until every dependency runs, and is ready when it has a check."""
+        if not w.depends_on:
+            return
+
+        def ready(pods: list[PodFacts]) -> bool | None:
+            for dep in w.depends_on:
+                latest = newest(pods, dep)
+                if latest is not None and latest.unschedulable:
+                    raise CapacityExceeded(
+                        f"dependency {dep!r} of {w.name!r} cannot be "
+                        f"scheduled: {latest.unschedulable}"
+                    )
+                if latest is None or not latest.running or latest.ready is False:
+                    return None
+            return True
+
+        await self._session.wait_for(ns, ready, self._config.dependency_wait)
+
+    async def _wait_scheduled(self, ns: str, names: list[str]) -> None:
+        """Wait until the new pods are placed; an unschedulable one is ``CapacityExceeded``."""
+        wanted = set(names)
+
+        def placed(pods: list[PodFacts]) -> bool | None:
+            pending = False
+            for pod in pods:
+                if pod.name not in wanted:
+                    continue
+                if pod.unschedulable:
+                    raise CapacityExceeded(
+                        f"workload {pod.workload!r} cannot be scheduled: {pod.unschedulable}",
+                        details={"namespace": ns, "pod": pod.name},
+                    )
+                if not pod.node_name and not pod.ended:
+                    pending = True
+            return None if pending else True
+
+        await self._session.wait_for(ns, placed, self._config.schedule_wait)
+
+    async def collect_superseded(self, key: tuple[str, str]) -> None:
+        """Delete ended pods of a workload once a newer instance runs (from the work queue).
+
+        A live twin of the newest (same plan digest: two writers raced) goes too.
+        """
+        ns, workload = key
+        informer = self._session.cache
+        if informer is None:
+            return
+        mine = [p for p in informer.pods.pods(ns) if p.workload == workload]
+        latest = newest(mine)
+        if latest is None or not latest.running:
+            return
+        for pod in mine:
+            if pod is latest or pod.deleting:
+                continue
+            if pod.ended or pod.digest == latest.digest:
+                await self._session.delete(ns, "pods", pod.name)
+
+    # -- stop, destroy --------------------------------------------------------------------
+
+    async def stop(self, ref: BundleRef) -> None:
+        """Delete running pods; keep finished ones (their logs) and everything else."""
+        ns = namespace_for(ref.bundle_id)
+        async with self._session.lock(ns):
+            for pod in await self._session.pods(ns):
+                if pod.live:
+                    await self._session.delete(ns, "pods", pod.name)
+
+    async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
+        """Remove the app; its volumes (claims, in a namespace kept for them) stay by default.
+
+        With ``keep_volumes=False`` every volume is destroyed with its data and the
+        namespace is deleted.
+        """
+        options = options or DestroyOptions()
+        session = self._session
+        ns = namespace_for(ref.bundle_id)
+        async with session.lock(ns):
+            facts = await session.namespace(ns)
+            if facts is None or facts.terminating:
+                return
+            if facts.bundle_id != ref.bundle_id:
+                raise AdapterFailed(
+                    f"namespace {ns} does not belong to {ref.bundle_id!r}",
+                    details={"namespace": ns},
+                )
+            claims = [c for c in await session.claims(ns) if not c.deleting]
+            if options.keep_volumes and claims:
+                if not facts.volumes_only:
+                    await self._strip_to_volumes(ns, ref.bundle_id, facts)
+                return
+            for claim in claims:
+                await self._volumes.destroy_claim(ns, claim.volume_id)
+            await self._namespaces.delete(ns, facts)
+
+    async def _strip_to_volumes(self, ns: str, bundle_id: str, facts: NamespaceFacts) -> None:
+        """Delete the app's pods and per-workload objects; keep the namespace for its volumes."""
+        session = self._session
+        pods = await session.pods(ns)
+        workloads = set(facts.workloads) | {p.workload for p in pods}
+        # Volumes-only first: from now on observe reports the bundle as gone.
+        empty = BundlePlan(bundle_id=bundle_id, workloads=())
+        await session.apply(objects.namespace(ns, empty, volumes_only=True))
+        for pod in pods:
+            if not pod.deleting:
+                await session.delete(ns, "pods", pod.name)
+        await self._delete_workload_objects(ns, workloads | await session.services(ns))
+        await session.delete(ns, "secrets", PULL_SECRET)

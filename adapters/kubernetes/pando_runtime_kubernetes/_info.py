@@ -7,13 +7,25 @@ adapters must not pay for the Kubernetes client.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from pando_runtime import AdapterInfo, setting
 
-__all__ = ["ADAPTER", "DESCRIPTION", "KubernetesConfig"]
+__all__ = [
+    "ADAPTER",
+    "DESCRIPTION",
+    "MULTI_ADAPTER",
+    "MULTI_DESCRIPTION",
+    "KubernetesConfig",
+    "MultiClusterConfig",
+]
 
 DESCRIPTION = "Runs each app in its own Kubernetes namespace as bare pods."
+MULTI_DESCRIPTION = (
+    "Runs each app on one of several Kubernetes clusters, placed by room on its first deploy."
+)
 
 
 def _server_labels() -> dict[str, str]:
@@ -113,5 +125,42 @@ ADAPTER = AdapterInfo(
     description=DESCRIPTION,
     factory="pando_runtime_kubernetes._adapter:KubernetesAdapter",
     config_class=KubernetesConfig,
+    distribution="pando-runtime-kubernetes",
+)
+
+
+@attrs.frozen(kw_only=True)
+class MultiClusterConfig:
+    """Settings of the multi-cluster adapter (all optional)."""
+
+    kubeconfig: str | None = setting(
+        default=None,
+        help="Path of a kubeconfig file; unset: $KUBECONFIG, ~/.kube/config, then in-cluster.",
+    )
+    contexts: list[str] | None = setting(
+        default=None, help="Contexts (clusters) to run apps on; unset: every context found."
+    )
+    default_cluster: str | None = setting(
+        default=None,
+        help="Cluster of an app found nowhere that is not a first deploy (and of trial runs "
+        "and the edge); unset: the current context.",
+    )
+    settings: dict[str, Any] = setting(
+        factory=dict,
+        help="Settings of the Kubernetes adapter for every cluster (any of its keys but "
+        "kubeconfig and context).",
+    )
+    clusters: dict[str, dict[str, Any]] = setting(
+        factory=dict,
+        help="Settings per cluster name, over 'settings' (for example api_qps, api_burst, "
+        "node_selector).",
+    )
+
+
+MULTI_ADAPTER = AdapterInfo(
+    name="kubernetes-multi",
+    description=MULTI_DESCRIPTION,
+    factory="pando_runtime_kubernetes._multi:MultiClusterAdapter",
+    config_class=MultiClusterConfig,
     distribution="pando-runtime-kubernetes",
 )

@@ -1,0 +1,554 @@
+"""The multi-cluster adapter: each app on one of several clusters, placed by room once.
+
+Every member cluster is a :class:`KubernetesAdapter` of its own (a named cluster session and
+its feature components), configured from the shared ``settings`` and its entry in
+``clusters``. An app lives on exactly one member. Where it lives is recorded on that cluster,
+never only in memory: it is the app's namespace (``pando-<bundle id>``, annotated with the
+bundle id), so a restarted adapter, or a second host process, finds it by looking at each
+member's cache. A new app with ``first_deploy=True`` goes to the member with the most room for
+it (``largest_fit_for``); one without goes to the default cluster; an app found somewhere
+stays there. A member that cannot be read makes every question about its apps (and about any
+app not found elsewhere) raise :class:`AdapterUnavailable` naming it: an app is never reported
+absent because its cluster is down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Self
+
+import anyio
+import anyio.to_thread
+import attrs
+from anyio.abc import ByteReceiveStream
+
+from pando_runtime import (
+    AdapterUnavailable,
+    BundleEvent,
+    BundleEventKind,
+    BundleHandle,
+    BundlePlan,
+    BundleRef,
+    BundleUsage,
+    Capacity,
+    DestroyOptions,
+    EdgePlan,
+    EdgeState,
+    ExecRequest,
+    ExecSession,
+    Fit,
+    InUse,
+    InvalidConfig,
+    LogOptions,
+    NotFound,
+    ObservedBundle,
+    RuntimeAdapter,
+    RuntimeCapabilities,
+    TrialRequest,
+    TrialResult,
+    Upstream,
+    VolumeHandle,
+    VolumeRequest,
+    WorkloadRef,
+    bundle_event_channel,
+    check_plan,
+    structure_config,
+)
+
+from ._adapter import KubernetesAdapter
+from ._clusters import ApiRate, Cluster, ClusterSet
+from ._info import MULTI_DESCRIPTION, KubernetesConfig, MultiClusterConfig
+from ._names import namespace_for
+from ._session import ClusterSession, transport_to
+from ._volumes import parse_handle
+
+__all__ = ["MultiClusterAdapter", "common_capabilities"]
+
+log = logging.getLogger(__name__)
+
+_PER_MEMBER = ("kubeconfig", "context")
+"""Settings the multi-cluster adapter sets for each member itself."""
+
+
+def common_capabilities(members: Sequence[RuntimeCapabilities]) -> RuntimeCapabilities:
+    """What every member supports: a flag only when all have it, the lowest isolation."""
+    first = members[0]
+    values: dict[str, Any] = {}
+    for field in attrs.fields(RuntimeCapabilities):
+        each = [getattr(m, field.name) for m in members]
+        if isinstance(each[0], bool):
+            values[field.name] = all(each)
+        elif field.name == "isolation_class":
+            values[field.name] = min(each)
+        elif field.name == "image_delivery":
+            values[field.name] = tuple(d for d in each[0] if all(d in e for e in each))
+        elif all(e == each[0] for e in each):
+            values[field.name] = each[0]
+        else:
+            values[field.name] = getattr(RuntimeCapabilities(), field.name)
+    return attrs.evolve(first, **values)
+
+
+def _naming(error: AdapterUnavailable, cluster: str) -> AdapterUnavailable:
+    """``error``, naming ``cluster`` unless it does already."""
+    if error.details.get("cluster") == cluster:
+        return error
+    return AdapterUnavailable(
+        f"cluster {cluster}: {error.message}",
+        remedy=error.remedy,
+        details={**error.details, "cluster": cluster},
+    )
+
+
+def _largest_request(plan: BundlePlan) -> tuple[int, int]:
+    """The largest single workload's CPU and memory request: what one node must hold."""
+    cpu = max((w.resources.cpu_millis or 0 for w in plan.workloads), default=0)
+    memory = max((w.resources.memory_bytes or 0 for w in plan.workloads), default=0)
+    return cpu, memory
+
+
+class MultiClusterAdapter(RuntimeAdapter):
+    """Runs each app on one of several Kubernetes clusters, placed by room on its first deploy."""
+
+    kind: ClassVar[str] = "kubernetes-multi"
+    description: ClassVar[str] = MULTI_DESCRIPTION
+    Config: ClassVar[type[Any]] = MultiClusterConfig
+    config: MultiClusterConfig
+
+    def __init__(self, config: Mapping[str, Any] | MultiClusterConfig | None = None) -> None:
+        super().__init__(config)
+        for key in _PER_MEMBER:
+            if key in self.config.settings:
+                raise InvalidConfig(
+                    f"settings.{key} is set by the multi-cluster adapter for each cluster",
+                    remedy="Use the top-level 'kubeconfig' and 'contexts'.",
+                )
+        self._members: dict[str, KubernetesAdapter] = {}
+        self._default = ""
+        self._ready_lock = anyio.Lock()
+        self._placed: dict[str, str] = {}
+        """Where this process last found or put each bundle (checked again on every use)."""
+        self._placing: dict[str, anyio.Lock] = {}
+        self._entered: contextlib.AsyncExitStack | None = None
+        if self.config.contexts is not None:
+            # Bad settings of a named cluster are refused now, before any I/O.
+            for name in self.config.contexts:
+                self._member_config(name)
+
+    # -- members ------------------------------------------------------------------------------
+
+    def _member_config(self, name: str) -> KubernetesConfig:
+        c = self.config
+        values = {**c.settings, **c.clusters.get(name, {})}
+        values.update(kubeconfig=c.kubeconfig, context=name)
+        config: KubernetesConfig = structure_config(KubernetesConfig, values)
+        return config
+
+    def _load(self) -> tuple[dict[str, Cluster], str]:
+        """The member clusters and the default's name (reads kubeconfig files: blocking).
+
+        Every context when ``contexts`` is unset (one that cannot be loaded is logged and left
+        out, the others stay); each named one otherwise (one that cannot be loaded is an error).
+        """
+        c = self.config
+        found = ClusterSet.load(c.kubeconfig, contexts=c.contexts)
+        if c.contexts is None:
+            for problem in found.problems:
+                log.warning("cluster left out: %s", problem)
+            names = list(found.names())
+        else:
+            names = list(dict.fromkeys(c.contexts))
+        try:
+            members = {name: found.cluster(name) for name in names}
+        except NotFound as error:
+            raise InvalidConfig(f"contexts: {error.message}", remedy=error.remedy) from error
+        if not members:
+            raise AdapterUnavailable(
+                "no cluster to run apps on", remedy="Name contexts of the kubeconfig files."
+            )
+        default = c.default_cluster or (
+            found.default_name if found.default_name in members else names[0]
+        )
+        if default not in members:
+            raise InvalidConfig(
+                f"default_cluster {default!r} is not one of the clusters: {', '.join(names)}",
+                remedy="Name one of 'contexts' (or of the kubeconfig's contexts).",
+            )
+        return members, default
+
+    async def _ready(self) -> dict[str, KubernetesAdapter]:
+        """The members, made on first use (the default first)."""
+        if self._members:
+            return self._members
+        async with self._ready_lock:
+            if not self._members:
+                clusters, default = await anyio.to_thread.run_sync(self._load)
+                members = {}
+                for name in (default, *(n for n in clusters if n != default)):
+                    config = self._member_config(name)
+                    rate = ApiRate(qps=config.api_qps, burst=config.api_burst)
+                    cluster = clusters[name].with_rate(rate)
+                    session = ClusterSession(
+                        config,
+                        name=name,
+                        connect=functools.partial(transport_to, cluster, config),
+                    )
+                    members[name] = KubernetesAdapter(config, session=session)
+                self._default = default
+                self._members = members
+        return self._members
+
+    @property
+    def members(self) -> Mapping[str, KubernetesAdapter]:
+        """The member clusters by name, the default first (empty until first used)."""
+        return dict(self._members)
+
+    @property
+    def default_cluster(self) -> str:
+        """The default cluster's name (empty until first used)."""
+        return self._default
+
+    @property
+    def api_calls(self) -> int:
+        """API calls made so far, every member's summed."""
+        return sum(m.api_calls for m in self._members.values())
+
+    async def __aenter__(self) -> Self:
+        members = await self._ready()
+        stack = contextlib.AsyncExitStack()
+        try:
+            for member in members.values():
+                await stack.enter_async_context(member)
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._entered = stack
+        return self
+
+    async def aclose(self) -> None:
+        """Stop every member's watches and close its connections. Safe to call twice."""
+        stack, self._entered = self._entered, None
+        if stack is not None:
+            await stack.aclose()
+        for member in self._members.values():
+            await member.aclose()
+
+    # -- where bundles are ----------------------------------------------------------------------
+
+    @staticmethod
+    async def _holds(member: KubernetesAdapter, bundle_id: str) -> bool:
+        """Whether ``member`` has the bundle's namespace (its volumes alone included)."""
+        facts = await member.session.namespace(namespace_for(bundle_id))
+        return facts is not None and not facts.terminating and facts.bundle_id == bundle_id
+
+    async def locate(self, bundle_id: str) -> str | None:
+        """The cluster holding ``bundle_id``, ``None`` when no member has it.
+
+        A member that cannot be read while no other has the bundle: :class:`AdapterUnavailable`
+        naming it (the bundle may be there).
+        """
+        members = await self._ready()
+        known = self._placed.get(bundle_id)
+        if known is not None:
+            try:
+                if await self._holds(members[known], bundle_id):
+                    return known
+            except AdapterUnavailable as error:
+                raise _naming(error, known) from error
+        down: list[AdapterUnavailable] = []
+        for name, member in members.items():
+            if name == known:
+                continue
+            try:
+                if await self._holds(member, bundle_id):
+                    self._placed[bundle_id] = name
+                    return name
+            except AdapterUnavailable as error:
+                down.append(_naming(error, name))
+        self._placed.pop(bundle_id, None)
+        if down:
+            raise down[0]
+        return None
+
+    async def _member_of(self, bundle_id: str) -> KubernetesAdapter:
+        """The bundle's member, or the default one for a bundle found nowhere."""
+        members = await self._ready()
+        return members[await self.locate(bundle_id) or self._default]
+
+    async def _roomiest(self, plan: BundlePlan) -> str:
+        """The member with the most room for ``plan`` (ties: the default, then by name)."""
+        members = await self._ready()
+        cpu, memory = _largest_request(plan)
+        best: tuple[bool, int, int] | None = None
+        chosen = self._default
+        for name, member in members.items():
+            try:
+                fit = await member.largest_fit_for(plan.bundle_id)
+            except AdapterUnavailable as error:
+                raise _naming(error, name) from error
+            if fit is None:
+                continue
+            key = (fit.holds(cpu, memory), fit.memory_bytes, fit.cpu_millis)
+            if best is None or key > best:
+                best, chosen = key, name
+        return chosen
+
+    # -- identity & health ----------------------------------------------------------------------
+
+    async def capabilities(self) -> RuntimeCapabilities:
+        """What every member supports."""
+        members = await self._ready()
+        return common_capabilities([await m.capabilities() for m in members.values()])
+
+    async def health_check(self) -> None:
+        """Every member's health check; a failure names each member that failed."""
+        members = await self._ready()
+        failures: list[AdapterUnavailable] = []
+        for name, member in members.items():
+            try:
+                await member.health_check()
+            except AdapterUnavailable as error:
+                failures.append(_naming(error, name))
+        if len(failures) == 1:
+            raise failures[0]
+        if failures:
+            raise AdapterUnavailable(
+                "; ".join(f.message for f in failures),
+                remedy=failures[0].remedy,
+                details={"clusters": ",".join(str(f.details["cluster"]) for f in failures)},
+            )
+
+    # -- bundles --------------------------------------------------------------------------------
+
+    async def apply(self, plan: BundlePlan) -> BundleHandle:
+        """Converge the bundle on its cluster; a new one is placed first (see the module)."""
+        check_plan(plan, await self.capabilities())
+        members = await self._ready()
+        async with self._placing.setdefault(plan.bundle_id, anyio.Lock()):
+            name = await self.locate(plan.bundle_id)
+            if name is None:
+                name = await self._roomiest(plan) if plan.first_deploy else self._default
+            handle = await members[name].apply(plan)
+            self._placed[plan.bundle_id] = name
+        return BundleHandle(
+            bundle_id=plan.bundle_id,
+            handle=f"{name}/{handle.handle}",
+            details={**handle.details, "cluster": name},
+        )
+
+    async def observe(self, ref: BundleRef) -> ObservedBundle:
+        """The bundle as its cluster sees it; absent only when every member says so."""
+        name = await self.locate(ref.bundle_id)
+        if name is None:
+            return ObservedBundle(bundle_id=ref.bundle_id, exists=False)
+        members = await self._ready()
+        try:
+            return await members[name].observe(ref)
+        except AdapterUnavailable as error:
+            raise _naming(error, name) from error
+
+    async def stop(self, ref: BundleRef) -> None:
+        """Stop the bundle on its cluster."""
+        await (await self._member_of(ref.bundle_id)).stop(ref)
+
+    async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
+        """Remove the bundle from its cluster (nothing to do when it is nowhere)."""
+        name = await self.locate(ref.bundle_id)
+        if name is not None:
+            members = await self._ready()
+            await members[name].destroy(ref, options)
+
+    def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
+        """The workload's address in its cluster (known once applied or observed here)."""
+        name = self._placed.get(ref.bundle_id)
+        if name is None:
+            raise NotFound(
+                f"this adapter has not seen bundle {ref.bundle_id!r} yet",
+                remedy="Apply or observe the bundle first: its cluster is found then.",
+                details={"bundle_id": ref.bundle_id},
+            )
+        return self._members[name].upstream(ref, port)
+
+    # -- capacity and usage -------------------------------------------------------------------
+
+    async def capacity(self) -> Capacity:
+        """Every member's capacity summed; each member's figures in ``details``."""
+        members = await self._ready()
+        each: dict[str, Capacity] = {}
+        for name, member in members.items():
+            try:
+                each[name] = await member.capacity()
+            except AdapterUnavailable as error:
+                raise _naming(error, name) from error
+        fits = [c.largest_fit for c in each.values() if c.largest_fit is not None]
+        details = {"clusters": ",".join(each)}
+        for name, c in each.items():
+            details[f"{name}.cpu_millis"] = str(c.total_cpu_millis)
+            details[f"{name}.memory_bytes"] = str(c.total_memory_bytes)
+            details.update({f"{name}.{k}": v for k, v in c.details.items()})
+        return Capacity(
+            total_cpu_millis=sum(c.total_cpu_millis for c in each.values()),
+            total_memory_bytes=sum(c.total_memory_bytes for c in each.values()),
+            reported_at=datetime.now(UTC),
+            largest_fit=max(fits, key=lambda f: (f.memory_bytes, f.cpu_millis), default=None),
+            details=details,
+        )
+
+    async def largest_fit_for(self, bundle_id: str) -> Fit | None:
+        """The roomiest node for the bundle, its own use counted free.
+
+        On its cluster once it is somewhere (a bundle never moves), else across every member.
+        """
+        name = await self.locate(bundle_id)
+        members = await self._ready()
+        if name is not None:
+            return await members[name].largest_fit_for(bundle_id)
+        fits = []
+        for member_name, member in members.items():
+            try:
+                fit = await member.largest_fit_for(bundle_id)
+            except AdapterUnavailable as error:
+                raise _naming(error, member_name) from error
+            if fit is not None:
+                fits.append(fit)
+        return max(fits, key=lambda f: (f.memory_bytes, f.cpu_millis), default=None)
+
+    async def usage(self, ref: BundleRef) -> BundleUsage:
+        """The bundle's use, from its cluster's metrics API."""
+        name = await self.locate(ref.bundle_id)
+        if name is None:
+            raise NotFound(f"no bundle {ref.bundle_id!r}", details={"bundle_id": ref.bundle_id})
+        return await self._members[name].usage(ref)
+
+    async def in_use(self) -> InUse:
+        """What every member's apps use, summed."""
+        members = await self._ready()
+        each = [await m.in_use() for m in members.values()]
+        return InUse(
+            cpu_millis=sum(u.cpu_millis for u in each),
+            memory_bytes=sum(u.memory_bytes for u in each),
+            reported_at=datetime.now(UTC),
+        )
+
+    # -- events, logs, exec -------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def watch_bundles(self) -> AsyncIterator[Any]:
+        """Every member's events in one stream.
+
+        ``WATCHING`` once every member's stream is open; a gap in any member's stream is
+        ``MISSED``; a member's lost stream ends this one with its error (naming it).
+        """
+        members = await self._ready()
+        send, stream = bundle_event_channel()
+        async with contextlib.AsyncExitStack() as stack:
+            opened: list[tuple[str, AsyncIterator[Any]]] = []
+            for name, member in members.items():
+                try:
+                    events = await stack.enter_async_context(member.watch_bundles())
+                except AdapterUnavailable as error:
+                    raise _naming(error, name) from error
+                first = await anext(events)  # each member's own WATCHING
+                if isinstance(first, BundleEvent) and first.kind is not BundleEventKind.WATCHING:
+                    send.send_nowait(first)
+                opened.append((name, events))
+
+            async def forward(name: str, events: AsyncIterator[Any]) -> None:
+                try:
+                    async for event in events:
+                        send.send_nowait(event)
+                except AdapterUnavailable as error:
+                    send.send_nowait(_naming(error, name))
+                except anyio.ClosedResourceError:
+                    return
+
+            send.send_nowait(BundleEvent(kind=BundleEventKind.WATCHING, at=datetime.now(UTC)))
+            async with anyio.create_task_group() as group:
+                for name, events in opened:
+                    group.start_soon(forward, name, events)
+                try:
+                    yield stream
+                finally:
+                    group.cancel_scope.cancel()
+                    send.close()
+                    await stream.aclose()
+
+    @contextlib.asynccontextmanager
+    async def logs(
+        self, ref: WorkloadRef, options: LogOptions | None = None
+    ) -> AsyncIterator[ByteReceiveStream]:
+        """The workload's log, from its cluster."""
+        member = await self._member_of(ref.bundle_id)
+        async with member.logs(ref, options) as stream:
+            yield stream
+
+    @contextlib.asynccontextmanager
+    async def exec(self, ref: WorkloadRef, request: ExecRequest) -> AsyncIterator[ExecSession]:
+        """A command in the workload's running instance, on its cluster."""
+        member = await self._member_of(ref.bundle_id)
+        async with member.exec(ref, request) as session:
+            yield session
+
+    # -- volumes --------------------------------------------------------------------------------
+
+    async def _volume_member(self, handle: VolumeHandle) -> KubernetesAdapter:
+        _, _, bundle_id = parse_handle(handle)
+        if bundle_id is None:  # an edge's volume: the edge runs on the default cluster
+            await self._ready()
+            return self._members[self._default]
+        return await self._member_of(bundle_id)
+
+    async def create_volume(self, request: VolumeRequest) -> VolumeHandle:
+        """The volume on its bundle's cluster (the default one for a bundle found nowhere)."""
+        return await (await self._member_of(request.bundle_id)).create_volume(request)
+
+    async def destroy_volume(self, handle: VolumeHandle) -> None:
+        """Delete the volume and its data, on its cluster."""
+        await (await self._volume_member(handle)).destroy_volume(handle)
+
+    @contextlib.asynccontextmanager
+    async def snapshot_volume(self, handle: VolumeHandle) -> AsyncIterator[ByteReceiveStream]:
+        """The volume's files as a tar stream, from its cluster."""
+        member = await self._volume_member(handle)
+        async with member.snapshot_volume(handle) as stream:
+            yield stream
+
+    async def restore_volume(
+        self, handle: VolumeHandle, source: ByteReceiveStream | AsyncIterable[bytes]
+    ) -> None:
+        """Replace the volume's files, on its cluster."""
+        await (await self._volume_member(handle)).restore_volume(handle, source)
+
+    # -- trial and edge: the default cluster ----------------------------------------------------
+
+    async def _default_member(self) -> KubernetesAdapter:
+        members = await self._ready()
+        return members[self._default]
+
+    async def trial(self, request: TrialRequest) -> TrialResult:
+        """A trial run, on the default cluster."""
+        return await (await self._default_member()).trial(request)
+
+    async def apply_edge(self, plan: EdgePlan) -> None:
+        """The edge, on the default cluster."""
+        await (await self._default_member()).apply_edge(plan)
+
+    async def observe_edge(self, name: str) -> EdgeState:
+        """The edge, on the default cluster."""
+        return await (await self._default_member()).observe_edge(name)
+
+    async def remove_edge(self, name: str) -> None:
+        """The edge, on the default cluster."""
+        await (await self._default_member()).remove_edge(name)
+
+    async def edges(self) -> tuple[str, ...]:
+        """The edges of the default cluster."""
+        return await (await self._default_member()).edges()
+
+    async def edge_volumes(self) -> tuple[VolumeHandle, ...]:
+        """The volumes the default cluster's edges mount."""
+        return await (await self._default_member()).edge_volumes()

@@ -1,0 +1,114 @@
+"""The multi-cluster adapter's pure parts: common capabilities, settings, registration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pando_runtime_kubernetes._info import MULTI_ADAPTER, MultiClusterConfig
+
+from pando_runtime import (
+    AdapterUnavailable,
+    ImageDelivery,
+    InvalidConfig,
+    IsolationClass,
+    RuntimeCapabilities,
+    available_adapters,
+)
+
+
+def test_common_capabilities_are_what_every_member_has() -> None:
+    from pando_runtime_kubernetes._multi import common_capabilities  # noqa: PLC0415
+
+    roomy = RuntimeCapabilities(
+        isolation_class=IsolationClass.SANDBOXED,
+        exec=True,
+        reports_usage=True,
+        private_network=True,
+        image_delivery=(ImageDelivery.REGISTRY, ImageDelivery.IMPORT),
+    )
+    plain = RuntimeCapabilities(
+        isolation_class=IsolationClass.CONTAINER,
+        exec=True,
+        reports_usage=False,
+        private_network=True,
+        image_delivery=(ImageDelivery.REGISTRY,),
+    )
+    common = common_capabilities([roomy, plain])
+    assert common.exec
+    assert common.private_network
+    assert not common.reports_usage, "one member without the metrics API: not reported"
+    assert common.isolation_class is IsolationClass.CONTAINER, "the weakest isolation"
+    assert common.image_delivery == (ImageDelivery.REGISTRY,)
+    assert common_capabilities([roomy]) == roomy
+
+
+def test_the_multi_cluster_adapter_is_listed_by_its_entry_point() -> None:
+    listed = {a.name: a for a in available_adapters()}
+    assert "kubernetes-multi" in listed
+    assert listed["kubernetes-multi"].config_class is MultiClusterConfig
+    assert MULTI_ADAPTER.factory.endswith(":MultiClusterAdapter")
+
+
+def test_member_settings_are_checked_before_any_io() -> None:
+    from pando_runtime_kubernetes._multi import MultiClusterAdapter  # noqa: PLC0415
+
+    with pytest.raises(InvalidConfig) as caught:
+        MultiClusterAdapter({"contexts": ["a"], "clusters": {"a": {"api_qps": "fast"}}})
+    assert [p.path for p in caught.value.problems] == ["api_qps"]
+    with pytest.raises(InvalidConfig, match=r"settings\.context"):
+        MultiClusterAdapter({"settings": {"context": "a"}})
+
+
+def _kubeconfig(path: Path, *contexts: str, current: str) -> Path:
+    import yaml  # noqa: PLC0415
+
+    doc: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": c, "cluster": {"server": f"https://127.0.0.1:{9 + i}"}}
+            for i, c in enumerate(contexts)
+        ],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": c, "context": {"cluster": c, "user": "u"}} for c in contexts],
+        "current-context": current,
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.anyio
+async def test_every_context_is_a_member_and_the_current_one_is_the_default(
+    tmp_path: Path,
+) -> None:
+    from pando_runtime_kubernetes._multi import MultiClusterAdapter  # noqa: PLC0415
+
+    config = _kubeconfig(tmp_path / "kubeconfig", "east", "west", "north", current="west")
+    adapter = MultiClusterAdapter({"kubeconfig": str(config), "clusters": {"east": {"api_qps": 7}}})
+    with pytest.raises(AdapterUnavailable) as caught:
+        await adapter.capacity()  # nothing listens on those ports
+    assert caught.value.details.get("cluster") == "west", "the default is asked first"
+    assert list(adapter.members) == ["west", "east", "north"]
+    assert adapter.default_cluster == "west"
+    assert adapter.members["east"].config.api_qps == 7
+    assert adapter.members["north"].config.api_qps == MultiClusterConfig().settings.get(
+        "api_qps", 50.0
+    )
+    chosen = MultiClusterAdapter(
+        {"kubeconfig": str(config), "contexts": ["east", "north"], "default_cluster": "north"}
+    )
+    with pytest.raises(AdapterUnavailable):
+        await chosen.observe_edge("x")
+    assert list(chosen.members) == ["north", "east"]
+
+
+@pytest.mark.anyio
+async def test_a_context_that_does_not_exist_is_named(tmp_path: Path) -> None:
+    from pando_runtime_kubernetes._multi import MultiClusterAdapter  # noqa: PLC0415
+
+    config = _kubeconfig(tmp_path / "kubeconfig", "east", current="east")
+    adapter = MultiClusterAdapter({"kubeconfig": str(config), "contexts": ["east", "south"]})
+    with pytest.raises(AdapterUnavailable, match="south"):
+        await adapter.capabilities()

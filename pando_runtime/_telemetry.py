@@ -30,7 +30,8 @@ import functools
 import logging
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from anyio.abc import ByteReceiveStream
 
@@ -232,6 +233,22 @@ class InstrumentedAdapter(RuntimeAdapter):
         with self._operation("aclose"):
             await self.adapter.aclose()
 
+    async def __aenter__(self) -> Self:
+        # The wrapped adapter's own block is entered with this one: an adapter may start
+        # work there (a Kubernetes adapter's watches), which delegating calls alone skips.
+        with self._operation("open"):
+            await self.adapter.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with self._operation("aclose"):
+            await self.adapter.__aexit__(exc_type, exc, tb)
+
     # -- bundles --------------------------------------------------------------------------------
 
     async def apply(self, plan: BundlePlan) -> BundleHandle:
@@ -391,7 +408,8 @@ def instrument(
     """Wrap ``adapter`` so each operation is traced, measured and logged.
 
     Spans and metrics go to the given providers, or to OpenTelemetry's global
-    ones (set by the host's SDK). Closing the wrapper closes the adapter.
+    ones (set by the host's SDK). ``async with`` the wrapper enters and leaves the
+    adapter's own ``async with`` block; closing the wrapper closes the adapter.
     Instrumenting an instrumented adapter returns it unchanged.
     """
     if isinstance(adapter, InstrumentedAdapter):

@@ -6,7 +6,8 @@ import logging
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -149,6 +150,43 @@ async def test_the_wrapper_is_the_adapter_it_wraps(otel: Otel) -> None:
     )
     await runtime.aclose()
     assert fake.closed
+
+
+class Recording(FakeAdapter):
+    """A fake that records its own ``async with`` block, as an adapter that starts work there."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks: list[str] = []
+
+    async def __aenter__(self) -> Self:
+        self.blocks.append("enter")
+        return await super().__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.blocks.append(f"exit {exc_type.__name__ if exc_type else None}")
+        await super().__aexit__(exc_type, exc, tb)
+
+
+async def test_the_wrappers_block_is_the_adapters_block(otel: Otel) -> None:
+    recording = Recording()
+    async with otel.instrument(recording) as runtime:
+        assert recording.blocks == ["enter"], "entered with the wrapper"
+        await runtime.apply(PLAN)
+    assert recording.blocks == ["enter", "exit None"]
+    assert recording.closed
+    with pytest.raises(LookupError):
+        async with otel.instrument(recording):
+            raise LookupError
+    assert recording.blocks[2:] == ["enter", "exit LookupError"], "the error is the adapter's"
+    spans = [s.name for s in otel.spans.get_finished_spans()]
+    assert spans.count("pando_runtime open") == 2
+    assert spans.count("pando_runtime aclose") == 2, "one close per block"
 
 
 class UnwrappingHarness(FakeHarness):

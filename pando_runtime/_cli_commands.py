@@ -356,7 +356,14 @@ async def _stop(args: argparse.Namespace, console: Console) -> int:
 async def _destroy(args: argparse.Namespace, console: Console) -> int:
     async with _adapter(args, console) as adapter:
         await adapter.destroy(BundleRef(args.app), DestroyOptions(keep_volumes=not args.volumes))
-        console.data(await adapter.observe(BundleRef(args.app)), _bundle_table)
+        observed = await adapter.observe(BundleRef(args.app))
+        console.data(observed, _bundle_table)
+    kept = [v.volume_id for v in observed.volumes if v.present]
+    if kept:
+        console.note(
+            f"destroyed {args.app}; its volumes stay: {', '.join(kept)} "
+            f"(pando-runtime destroy {args.app} --volumes removes them with their data)"
+        )
     return EXIT_OK
 
 

@@ -77,12 +77,14 @@ def test_separate_commands_on_the_default_fake_share_one_world(home: Path) -> No
     executed = run(home, "exec", "shop", "web", "--", "nginx", "-t")
     assert executed.returncode == 127, "the command reached the running workload"
     assert "command not found" in executed.stderr
+    assert "runs no real commands" in executed.stderr, "a person trying the fake learns why"
     (home / "site.tar").write_bytes(make_tar({"index.html": b"<h1>shop</h1>"}))
     assert run(home, "volume", "restore", "shop", "shop_data", "site.tar").returncode == 0
     assert run(home, "volume", "snapshot", "shop", "shop_data", "back.tar").returncode == 0
     assert read_tar((home / "back.tar").read_bytes()) == {"index.html": b"<h1>shop</h1>"}
     destroyed = run(home, "destroy", "shop")
     assert destroyed.returncode == 0, destroyed.stderr
+    assert "its volumes stay: shop_data" in destroyed.stderr, "and how to remove them"
     gone = run(home, "observe", "shop")
     assert gone.returncode == 4
     assert "does not exist" in gone.stdout

@@ -61,8 +61,12 @@ def scripted(stdout: bytes = b"", stderr: bytes = b"", exit_code: int | None = 0
 
 
 async def command_not_found(context: ExecContext) -> int:
-    """What runs when no handler matches: a shell's 'command not found'."""
-    await context.stderr.send(f"fake: {context.command[0]}: command not found\n".encode())
+    """What runs when no handler matches: a shell's 'command not found', saying why."""
+    # A person trying the fake from the command line meets this first: say what it runs.
+    await context.stderr.send(
+        f"fake: {context.command[0]}: command not found (the fake adapter runs no real "
+        "commands, only those a test scripted with FakeAdapter.on_exec)\n".encode()
+    )
     return 127
 
 

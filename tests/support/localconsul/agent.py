@@ -1,0 +1,132 @@
+"""Start and stop one ``consul agent -dev`` on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from localcluster.net import free_ports, wait_until
+from localcluster.process import Component
+
+ENV_BIN = "PANDO_CONSUL_BIN"
+"""Environment variable naming a directory that already holds ``consul``."""
+
+PORTS = ("http", "dns", "grpc", "serf-lan", "serf-wan", "server")
+
+
+class ConsulError(RuntimeError):
+    """Consul could not be built, found or started."""
+
+
+def _repo_root() -> Path:
+    return Path(__file__).resolve().parents[3]
+
+
+def find_consul() -> Path:
+    """The ``consul`` binary: from ``PANDO_CONSUL_BIN``, else built by the build script."""
+    named = os.environ.get(ENV_BIN)
+    if named:
+        binary = Path(named).expanduser() / "consul"
+        if not os.access(binary, os.X_OK):
+            raise ConsulError(f"{ENV_BIN}={named} holds no executable consul")
+        return binary
+    script = _repo_root() / "tools" / "consul" / "build.sh"
+    proc = subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, check=False, timeout=3600
+    )
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.splitlines()[-20:])
+        raise ConsulError(f"{script} failed ({proc.returncode}):\n{tail}")
+    binary = Path(proc.stdout.strip().splitlines()[-1]) / "consul"
+    if not os.access(binary, os.X_OK):
+        raise ConsulError(f"{script} printed {binary.parent}, which holds no consul")
+    return binary
+
+
+class ConsulAgent:
+    """One dev-mode agent: ``with ConsulAgent() as consul: consul.http_address``."""
+
+    def __init__(self, binary: Path | None = None, *, workdir: Path | None = None) -> None:
+        self.binary = binary or find_consul()
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if workdir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="pando-consul-")
+            workdir = Path(self._tmp.name)
+        self.workdir = workdir
+        self.ports = dict(zip(PORTS, free_ports(len(PORTS)), strict=True))
+        argv = [
+            str(self.binary),
+            "agent",
+            "-dev",
+            "-bind=127.0.0.1",
+            "-client=127.0.0.1",
+            "-node=pando-test-agent",
+            "-log-level=warn",
+            *(f"-{name}-port={port}" for name, port in self.ports.items()),
+        ]
+        self.component = Component("consul", argv, workdir / "consul.log")
+
+    @property
+    def http_address(self) -> str:
+        """``http://127.0.0.1:<port>`` of the HTTP API."""
+        return f"http://127.0.0.1:{self.ports['http']}"
+
+    def _leader(self) -> bool:
+        try:
+            with urllib.request.urlopen(  # noqa: S310 - a loopback http URL of our own
+                f"{self.http_address}/v1/status/leader", timeout=2
+            ) as response:
+                return bool(json.loads(response.read()))
+        except (OSError, urllib.error.URLError, ValueError):
+            return False
+
+    def _died(self) -> str | None:
+        code = self.component.exit_code()
+        if code is None:
+            return None
+        return f"consul exited with {code}:\n{self.component.tail()}"
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the agent and wait until it has elected itself leader."""
+        self.component.start()
+        if not wait_until(self._leader, timeout=timeout, abort=self._died):
+            self.stop()
+            raise ConsulError(f"consul elected no leader in {timeout} s:\n{self.component.tail()}")
+
+    def stop(self) -> None:
+        """``consul leave`` (a clean exit), then SIGTERM/SIGKILL if it is still there."""
+        if self.component.running():
+            subprocess.run(
+                [str(self.binary), "leave", f"-http-addr={self.http_address}"],
+                capture_output=True,
+                check=False,
+                timeout=30,
+            )
+            proc = self.component.proc
+            if proc is not None:
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    self.component.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

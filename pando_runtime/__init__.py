@@ -33,6 +33,27 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         RuntimeCapabilities,
     )
     from ._capacity import BundleUsage, Capacity, Fit, InUse, VolumeUsage, WorkloadUsage
+    from ._catalog import (
+        CATALOG_NODE,
+        CatalogBackend,
+        CatalogInfo,
+        CatalogRegistration,
+        Syncer,
+    )
+    from ._catalog_bundles import BundleSource, bundle_service_name
+    from ._catalog_registry import (
+        CATALOG_ENTRY_POINT_GROUP,
+        available_catalogs,
+        load_catalog,
+        register_catalog,
+    )
+    from ._catalog_sync import (
+        CATALOG_OWNER_TAG,
+        CatalogSyncer,
+        SyncChange,
+        SyncChangeKind,
+        SyncStatus,
+    )
     from ._config import ConfigField, EmptyConfig, config_json_schema, setting, structure_config
     from ._convert import converter, from_json, load_bundle_file, structure, to_json, unstructure
     from ._edge import EdgeCertificate, EdgeMount, EdgePlan, EdgePort, EdgeState
@@ -42,6 +63,8 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         AdapterUnavailable,
         CapabilityUnsupported,
         CapacityExceeded,
+        CatalogNotInstalled,
+        CatalogUnavailable,
         IncompatibleAdapter,
         InvalidConfig,
         InvalidInput,
@@ -51,6 +74,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         Problem,
         RateLimited,
         UnknownAdapter,
+        UnknownCatalog,
     )
     from ._events import BundleEvent, BundleEventKind, BundleEventStream, bundle_event_channel
     from ._exec import ExecRequest, ExecResult, ExecSession
@@ -112,6 +136,27 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "RuntimeCapabilities",
     ),
     "_capacity": ("BundleUsage", "Capacity", "Fit", "InUse", "VolumeUsage", "WorkloadUsage"),
+    "_catalog": (
+        "CATALOG_NODE",
+        "CatalogBackend",
+        "CatalogInfo",
+        "CatalogRegistration",
+        "Syncer",
+    ),
+    "_catalog_bundles": ("BundleSource", "bundle_service_name"),
+    "_catalog_registry": (
+        "CATALOG_ENTRY_POINT_GROUP",
+        "available_catalogs",
+        "load_catalog",
+        "register_catalog",
+    ),
+    "_catalog_sync": (
+        "CATALOG_OWNER_TAG",
+        "CatalogSyncer",
+        "SyncChange",
+        "SyncChangeKind",
+        "SyncStatus",
+    ),
     "_config": ("ConfigField", "EmptyConfig", "config_json_schema", "setting", "structure_config"),
     "_convert": (
         "converter",
@@ -128,6 +173,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "AdapterUnavailable",
         "CapabilityUnsupported",
         "CapacityExceeded",
+        "CatalogNotInstalled",
+        "CatalogUnavailable",
         "IncompatibleAdapter",
         "InvalidConfig",
         "InvalidInput",
@@ -137,6 +184,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Problem",
         "RateLimited",
         "UnknownAdapter",
+        "UnknownCatalog",
     ),
     "_events": ("BundleEvent", "BundleEventKind", "BundleEventStream", "bundle_event_channel"),
     "_exec": ("ExecRequest", "ExecResult", "ExecSession"),
@@ -189,6 +237,9 @@ _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in nam
 
 __all__ = [
     "API_VERSION",
+    "CATALOG_ENTRY_POINT_GROUP",
+    "CATALOG_NODE",
+    "CATALOG_OWNER_TAG",
     "ENTRY_POINT_GROUP",
     "MAX_CARRIED_FILES_BYTES",
     "AdapterFailed",
@@ -201,6 +252,7 @@ __all__ = [
     "BundleHandle",
     "BundlePlan",
     "BundleRef",
+    "BundleSource",
     "BundleUsage",
     "BytesReceiveStream",
     "Capability",
@@ -208,6 +260,12 @@ __all__ = [
     "Capacity",
     "CapacityExceeded",
     "CarriedFile",
+    "CatalogBackend",
+    "CatalogInfo",
+    "CatalogNotInstalled",
+    "CatalogRegistration",
+    "CatalogSyncer",
+    "CatalogUnavailable",
     "ConfigField",
     "DestroyOptions",
     "EdgeCertificate",
@@ -251,9 +309,14 @@ __all__ = [
     "Resources",
     "RuntimeAdapter",
     "RuntimeCapabilities",
+    "SyncChange",
+    "SyncChangeKind",
+    "SyncStatus",
+    "Syncer",
     "TrialRequest",
     "TrialResult",
     "UnknownAdapter",
+    "UnknownCatalog",
     "Upstream",
     "VolumeHandle",
     "VolumePlan",
@@ -265,7 +328,9 @@ __all__ = [
     "__version__",
     "api_compatible",
     "available_adapters",
+    "available_catalogs",
     "bundle_event_channel",
+    "bundle_service_name",
     "byte_stream_pair",
     "check_plan",
     "config_json_schema",
@@ -276,10 +341,12 @@ __all__ = [
     "is_valid_image",
     "load_adapter",
     "load_bundle_file",
+    "load_catalog",
     "raise_problems",
     "read_all",
     "read_scope",
     "register_adapter",
+    "register_catalog",
     "scoped_read",
     "setting",
     "structure",

@@ -14,8 +14,11 @@ the message::
     │   ├── InvalidPlan
     │   └── InvalidConfig
     ├── NotFound                also LookupError
-    │   └── UnknownAdapter
+    │   ├── UnknownAdapter
+    │   └── UnknownCatalog
     ├── AdapterNotInstalled     an adapter's distribution or extra is missing
+    ├── CatalogNotInstalled     a catalog backend's distribution is missing
+    ├── CatalogUnavailable      a service catalog cannot be reached or refused a call
     ├── IncompatibleAdapter     the adapter was built for another API version
     └── RateLimited             with ``retry_after`` seconds
 """
@@ -33,6 +36,8 @@ __all__ = [
     "AdapterUnavailable",
     "CapabilityUnsupported",
     "CapacityExceeded",
+    "CatalogNotInstalled",
+    "CatalogUnavailable",
     "IncompatibleAdapter",
     "InvalidConfig",
     "InvalidInput",
@@ -42,6 +47,7 @@ __all__ = [
     "Problem",
     "RateLimited",
     "UnknownAdapter",
+    "UnknownCatalog",
 ]
 
 
@@ -226,3 +232,28 @@ class RateLimited(PandoRuntimeError):
         super().__init__(
             message, remedy=remedy, details={"retry_after": retry_after, **(details or {})}
         )
+
+
+class UnknownCatalog(NotFound):
+    """No catalog backend of that name is installed or registered."""
+
+    code = "CATALOG_NOT_FOUND"
+    default_remedy = "Install the backend's distribution or pick one of the installed catalogs."
+
+
+class CatalogNotInstalled(PandoRuntimeError, ImportError):
+    """The catalog backend is registered but its code or a dependency cannot be imported."""
+
+    code = "CATALOG_NOT_INSTALLED"
+    default_remedy = "Install the distribution that provides the catalog backend."
+
+
+class CatalogUnavailable(PandoRuntimeError):
+    """A service catalog cannot be reached, or it refused a call.
+
+    A syncer retries with backoff and keeps its desired set; hosts see it in the
+    syncer's status.
+    """
+
+    code = "CATALOG_UNAVAILABLE"
+    default_remedy = "Check the catalog's address and that it is up; the syncer retries."

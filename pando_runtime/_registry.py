@@ -36,29 +36,46 @@ def register_adapter(name: str, target: str, *, clobber: bool = False) -> None:
     Nothing is imported now. Registering a taken name raises ``ValueError``
     unless ``clobber`` is true.
     """
+    register_target(_registered, "adapter", name, target, clobber=clobber)
+
+
+def plugin_targets(
+    group: str, builtin: Mapping[str, str], registered: Mapping[str, str]
+) -> dict[str, str]:
+    """Name -> ``"module:attr"`` of one plugin kind: built-ins, entry points, registrations.
+
+    Shared by every plugin kind (adapters, catalog backends), later sources winning.
+    """
+    # importlib.metadata costs ~20 ms to import: pay it when plugins are looked up.
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
+    targets = dict(builtin)
+    for entry in entry_points(group=group):
+        targets[entry.name] = entry.value
+    with _lock:
+        targets.update(registered)
+    return targets
+
+
+def register_target(
+    registered: dict[str, str], kind: str, name: str, target: str, *, clobber: bool
+) -> None:
+    """Record ``name`` -> ``target`` in one plugin kind's registrations (see register_adapter)."""
     if ":" not in target:
         msg = f"target {target!r} must be 'module:attr'"
         raise ValueError(msg)
     with _lock:
-        if not clobber and name in _registered:
-            msg = f"adapter {name!r} is already registered as {_registered[name]!r}"
+        if not clobber and name in registered:
+            msg = f"{kind} {name!r} is already registered as {registered[name]!r}"
             raise ValueError(msg)
-        _registered[name] = target
+        registered[name] = target
 
 
 def _targets() -> dict[str, str]:
-    # importlib.metadata costs ~20 ms to import: pay it when adapters are looked up.
-    from importlib.metadata import entry_points  # noqa: PLC0415
-
-    targets = dict(_BUILTIN)
-    for entry in entry_points(group=ENTRY_POINT_GROUP):
-        targets[entry.name] = entry.value
-    with _lock:
-        targets.update(_registered)
-    return targets
+    return plugin_targets(ENTRY_POINT_GROUP, _BUILTIN, _registered)
 
 
-def _import_attr(target: str) -> Any:
+def import_attr(target: str) -> Any:
     module_name, _, attr = target.partition(":")
     module = importlib.import_module(module_name)
     value: Any = module
@@ -69,7 +86,7 @@ def _import_attr(target: str) -> Any:
 
 def _info_from(name: str, target: str) -> AdapterInfo:
     try:
-        value = _import_attr(target)
+        value = import_attr(target)
     except ImportError as error:
         raise AdapterNotInstalled(
             f"adapter {name!r} is registered but {target!r} cannot be imported: {error}",
@@ -133,7 +150,7 @@ def load_adapter(name: str, config: Mapping[str, Any] | Any | None = None) -> Ru
             details={"adapter": name, "api_version": info.api_version},
         )
     try:
-        factory = _import_attr(info.factory)
+        factory = import_attr(info.factory)
     except ImportError as error:
         raise AdapterNotInstalled(
             f"adapter {name!r} cannot be imported: {error}",

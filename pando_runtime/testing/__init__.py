@@ -1,6 +1,7 @@
 """Test support for hosts and adapter authors.
 
 - :class:`FakeAdapter`: an in-memory runtime for a host's unit tests.
+- :class:`MemoryCatalog`: an in-memory catalog backend for catalog sync tests.
 - :mod:`pando_runtime.testing.conformance`: the contract as tests, for adapters.
 """
 
@@ -10,6 +11,7 @@ from ._clock import FakeClock
 from ._fake import FakeAdapter, FakeConfig, FakeNode, ImageBehaviour
 from ._fake_exec import ExecContext, ExecHandler, scripted
 from ._faults import Faults
+from ._memory_catalog import MemoryCatalog
 from ._tar import make_tar, read_tar
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "FakeNode",
     "Faults",
     "ImageBehaviour",
+    "MemoryCatalog",
     "make_tar",
     "read_tar",
     "scripted",

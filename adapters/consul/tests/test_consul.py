@@ -1,0 +1,219 @@
+"""The Consul backend and the syncer against a real Consul agent (built from source)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from pando_runtime_consul import ConsulCatalog, ConsulConfig
+
+import pando_runtime as pr
+
+pytestmark = [pytest.mark.anyio, pytest.mark.consul]
+
+OWNER = pr.CATALOG_OWNER_TAG
+
+
+def _reg(n: int, node: str, **kw: Any) -> pr.CatalogRegistration:
+    fields: dict[str, Any] = {
+        "service": f"svc-{n}",
+        "service_id": f"svc-{n}:web:80",
+        "address": f"10.0.0.{n}",
+        "port": 8000 + n,
+        "tags": ("web",),
+        "metadata": {"pando-bundle": f"b{n}"},
+        "node": node,
+    }
+    fields.update(kw)
+    return pr.CatalogRegistration(**fields)
+
+
+@pytest.fixture
+async def consul(consul_agent: Any) -> AsyncIterator[ConsulCatalog]:
+    backend = pr.load_catalog("consul", {"address": consul_agent.http_address})
+    assert isinstance(backend, ConsulCatalog)
+    try:
+        yield backend
+    finally:
+        await backend.aclose()
+
+
+@pytest.fixture
+async def raw(consul_agent: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """Consul's HTTP API as someone else uses it (edits behind the syncer's back)."""
+    async with httpx.AsyncClient(base_url=consul_agent.http_address) as client:
+        yield client
+
+
+async def _service_ids(raw: httpx.AsyncClient, node: str) -> dict[str, dict[str, Any]]:
+    body = (await raw.get(f"/v1/catalog/node-services/{node}")).json()
+    return {s["ID"]: s for s in body.get("Services") or ()}
+
+
+async def _until(syncer: pr.CatalogSyncer, check: Callable[[], bool]) -> None:
+    with anyio.fail_after(30):
+        while not check():
+            await syncer.wait_pass()
+
+
+async def test_register_read_and_deregister_on_a_synthetic_node(
+    consul: ConsulCatalog, raw: httpx.AsyncClient, node: str
+) -> None:
+    assert await consul.node_services(node) == []
+    registration = _reg(1, node, tags=("b", "a", OWNER))
+    await consul.register(registration)
+    assert await consul.node_services(node) == [registration]
+    body = (await raw.get(f"/v1/catalog/node/{node}")).json()
+    assert body["Node"]["Meta"] == {"external-source": "pando-runtime"}
+    by_name = (await raw.get("/v1/catalog/service/svc-1")).json()
+    assert [(s["Node"], s["ServiceAddress"], s["ServicePort"]) for s in by_name] == [
+        (node, "10.0.0.1", 8001)
+    ]
+    await consul.deregister(node, registration.service_id)
+    await consul.deregister(node, registration.service_id)  # gone already: no error
+    assert await consul.node_services(node) == []
+    assert consul.requests["catalog/register"] == 1
+
+
+async def test_the_syncer_keeps_consul_equal_to_the_desired_set(
+    consul: ConsulCatalog, raw: httpx.AsyncClient, node: str
+) -> None:
+    syncer = pr.CatalogSyncer(consul, nodes=(node,), resync_interval=3600, reap_interval=3600)
+    async with syncer.running():
+        await syncer.sync([_reg(1, node), _reg(2, node)])
+        await syncer.wait_applied()
+        assert set(await _service_ids(raw, node)) == {"svc-1:web:80", "svc-2:web:80"}
+        await syncer.sync([_reg(1, node, port=9001)])  # one changes, one goes
+        await syncer.wait_applied()
+        services = await _service_ids(raw, node)
+        assert set(services) == {"svc-1:web:80"}
+        assert services["svc-1:web:80"]["Port"] == 9001
+        assert services["svc-1:web:80"]["Tags"] == ["web", OWNER]
+
+
+async def test_an_external_edit_is_overwritten_at_the_next_full_sync(
+    consul: ConsulCatalog, raw: httpx.AsyncClient, node: str
+) -> None:
+    syncer = pr.CatalogSyncer(consul, nodes=(node,), resync_interval=3600)
+    async with syncer.running():
+        await syncer.sync([_reg(1, node)])
+        await syncer.wait_applied()
+        edit = {
+            "Node": node,
+            "Address": "127.0.0.1",
+            "Service": {
+                "ID": "svc-1:web:80",
+                "Service": "svc-1",
+                "Address": "192.0.2.9",
+                "Port": 1,
+                "Tags": ["web", OWNER],
+            },
+        }
+        assert (await raw.put("/v1/catalog/register", json=edit)).status_code == 200
+        await syncer.wait_full_sync()
+        service = (await _service_ids(raw, node))["svc-1:web:80"]
+        assert (service["Address"], service["Port"]) == ("10.0.0.1", 8001)
+
+
+async def test_a_restart_with_a_full_catalog_deregisters_nothing_still_desired(
+    consul_agent: Any, raw: httpx.AsyncClient, node: str
+) -> None:
+    desired = [_reg(n, node) for n in range(1, 21)]
+    config = ConsulConfig(address=consul_agent.http_address)
+    first = ConsulCatalog(config)
+    syncer = pr.CatalogSyncer(first, nodes=(node,))
+    async with syncer.running():
+        await syncer.sync(desired)
+        await syncer.wait_applied()
+    await first.aclose()
+    modify = {k: s["ModifyIndex"] for k, s in (await _service_ids(raw, node)).items()}
+    second = ConsulCatalog(config)
+    again = pr.CatalogSyncer(second, nodes=(node,), reap_interval=0)
+    async with again.running():
+        await again.sync(desired)
+        await again.wait_full_sync()
+        await again.wait_full_sync()
+    await second.aclose()
+    assert second.requests["catalog/deregister"] == 0
+    assert second.requests["catalog/register"] == 0
+    after = {k: s["ModifyIndex"] for k, s in (await _service_ids(raw, node)).items()}
+    assert after == modify, "nothing was rewritten"
+
+
+async def test_registrations_made_by_others_are_never_touched(
+    consul: ConsulCatalog, raw: httpx.AsyncClient, node: str
+) -> None:
+    theirs = {
+        "Node": node,
+        "Address": "127.0.0.1",
+        "Service": {"ID": "theirs", "Service": "theirs", "Port": 5, "Tags": ["other-tool"]},
+    }
+    clash = {
+        "Node": node,
+        "Address": "127.0.0.1",
+        "Service": {"ID": "svc-2:web:80", "Service": "svc-2", "Port": 6},
+    }
+    for body in (theirs, clash):
+        assert (await raw.put("/v1/catalog/register", json=body)).status_code == 200
+    before = await _service_ids(raw, node)
+    syncer = pr.CatalogSyncer(consul, nodes=(node,), reap_interval=0)
+    async with syncer.running():
+        await syncer.sync([_reg(1, node), _reg(2, node)])
+        await syncer.wait_full_sync()
+        await syncer.sync([])
+        await syncer.wait_full_sync()
+        assert syncer.status.conflicts == 1
+        assert await syncer.cleanup() == 0
+    after = await _service_ids(raw, node)
+    assert after == before
+
+
+async def test_cleanup_removes_everything_it_owns(
+    consul: ConsulCatalog, raw: httpx.AsyncClient, node: str
+) -> None:
+    syncer = pr.CatalogSyncer(consul, nodes=(node,))
+    async with syncer.running():
+        await syncer.sync([_reg(n, node) for n in range(1, 4)])
+        await syncer.wait_applied()
+    assert await pr.CatalogSyncer(consul, nodes=(node,)).cleanup() == 3
+    assert await _service_ids(raw, node) == {}
+
+
+async def test_an_unreachable_consul_is_a_coded_error_naming_the_address(node: str) -> None:
+    from localcluster.net import free_ports  # noqa: PLC0415 - the test harness
+
+    address = f"http://127.0.0.1:{free_ports(1)[0]}"
+    backend = ConsulCatalog(ConsulConfig(address=address, timeout=2))
+    with pytest.raises(pr.CatalogUnavailable) as caught:
+        await backend.check()
+    assert caught.value.code == "CATALOG_UNAVAILABLE"
+    assert caught.value.details["setting"] == "address"
+    assert address in caught.value.message
+    syncer = pr.CatalogSyncer(backend, nodes=(node,), backoff_initial=0.01)
+    async with syncer.running():
+        await syncer.sync([_reg(1, node)])
+        await _until(syncer, lambda: syncer.status.last_error is not None)
+        assert syncer.status.desired == 1
+        assert not syncer.status.healthy
+        assert address in (syncer.status.last_error or "")
+    await backend.aclose()
+
+
+def test_bad_settings_are_coded_errors_naming_each_setting() -> None:
+    with pytest.raises(pr.InvalidConfig) as caught:
+        pr.load_catalog("consul", {"address": "ftp://x", "timeout": 0, "node_address": ""})
+    assert caught.value.code == "INVALID_CONFIG"
+    assert {p.path for p in caught.value.problems} == {"address", "timeout", "node_address"}
+    with pytest.raises(pr.InvalidConfig) as unknown:
+        pr.load_catalog("consul", {"adress": "http://127.0.0.1:8500"})
+    assert [p.path for p in unknown.value.problems] == ["adress"]
+
+
+def test_the_token_is_never_shown() -> None:
+    config = ConsulConfig(token="s3cr3t-token")  # noqa: S106 - a made-up token
+    assert "s3cr3t" not in repr(config)
+    info = next(i for i in pr.available_catalogs() if i.name == "consul")
+    assert [f.key for f in info.config_fields if f.secret] == ["token"]

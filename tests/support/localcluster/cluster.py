@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import contextlib
 import functools
 import json
 import os
@@ -24,7 +25,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -45,6 +46,8 @@ ENV_KEEP = "PANDO_LOCALCLUSTER_KEEP"
 """Set to 1 to keep the work directory after teardown (for debugging)."""
 START_ORDER = BINARIES
 """One component per binary, started in the order the binaries are listed."""
+RESTARTABLE = ("etcd", "kube-apiserver", "kwok")
+"""Components with a health check, so :meth:`LocalCluster.restart` knows when they are back."""
 METRICS_RESOLUTION = "10s"
 """How often metrics-server scrapes (its minimum); CPU needs two scrapes to be known."""
 
@@ -149,6 +152,74 @@ class LocalCluster:
         if self._own_work_dir and not self.keep_work_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 
+    # ----------------------------------------------------------------- faults
+
+    def component(self, name: str) -> Component:
+        """The running component ``name`` (one of :data:`RESTARTABLE`, or any other)."""
+        try:
+            return self.components[name]
+        except KeyError:
+            raise ClusterError(
+                f"no component {name!r} (started: {sorted(self.components)})"
+            ) from None
+
+    def restart(
+        self, name: str, *, crash: bool = True, down_for: float = 0.0, timeout: float = 60.0
+    ) -> float:
+        """Stop ``name`` (SIGKILL when ``crash``, else SIGTERM), wait ``down_for`` seconds, start
+        it again with the same flags and data, and wait until it answers again.
+
+        Returns the seconds from the start to healthy again. Only the components of
+        :data:`RESTARTABLE` have a health check; others are only restarted.
+        """
+        component = self.component(name)
+        if crash:
+            component.kill()
+        else:
+            component.stop(self.stop_timeout)
+        if down_for > 0:
+            time.sleep(down_for)
+        started = time.monotonic()
+        component.start(detach=self._detached)
+        self.wait_healthy(name, timeout=timeout)
+        return time.monotonic() - started
+
+    def pause(self, name: str) -> None:
+        """SIGSTOP ``name``: it hangs with its sockets open (connections stall, none is refused)."""
+        self.component(name).pause()
+
+    def resume(self, name: str) -> None:
+        """SIGCONT ``name`` after :meth:`pause`."""
+        self.component(name).resume()
+
+    @contextlib.contextmanager
+    def paused(self, name: str) -> Iterator[None]:
+        """``name`` is paused for the block and resumed on every way out."""
+        self.pause(name)
+        try:
+            yield
+        finally:
+            self.resume(name)
+
+    def healthy(self, name: str) -> bool:
+        """Whether ``name`` answers its health check (a running process for the others)."""
+        checks: dict[str, Callable[[], bool]] = {
+            "etcd": lambda: _http_ok(f"http://127.0.0.1:{self.ports['etcd']}/health"),
+            "kube-apiserver": lambda: self.rest.request("GET", "/readyz", timeout=2)[0] == 200,
+            "kwok": lambda: all(self.node_ready(n.name) for n in self.nodes),
+        }
+        check = checks.get(name)
+        running = self.component(name).running()
+        return running and (check is None or check())
+
+    def wait_healthy(self, name: str, *, timeout: float = 60.0) -> None:
+        """Wait until :meth:`healthy`; :class:`ClusterError` with its log tail otherwise."""
+        if not wait_until(lambda: self.healthy(name), timeout=timeout):
+            raise ClusterError(
+                f"{name} not healthy {timeout:.0f} s after its restart\n"
+                f"{self.component(name).tail()}"
+            )
+
     # ----------------------------------------------------------------- setup
 
     def _prepare(self) -> None:
@@ -168,24 +239,8 @@ class LocalCluster:
         self.ports = dict(zip(names, free_ports(len(names)), strict=True))
         self.server = f"https://127.0.0.1:{self.ports['apiserver']}"
         pki = self._pki = make_pki(self.work_dir / "pki", self.restricted_user)
-        write_kubeconfig(
-            self.kubeconfig,
-            user="pando-admin",
-            context=CONTEXT,
-            client_cert=pki.admin.cert,
-            client_key=pki.admin.key,
-            server=self.server,
-            ca_cert=pki.ca.cert,
-        )
-        write_kubeconfig(
-            self.restricted_kubeconfig,
-            user=self.restricted_user,
-            context=f"{CONTEXT}-{self.restricted_user}",
-            client_cert=pki.restricted.cert,
-            client_key=pki.restricted.key,
-            server=self.server,
-            ca_cert=pki.ca.cert,
-        )
+        self._write_kubeconfig(self.kubeconfig, self.server, restricted=False)
+        self._write_kubeconfig(self.restricted_kubeconfig, self.server, restricted=True)
         write_kubeconfig(
             self.token_kubeconfig,
             user="pando-admin-token",
@@ -213,6 +268,29 @@ class LocalCluster:
                 self.logs_dir / f"{name}.log",
                 cwd=self.exec_dir if name == "kwok" else self.work_dir,
             )
+
+    def _write_kubeconfig(self, path: Path, server: str, *, restricted: bool) -> Path:
+        pki = self._pki
+        assert pki is not None
+        identity = pki.restricted if restricted else pki.admin
+        return write_kubeconfig(
+            path,
+            user=self.restricted_user if restricted else "pando-admin",
+            context=f"{CONTEXT}-{self.restricted_user}" if restricted else CONTEXT,
+            client_cert=identity.cert,
+            client_key=identity.key,
+            server=server,
+            ca_cert=pki.ca.cert,
+        )
+
+    def write_kubeconfig_for(self, server: str, *, restricted: bool, name: str) -> Path:
+        """A kubeconfig of the admin (or the restricted) identity for another address.
+
+        For a proxy in front of the API server: the server's certificate is verified as usual.
+        """
+        return self._write_kubeconfig(
+            self.work_dir / f"{name}.kubeconfig", server, restricted=restricted
+        )
 
     def _argv(self, name: str, pki: Pki, kwok_yaml: Path) -> list[str]:
         assert self.binaries is not None

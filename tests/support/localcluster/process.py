@@ -134,6 +134,26 @@ class Component:
             self.proc.kill()
             self.proc.wait(10)
 
+    def kill(self) -> None:
+        """SIGKILL (a crash: no shutdown of its own) and wait for the exit."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.resume()  # a stopped process dies of SIGKILL too, but reap it promptly
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process hangs, its sockets stay open (a stuck server)."""
+        if self.running():
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`."""
+        if self.running():
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGCONT)
+
     def tail(self, lines: int = 40) -> str:
         """The last lines of this component's log."""
         return tail(self.log_path, lines)

@@ -202,8 +202,16 @@ def child_cold(kubeconfig: str, apps: int, args: argparse.Namespace) -> dict[str
 
     from pando_runtime import BundleRef, read_scope  # noqa: PLC0415
 
+    # The official client's modules (imported when the adapter connects): a cost per process,
+    # not per app, measured apart so the growth per app is the adapter's own.
+    rss_bare = rss_bytes()
+    import kubernetes.client  # noqa: PLC0415, F401
+    import kubernetes.config  # noqa: PLC0415, F401
+
+    rss_imported = rss_bytes()
+
     async def run() -> dict[str, Any]:
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {"rss_client_import": rss_imported - rss_bare}
         rss_before = rss_bytes()
         start = time.perf_counter()
         async with KubernetesAdapter(adapter_config(kubeconfig, args)) as adapter:
@@ -628,7 +636,8 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
     )
     out(
         f"memory:        adapter process RSS growth {cold['rss_growth'] / n:,.0f} bytes per app "
-        f"({cold['rss_growth'] / 2**20:.1f} MiB for {n:,}); cache {cache['pods']:.0f} bytes per "
+        f"({cold['rss_growth'] / 2**20:.1f} MiB for {n:,}; the official client's import "
+        f"{cold['rss_client_import'] / 2**20:.1f} MiB apart); cache {cache['pods']:.0f} bytes per "
         f"pod (its JSON {cache['pods_json_bytes']:,.0f}), {cache['namespaces']:.0f} per "
         f"namespace, {cache['services']:.0f} per Service; benchmark process grew "
         f"{r['rss_growth_main'] / n:,.0f} bytes per app"

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from pando_runtime import AdapterUnavailable, BundleEvent, BundleEventKind
 
-from ._capacity import cpu_millis, memory_bytes
+from ._capacity import Reservation, cpu_millis, memory_bytes, pod_requests
 from ._client import KubeTransport
 from ._names import (
     ANN_BUNDLE_ID,
@@ -59,17 +59,17 @@ _intern = sys.intern
 
 
 Limits = tuple[int | None, int | None]
-_LIMITS: dict[Limits, Limits] = {}
-_LIMITS_MAX = 4096
+_Pair = TypeVar("_Pair", bound=Limits)
+_PAIRS: dict[Limits, Any] = {}
+_PAIRS_MAX = 4096
 
 
-def _shared_limits(cpu: int | None, memory: int | None) -> Limits:
+def _shared(pair: _Pair) -> _Pair:
     """One tuple per distinct pair: apps mostly share a few sizes (a pointer per pod)."""
-    pair = (cpu, memory)
-    shared = _LIMITS.get(pair)
+    shared: _Pair | None = _PAIRS.get(pair)
     if shared is None:
-        if len(_LIMITS) < _LIMITS_MAX:
-            _LIMITS[pair] = pair
+        if len(_PAIRS) < _PAIRS_MAX:
+            _PAIRS[pair] = pair
         shared = pair
     return shared
 
@@ -100,6 +100,7 @@ class PodFacts:
         "node_name",
         "oom",
         "ready",
+        "reserved",
         "restart_count",
         "running",
         "started_at",
@@ -128,6 +129,9 @@ class PodFacts:
     exit_code: int | None
     oom: bool
     ready: bool | None
+    reserved: tuple[int, int] | None
+    """What the scheduler holds for the pod on its node (CPU millicores, memory bytes);
+    ``None`` once the pod has finished."""
     has_probe: bool
     deleting: bool
     started_at: str | None
@@ -225,9 +229,11 @@ def project_pod(obj: Mapping[str, Any]) -> PodFacts | None:
         ),
         workload=_intern(workload),
         digest=annotations.get(ANN_PLAN_DIGEST),
-        limits=_shared_limits(
-            cpu_millis(limits["cpu"]) if "cpu" in limits else None,
-            memory_bytes(limits["memory"]) if "memory" in limits else None,
+        limits=_shared(
+            (
+                cpu_millis(limits["cpu"]) if "cpu" in limits else None,
+                memory_bytes(limits["memory"]) if "memory" in limits else None,
+            )
         ),
         created=created,
         running=running_state is not None and not ended and not deleting,
@@ -235,6 +241,7 @@ def project_pod(obj: Mapping[str, Any]) -> PodFacts | None:
         exit_code=(terminated or {}).get("exitCode"),
         oom=(terminated or {}).get("reason") == "OOMKilled",
         ready=bool(main.get("ready")) if has_probe else None,
+        reserved=None if phase in ("Succeeded", "Failed") else _shared(pod_requests(obj)),
         has_probe=has_probe,
         deleting=deleting,
         started_at=(running_state or terminated or {}).get("startedAt"),
@@ -372,6 +379,14 @@ class PodStore:
         if old is not None and emit:
             self._emit(pod_transitions(old, None, self._clock()))
         self._notify()
+
+    def reservations(self) -> Iterator[Reservation]:
+        """What each cached pod placed on a node holds of it (for capacity)."""
+        for namespace, pods in self.by_namespace.items():
+            for facts in pods.values():
+                reserved, node_name = facts.reserved, facts.node_name
+                if reserved is not None and node_name:
+                    yield Reservation(node_name, namespace, True, *reserved)  # noqa: FBT003
 
     @staticmethod
     def project(obj: dict[str, Any]) -> PodFacts | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -19,12 +19,14 @@ from ._names import LABEL_MANAGED_BY, MANAGED_BY
 
 __all__ = [
     "NodeRoom",
+    "Reservation",
     "cpu_millis",
     "eligible",
     "memory_bytes",
     "node_rooms",
     "parse_quantity",
     "pod_requests",
+    "pod_reservation",
 ]
 
 _SUFFIXES: dict[str, Decimal | int] = {
@@ -134,12 +136,32 @@ class NodeRoom:
         )
 
 
+class Reservation(NamedTuple):
+    """What one live, placed pod holds of its node."""
+
+    node_name: str
+    namespace: str
+    managed: bool
+    cpu_millis: int
+    memory_bytes: int
+
+
+def pod_reservation(pod: Mapping[str, Any]) -> Reservation | None:
+    """What ``pod`` reserves, or ``None`` when it holds nothing (not placed, or finished)."""
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    if not node_name or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return None
+    meta = pod.get("metadata") or {}
+    managed = (meta.get("labels") or {}).get(LABEL_MANAGED_BY) == MANAGED_BY
+    return Reservation(node_name, meta.get("namespace", ""), managed, *pod_requests(pod))
+
+
 def node_rooms(
     nodes: Iterable[Mapping[str, Any]],
-    pods: Iterable[Mapping[str, Any]],
+    reservations: Iterable[Reservation],
     selector: Mapping[str, str],
 ) -> list[NodeRoom]:
-    """Every eligible node with what its live pods request (finished pods reserve nothing)."""
+    """Every eligible node with what the live pods on it reserve."""
     rooms: dict[str, dict[str, Any]] = {}
     for node in nodes:
         if not eligible(node, selector):
@@ -154,19 +176,13 @@ def node_rooms(
             "pando_memory": 0,
             "by_namespace": {},
         }
-    for pod in pods:
-        node_name = (pod.get("spec") or {}).get("nodeName")
-        if node_name not in rooms:
+    for node_name, ns, managed, cpu, mem in reservations:
+        room = rooms.get(node_name)
+        if room is None:
             continue
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            continue
-        cpu, mem = pod_requests(pod)
-        room = rooms[node_name]
-        meta = pod.get("metadata") or {}
-        if (meta.get("labels") or {}).get(LABEL_MANAGED_BY) == MANAGED_BY:
+        if managed:
             room["pando_cpu"] += cpu
             room["pando_memory"] += mem
-            ns = meta.get("namespace", "")
             used = room["by_namespace"].get(ns, (0, 0))
             room["by_namespace"][ns] = (used[0] + cpu, used[1] + mem)
         else:

@@ -19,6 +19,7 @@ from pando_runtime_kubernetes._capacity import (
     memory_bytes,
     node_rooms,
     pod_requests,
+    pod_reservation,
 )
 from pando_runtime_kubernetes._names import namespace_for, pod_name
 from pando_runtime_kubernetes._ratelimit import TokenBucket
@@ -204,11 +205,20 @@ def test_quantities_and_capacity() -> None:
     assert [n["metadata"]["name"] for n in nodes if eligible(n, {})] == ["a", "b"]
     assert not eligible(node("a"), {"pool": "x"})
     assert pod_requests(pod("a", "x", "500m")) == (500, 2**30)
-    rooms = node_rooms(
-        nodes,
-        [pod("a", "pando-x", "1"), pod("b", "kube-system", "3", False), pod("a", "pando-y", "1")],
-        {},
-    )
+    finished = pod("a", "pando-x", "2")
+    finished["status"]["phase"] = "Succeeded"
+    pending = pod("a", "pando-x", "2")
+    del pending["spec"]["nodeName"]
+    assert pod_reservation(finished) is None
+    assert pod_reservation(pending) is None
+    pods = [
+        pod("a", "pando-x", "1"),
+        pod("b", "kube-system", "3", False),
+        pod("a", "pando-y", "1"),
+        finished,
+        pending,
+    ]
+    rooms = node_rooms(nodes, [r for r in map(pod_reservation, pods) if r], {})
     by_name = {r.name: r for r in rooms}
     assert by_name["a"].free() == (2000, 6 * 2**30)
     assert by_name["a"].free("pando-x") == (3000, 7 * 2**30)

@@ -205,7 +205,7 @@ def child_cold(kubeconfig: str, apps: int, args: argparse.Namespace) -> dict[str
     # The official client's modules (imported when the adapter connects): a cost per process,
     # not per app, measured apart so the growth per app is the adapter's own.
     rss_bare = rss_bytes()
-    import kubernetes.client  # noqa: PLC0415, F401
+    import kubernetes.client  # noqa: PLC0415
     import kubernetes.config  # noqa: PLC0415, F401
 
     rss_imported = rss_bytes()

@@ -25,6 +25,13 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from typing import Any
 
     from ._adapter import RuntimeAdapter
+    from ._api_observer import (
+        NO_API_OBSERVER,
+        ApiObserver,
+        ApiState,
+        ApiStateSource,
+        ObservableApi,
+    )
     from ._capabilities import (
         Capability,
         ImageDelivery,
@@ -128,6 +135,13 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
 # checks that the three agree).
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "_adapter": ("RuntimeAdapter",),
+    "_api_observer": (
+        "NO_API_OBSERVER",
+        "ApiObserver",
+        "ApiState",
+        "ApiStateSource",
+        "ObservableApi",
+    ),
     "_capabilities": (
         "Capability",
         "ImageDelivery",
@@ -242,10 +256,14 @@ __all__ = [
     "CATALOG_OWNER_TAG",
     "ENTRY_POINT_GROUP",
     "MAX_CARRIED_FILES_BYTES",
+    "NO_API_OBSERVER",
     "AdapterFailed",
     "AdapterInfo",
     "AdapterNotInstalled",
     "AdapterUnavailable",
+    "ApiObserver",
+    "ApiState",
+    "ApiStateSource",
     "BundleEvent",
     "BundleEventKind",
     "BundleEventStream",
@@ -297,6 +315,7 @@ __all__ = [
     "Mount",
     "NetworkPlan",
     "NotFound",
+    "ObservableApi",
     "ObservedBundle",
     "ObservedVolume",
     "ObservedWorkload",

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from observing import Otel, assert_no_secret, capturing, otel_sdk
 from opentelemetry.trace import StatusCode
 from test_conformance_fake import FakeHarness, _scripted_fake
 
@@ -33,38 +30,10 @@ PLAN = pr.BundlePlan(
 )
 
 
-class Otel:
-    def __init__(self) -> None:
-        self.spans = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.reader = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(metric_readers=[self.reader])
-
-    def instrument(self, adapter: pr.RuntimeAdapter) -> pr.InstrumentedAdapter:
-        return pr.instrument(
-            adapter, tracer_provider=self.tracer_provider, meter_provider=self.meter_provider
-        )
-
-    def points(self, name: str) -> list[Any]:
-        data = self.reader.get_metrics_data()
-        assert data is not None
-        return [
-            point
-            for resource in data.resource_metrics
-            for scope in resource.scope_metrics
-            for metric in scope.metrics
-            if metric.name == name
-            for point in metric.data.data_points
-        ]
-
-
 @pytest.fixture
 def otel() -> Iterator[Otel]:
-    sdk = Otel()
-    yield sdk
-    sdk.meter_provider.shutdown()
-    sdk.tracer_provider.shutdown()
+    with otel_sdk() as sdk:
+        yield sdk
 
 
 async def test_a_span_per_operation_with_the_bundle_id(otel: Otel) -> None:
@@ -189,6 +158,77 @@ async def test_the_wrappers_block_is_the_adapters_block(otel: Otel) -> None:
     assert spans.count("pando_runtime aclose") == 2, "one close per block"
 
 
+class CallingFake(FakeAdapter):
+    """A fake that reports API calls, as an adapter with an API of its own does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.observer: pr.ApiObserver = pr.NO_API_OBSERVER
+
+    def observe_api(self, observer: pr.ApiObserver) -> None:
+        self.observer = observer.bind(cluster="eu-1")
+        self.observer.track(self)
+
+    def api_state(self) -> pr.ApiState:
+        return pr.ApiState(cached_objects={"pods": 3}, open_watches={"pods": 1, "services": 0})
+
+    async def observe(self, ref: pr.BundleRef) -> pr.ObservedBundle:
+        self.observer.call("get", "namespaces", 200, 0.002)
+        self.observer.call("list", "pods", 503, 0.004)
+        return await super().observe(ref)
+
+
+async def test_an_adapters_api_calls_are_measured_on_the_same_meter(otel: Otel) -> None:
+    fake = CallingFake()
+    assert isinstance(fake, pr.ObservableApi)
+    async with otel.instrument(fake) as runtime:
+        assert fake.observer is not pr.NO_API_OBSERVER, "instrument() hands an observer"
+        await runtime.observe(pr.BundleRef("shop"))
+        await runtime.observe(pr.BundleRef("shop"))
+        fake.observer.watch_restarted("pods", "gone")
+    calls = {
+        (p.attributes["pando.api.verb"], p.attributes["http.response.status_code"]): p.value
+        for p in otel.points("pando_runtime.api.calls")
+    }
+    assert calls == {("get", 200): 2, ("list", 503): 2}
+    durations = otel.points("pando_runtime.api.duration")
+    assert sum(p.count for p in durations) == 4
+    assert {p.attributes["pando.cluster"] for p in durations} == {"eu-1"}
+    assert {p.attributes["pando.adapter"] for p in durations} == {"fake"}
+    [restart] = otel.points("pando_runtime.api.watch_restarts")
+    assert dict(restart.attributes) == {
+        "pando.adapter": "fake",
+        "pando.cluster": "eu-1",
+        "pando.api.resource": "pods",
+        "pando.reason": "gone",
+    }
+    [cached] = otel.points("pando_runtime.cache.objects")
+    assert (cached.value, cached.attributes["pando.api.resource"]) == (3, "pods")
+    watches = {
+        p.attributes["pando.api.resource"]: p.value
+        for p in otel.points("pando_runtime.api.watches")
+    }
+    assert watches == {"pods": 1, "services": 0}
+
+
+async def test_a_gauge_forgets_an_adapter_that_is_gone(otel: Otel) -> None:
+    fake = CallingFake()
+    otel.instrument(fake)
+    assert otel.points("pando_runtime.cache.objects")
+    del fake
+    gc.collect()
+    assert not otel.points("pando_runtime.cache.objects"), "held weakly, never kept alive"
+
+
+def test_an_unobserved_adapter_reports_nowhere() -> None:
+    observer = pr.NO_API_OBSERVER
+    assert observer.bind(cluster="eu-1") is observer
+    observer.call("get", "pods", 200, 0.1)
+    observer.watch_restarted("pods", "gone")
+    observer.track(CallingFake())
+    assert CallingFake().observer is observer
+
+
 class UnwrappingHarness(FakeHarness):
     """The fake's test controls, reached through the instrumented wrapper."""
 
@@ -227,34 +267,10 @@ class TestInstrumentedFakeConformance(ConformanceSuite):
 SECRETS = ("env-secret-3141", "pull-password-2718", "file-content-1618", "exec-env-1414")
 
 
-class Capture(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 @pytest.fixture
 def captured() -> Iterator[list[logging.LogRecord]]:
-    handler = Capture()
-    library = logging.getLogger("pando_runtime")
-    level = library.level
-    library.addHandler(handler)
-    library.setLevel(logging.DEBUG)
-    yield handler.records
-    library.removeHandler(handler)
-    library.setLevel(level)
-
-
-def assert_no_secret(records: list[logging.LogRecord], secrets: tuple[str, ...]) -> None:
-    """Nothing of a secret in any record: its message, its args or its extra attributes."""
-    assert records, "something was logged, so the check can fail"
-    for record in records:
-        seen = " ".join([record.getMessage(), repr(record.args), repr(vars(record))])
-        for secret in secrets:
-            assert secret not in seen, (secret, record.getMessage())
+    with capturing() as records:
+        yield records
 
 
 async def test_debug_logs_of_a_plan_with_secrets_hold_none_of_them(

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Self
 from anyio.abc import ByteReceiveStream
 
 from pando_runtime import (
+    ApiObserver,
     BundleEvent,
     BundleHandle,
     BundlePlan,
@@ -109,6 +110,13 @@ class KubernetesAdapter(RuntimeAdapter):
     def cache(self) -> Informer | None:
         """The lean cache, while the adapter runs as ``async with``."""
         return self.session.cache
+
+    def observe_api(self, observer: ApiObserver) -> None:
+        """Report every API call, the cache's size and the open watches to ``observer``.
+
+        :func:`pando_runtime.instrument` calls it with one that records OpenTelemetry metrics.
+        """
+        self.session.observe_api(observer)
 
     async def __aenter__(self) -> Self:
         await self.session.start(collect=self._bundles.collect_superseded)

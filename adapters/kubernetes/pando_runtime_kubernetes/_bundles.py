@@ -5,11 +5,16 @@ changed, claims of its volumes, the pull secret, and per workload a headless Ser
 for its environment, a ConfigMap for its files and a bare pod, recreated only when its plan
 digest changed or it ended. Observe reads the cache (or the API) and never remediates. Ended
 pods a newer instance superseded are collected from the cache's work queue.
+
+What changes is logged on ``pando_runtime.kubernetes.bundles`` at INFO (an apply's writes, a
+stop, a destroy, a superseded pod collected); an apply that writes nothing at DEBUG.
 """
 
 from __future__ import annotations
 
+import logging
 from http import HTTPStatus
+from typing import Any
 
 from pando_runtime import (
     AdapterFailed,
@@ -29,12 +34,15 @@ from pando_runtime import (
 from . import _objects as objects
 from ._cache import NamespaceFacts, PodFacts, bundle_workloads, newest, project_pod
 from ._info import KubernetesConfig
+from ._log import logger
 from ._names import PULL_SECRET, configmap_name, env_secret_name, namespace_for
 from ._namespaces import AppNamespaces
 from ._session import ClusterSession, api_path
 from ._volumes import Volumes, volume_handle
 
 __all__ = ["Bundles", "observed_workload"]
+
+_LOG = logger("bundles")
 
 
 def observed_workload(name: str, pod: PodFacts | None) -> ObservedWorkload:
@@ -127,10 +135,23 @@ class Bundles:
         """
         ns = namespace_for(plan.bundle_id)
         async with self._session.lock(ns):
-            await self._apply_locked(ns, plan)
+            with self._session.counting_writes() as writes:
+                created = await self._apply_locked(ns, plan)
+        _LOG.log(
+            logging.INFO if writes[0] else logging.DEBUG,
+            "applied %s: objects written: %d, pods created: %d",
+            plan.bundle_id,
+            writes[0],
+            created,
+            extra={**self._extra(plan.bundle_id, ns), "writes": writes[0], "pods_created": created},
+        )
         return BundleHandle(bundle_id=plan.bundle_id, handle=ns, details={"namespace": ns})
 
-    async def _apply_locked(self, ns: str, plan: BundlePlan) -> None:
+    def _extra(self, bundle_id: str, ns: str) -> dict[str, Any]:
+        return {"cluster": self._session.log_name, "bundle_id": bundle_id, "namespace": ns}
+
+    async def _apply_locked(self, ns: str, plan: BundlePlan) -> int:
+        """Converge; returns how many pods were created."""
         session = self._session
         known, facts = await self._namespaces.converge(ns, plan)
         for volume in plan.volumes:
@@ -161,6 +182,7 @@ class Bundles:
         for volume in plan.volumes:
             # Bound by now unless the class waits for a consumer that is not placed yet.
             await self._volumes.retain(ns, volume.volume_id)
+        return len(created)
 
     async def _delete_workload_objects(self, ns: str, names: set[str]) -> None:
         """A workload's Service, environment Secret and files ConfigMap."""
@@ -316,6 +338,13 @@ class Bundles:
                 continue
             if pod.ended or pod.digest == latest.digest:
                 await self._session.delete(ns, "pods", pod.name)
+                _LOG.info(
+                    "removed pod %s of %s: superseded by %s",
+                    pod.name,
+                    workload,
+                    latest.name,
+                    extra={"cluster": self._session.log_name, "namespace": ns, "pod": pod.name},
+                )
 
     # -- stop, destroy --------------------------------------------------------------------
 
@@ -323,9 +352,17 @@ class Bundles:
         """Delete running pods; keep finished ones (their logs) and everything else."""
         ns = namespace_for(ref.bundle_id)
         async with self._session.lock(ns):
+            stopped = 0
             for pod in await self._session.pods(ns):
                 if pod.live:
                     await self._session.delete(ns, "pods", pod.name)
+                    stopped += 1
+        _LOG.info(
+            "stopped %s: pods deleted: %d",
+            ref.bundle_id,
+            stopped,
+            extra={**self._extra(ref.bundle_id, ns), "pods_deleted": stopped},
+        )
 
     async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
         """Remove the app; its volumes (claims, in a namespace kept for them) stay by default.
@@ -346,13 +383,27 @@ class Bundles:
                     details={"namespace": ns},
                 )
             claims = [c for c in await session.claims(ns) if not c.deleting]
+            extra = {**self._extra(ref.bundle_id, ns), "volumes": len(claims)}
             if options.keep_volumes and claims:
                 if not facts.volumes_only:
                     await self._strip_to_volumes(ns, ref.bundle_id, facts)
+                    _LOG.info(
+                        "destroyed %s: its namespace stays for its volumes (%d)",
+                        ref.bundle_id,
+                        len(claims),
+                        extra=extra,
+                    )
                 return
             for claim in claims:
                 await self._volumes.destroy_claim(ns, claim.volume_id)
             await self._namespaces.delete(ns, facts)
+        _LOG.info(
+            "destroyed %s: namespace %s deleted, volumes deleted: %d",
+            ref.bundle_id,
+            ns,
+            len(claims),
+            extra=extra,
+        )
 
     async def _strip_to_volumes(self, ns: str, bundle_id: str, facts: NamespaceFacts) -> None:
         """Delete the app's pods and per-workload objects; keep the namespace for its volumes."""

@@ -57,6 +57,14 @@ __all__ = [
 
 _intern = sys.intern
 
+_PLURALS = {
+    "pods": "pods",
+    "services": "services",
+    "namespaces": "namespaces",
+    "claims": "persistentvolumeclaims",
+}
+"""The resource each watch of the cache lists and watches (``/api/v1/<plural>``)."""
+
 
 Limits = tuple[int | None, int | None]
 _Pair = TypeVar("_Pair", bound=Limits)
@@ -659,12 +667,7 @@ class Informer:
         """What observe answered per namespace, until one of its facts changes."""
         for store in (self.pods, self.namespaces, self.claims):
             store.forget = self.observed.forget
-        paths = {
-            "pods": "/api/v1/pods",
-            "services": "/api/v1/services",
-            "namespaces": "/api/v1/namespaces",
-            "claims": "/api/v1/persistentvolumeclaims",
-        }
+        paths = {kind: f"/api/v1/{plural}" for kind, plural in _PLURALS.items()}
         handlers: dict[str, WatchHandler] = {
             "pods": self.pods,
             "services": self.services,
@@ -682,12 +685,36 @@ class Informer:
                     label_selector=MANAGED_SELECTOR,
                     timeout_seconds=watch_timeout,
                 )
-            self.loops[kind] = WatchLoop(source, handlers[kind], name=kind)
+            self.loops[kind] = WatchLoop(
+                source,
+                handlers[kind],
+                name=kind,
+                on_restart=self._restart_reporter(transport, _PLURALS[kind]),
+                log_extra={"cluster": transport.cluster if transport is not None else None},
+            )
         self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
         self._collect = collect
         if collect is not None:
             self.pods.on_change = lambda f: self.queue.add((f.namespace, f.workload))
         self.active = False
+
+    @staticmethod
+    def _restart_reporter(
+        transport: KubeTransport | None, resource: str
+    ) -> Callable[[str], None] | None:
+        if transport is None:
+            return None
+        # The transport's observer is read at each restart: it may be set after the start.
+        return lambda reason: transport.observer.watch_restarted(resource, reason)
+
+    def cached_objects(self) -> dict[str, int]:
+        """How many objects each store holds now, by resource."""
+        return {
+            "pods": len(self.pods),
+            "services": sum(map(len, self.services.by_namespace.values())),
+            "namespaces": len(self.namespaces.by_name),
+            "persistentvolumeclaims": sum(map(len, self.claims.by_namespace.values())),
+        }
 
     @property
     def synced(self) -> bool:

@@ -4,6 +4,9 @@ In a namespace of its own, a server pod admits (by NetworkPolicy) only pods labe
 ``pando.dev/canary-admitted``. Two probes try to fetch from it: the admitted one must get
 through (else the check proves nothing: no network, or a slow cluster) and the other must not.
 Only then is enforcement verified. The namespace is deleted on every path.
+
+Its result is logged on ``pando_runtime.kubernetes.canary``: INFO when enforcement is verified,
+WARNING when it is not (with why).
 """
 
 from __future__ import annotations
@@ -15,10 +18,13 @@ import anyio
 
 from . import _objects as objects
 from ._info import KubernetesConfig
+from ._log import logger
 from ._names import LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY, ROLE_CANARY
 from ._session import ClusterSession, api_path
 
 __all__ = ["NetworkPolicyCanary", "canary_objects"]
+
+_LOG = logger("canary")
 
 ADMITTED = "pando.dev/canary-admitted"
 PORT = 8080
@@ -101,6 +107,15 @@ class NetworkPolicyCanary:
         """``None`` when enforcement is verified (now or before), else why not, in plain words."""
         if self.verified:
             return None
+        problem = await self._run()
+        extra = {"cluster": self._session.log_name}
+        if problem is None:
+            _LOG.info("the NetworkPolicy canary passed: policies are enforced", extra=extra)
+        else:
+            _LOG.warning("the NetworkPolicy canary failed: %s", problem, extra=extra)
+        return problem
+
+    async def _run(self) -> str | None:
         c = self._config
         ns = f"pando-canary-{secrets.token_hex(4)}"
         try:

@@ -8,6 +8,12 @@ call in a worker thread under the adapter's own ``CapacityLimiter`` (never the
 host's default one) and always sets connect and read timeouts, so a cancelled
 host task never leaves a thread stuck on a socket for long. Bodies stay plain
 JSON dicts: the generated models are slow and not needed for what we project.
+
+Each call is also reported, by verb, resource and status, to the transport's
+:class:`~pando_runtime.ApiObserver` (metrics, when the host instruments the
+adapter) and logged on ``pando_runtime.kubernetes.transport``: DEBUG per call,
+WARNING when the server throttles (429), fails (5xx) or does not answer. Neither
+ever sees a body, a query's values or a header.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Self
@@ -25,12 +33,17 @@ import anyio.to_thread
 import urllib3
 from kubernetes.client import ApiClient, Configuration
 
+from pando_runtime import NO_API_OBSERVER, ApiObserver
+
+from ._log import logger
 from ._ratelimit import TokenBucket
 
 if TYPE_CHECKING:
     from ._clusters import Cluster
 
-__all__ = ["ApiError", "KubeTransport", "ResponseStream"]
+__all__ = ["ApiError", "KubeTransport", "ResponseStream", "describe_call"]
+
+_LOG = logger("transport")
 
 JSON = "application/json"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -117,6 +130,45 @@ def _decode(data: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+def describe_call(
+    method: str, path: str, query: Mapping[str, Any] | None = None
+) -> tuple[str, str, str | None]:
+    """A call's verb, resource and namespace, named as the API server's own metrics name them.
+
+    The verb is ``get``, ``list``, ``watch``, ``create``, ``update``, ``patch``, ``delete``,
+    ``deletecollection`` or ``connect``; the resource its plural, with its group when it has
+    one and its subresource (``pods/log``, ``networkpolicies.networking.k8s.io``); a
+    discovery call's resource is its group (``metrics.k8s.io``) or ``version``.
+    """
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    group = ""
+    if parts[0] == "api":
+        rest = parts[2:]
+    elif parts[0] == "apis" and len(parts) > 1:
+        group, rest = parts[1], parts[3:]
+    else:
+        rest = []
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces":  # noqa: PLR2004 - namespaces/<ns>/<plural>
+        namespace, rest = rest[1], rest[2:]
+    if not rest:
+        return "get", group or parts[0], namespace
+    resource = f"{rest[0]}.{group}" if group else rest[0]
+    if len(rest) >= 3:  # noqa: PLR2004 - <plural>/<name>/<subresource>
+        resource = f"{resource}/{rest[2]}"
+    named = len(rest) >= 2  # noqa: PLR2004 - <plural>/<name>
+    if method == "GET":
+        if (query or {}).get("watch") in ("true", True):
+            return "watch", resource, namespace
+        return ("get" if named else "list"), resource, namespace
+    if method == "DELETE":
+        return ("delete" if named else "deletecollection"), resource, namespace
+    return _VERBS.get(method, method.lower()), resource, namespace
+
+
 def _retry_after(response: urllib3.BaseHTTPResponse) -> float | None:
     value = response.headers.get("Retry-After")
     try:
@@ -141,6 +193,7 @@ class KubeTransport:
         max_streams: int = 16,
         connect_timeout: float = 5.0,
         read_timeout: float = 30.0,
+        cluster: str | None = None,
     ) -> None:
         configuration = copy.deepcopy(configuration)
         configuration.connection_pool_maxsize = max_threads
@@ -160,6 +213,12 @@ class KubeTransport:
         """Bytes of every response body and stream read so far (after decompression)."""
         self._received_lock = threading.Lock()
         self._closed = False
+        self.cluster = cluster
+        """The cluster's name, for logs (``None`` when not known)."""
+        self.observer: ApiObserver = NO_API_OBSERVER
+        """Where every call is reported (set by the session when the adapter is observed)."""
+        self.open_watches: Counter[str] = Counter()
+        """Watch streams open now, by resource."""
 
     @classmethod
     def for_cluster(
@@ -180,6 +239,7 @@ class KubeTransport:
             max_streams=max_streams,
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
+            cluster=cluster.name,
         )
 
     def _prepare(
@@ -216,6 +276,53 @@ class KubeTransport:
             rest = rest[2:]
         self.calls_by_kind[f"{method} {'/'.join(rest[:1] + rest[2:3])}"] += 1
 
+    def _observed(
+        self,
+        call: tuple[str, str, str | None],
+        started: float,
+        status: int,
+        retry_after: float | None = None,
+    ) -> None:
+        """Report one answered (or unanswered: 0) call to the observer and the log."""
+        seconds = time.perf_counter() - started
+        verb, resource, namespace = call
+        self.observer.call(verb, resource, status, seconds)
+        degraded = status in {0, 429} or status >= 500  # noqa: PLR2004
+        if not (degraded or _LOG.isEnabledFor(logging.DEBUG)):
+            return
+        where = f" in {namespace}" if namespace else ""
+        extra = {
+            "cluster": self.cluster,
+            "verb": verb,
+            "resource": resource,
+            "namespace": namespace,
+            "status": status,
+            "duration_s": seconds,
+        }
+        if status == 429:  # noqa: PLR2004
+            _LOG.warning(
+                "the API server throttled %s %s%s (429); it asks to retry after %s s",
+                verb,
+                resource,
+                where,
+                "?" if retry_after is None else f"{retry_after:g}",
+                extra={**extra, "retry_after": retry_after},
+            )
+        elif degraded:
+            _LOG.warning(
+                "%s %s%s: %s after %.1f ms",
+                verb,
+                resource,
+                where,
+                f"the API server failed ({status})" if status else "no answer",
+                seconds * 1000,
+                extra=extra,
+            )
+        else:
+            _LOG.debug(
+                "%s %s%s: %d in %.1f ms", verb, resource, where, status, seconds * 1000, extra=extra
+            )
+
     def _call(  # noqa: PLR0917 - anyio's run_sync passes positionals
         self,
         method: str,
@@ -224,7 +331,7 @@ class KubeTransport:
         body: Any,
         content_type: str | None,
         timeout: tuple[float, float],
-    ) -> dict[str, Any]:
+    ) -> tuple[int, dict[str, Any]]:
         url, headers, body = self._prepare(
             self._client, method, path, query=query, body=body, content_type=content_type
         )
@@ -243,7 +350,7 @@ class KubeTransport:
             raise ApiError(
                 response.status, response.reason or "", _decode(data), _retry_after(response)
             )
-        return _decode(data)
+        return response.status, _decode(data)
 
     def _received(self, size: int) -> None:
         with self._received_lock:  # worker threads add concurrently
@@ -265,19 +372,27 @@ class KubeTransport:
         await self.bucket.acquire()
         self._count(method, path)
         timeout = (self.timeouts[0], read_timeout or self.timeouts[1])
-        # Reads may be abandoned on cancel (the timeout ends the thread); writes finish,
-        # so that we never lose track of whether a write happened.
-        return await anyio.to_thread.run_sync(
-            self._call,
-            method,
-            path,
-            query,
-            body,
-            content_type,
-            timeout,
-            limiter=self.limiter,
-            abandon_on_cancel=method == "GET",
-        )
+        call = describe_call(method, path, query)
+        started = time.perf_counter()
+        try:
+            # Reads may be abandoned on cancel (the timeout ends the thread); writes finish,
+            # so that we never lose track of whether a write happened.
+            status, answer = await anyio.to_thread.run_sync(
+                self._call,
+                method,
+                path,
+                query,
+                body,
+                content_type,
+                timeout,
+                limiter=self.limiter,
+                abandon_on_cancel=method == "GET",
+            )
+        except ApiError as error:
+            self._observed(call, started, error.status, error.retry_after)
+            raise
+        self._observed(call, started, status)
+        return answer
 
     async def get(self, path: str, **query: Any) -> dict[str, Any]:
         """GET ``path`` with ``query``."""
@@ -327,18 +442,30 @@ class KubeTransport:
             raise ApiError(0, "the adapter is closed")
         await self.bucket.acquire()
         self._count("STREAM", path)
-        response = await anyio.to_thread.run_sync(
-            self._open,
-            path,
-            query,
-            read_timeout,
-            limiter=self.stream_limiter,
-        )
+        call = describe_call("GET", path, query)
+        started = time.perf_counter()
+        try:
+            response = await anyio.to_thread.run_sync(
+                self._open,
+                path,
+                query,
+                read_timeout,
+                limiter=self.stream_limiter,
+            )
+        except ApiError as error:
+            self._observed(call, started, error.status, error.retry_after)
+            raise
+        self._observed(call, started, response.status)
+        watch = call[1] if call[0] == "watch" else None
+        if watch:
+            self.open_watches[watch] += 1
         stream = ResponseStream(response, self.stream_limiter, self._received)
         try:
             yield stream
         finally:
             stream.close()
+            if watch:
+                self.open_watches[watch] -= 1
 
     @property
     def configuration(self) -> Configuration:
@@ -357,10 +484,20 @@ class KubeTransport:
             raise ApiError(0, "the adapter is closed")
         await self.bucket.acquire()
         self._count("EXEC", f"/api/v1/namespaces/{namespace}/pods/{pod}/exec")
-        async with open_exec(
-            self.configuration, namespace, pod, container, request, limiter=self.stream_limiter
-        ) as session:
-            yield session
+        call = ("connect", "pods/exec", namespace)
+        started = time.perf_counter()
+        connected = False
+        try:
+            async with open_exec(
+                self.configuration, namespace, pod, container, request, limiter=self.stream_limiter
+            ) as session:
+                connected = True
+                self._observed(call, started, 101)  # the WebSocket's Switching Protocols
+                yield session
+        except ApiError as error:
+            if not connected:
+                self._observed(call, started, error.status)
+            raise
 
     def close(self) -> None:
         """Close both connection pools (idempotent)."""

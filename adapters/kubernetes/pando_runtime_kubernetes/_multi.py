@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Self
@@ -27,7 +26,9 @@ import attrs
 from anyio.abc import ByteReceiveStream
 
 from pando_runtime import (
+    NO_API_OBSERVER,
     AdapterUnavailable,
+    ApiObserver,
     BundleEvent,
     BundleEventKind,
     BundleHandle,
@@ -62,13 +63,14 @@ from pando_runtime import (
 from ._adapter import KubernetesAdapter
 from ._clusters import ApiRate, Cluster, ClusterSet
 from ._info import MULTI_DESCRIPTION, KubernetesConfig, MultiClusterConfig
+from ._log import logger
 from ._names import namespace_for
 from ._session import ClusterSession, transport_to
 from ._volumes import parse_handle
 
 __all__ = ["MultiClusterAdapter", "common_capabilities"]
 
-log = logging.getLogger(__name__)
+log = logger("multi")
 
 _PER_MEMBER = ("kubeconfig", "context")
 """Settings the multi-cluster adapter sets for each member itself."""
@@ -134,6 +136,7 @@ class MultiClusterAdapter(RuntimeAdapter):
         """Where this process last found or put each bundle (checked again on every use)."""
         self._placing: dict[str, anyio.Lock] = {}
         self._entered: contextlib.AsyncExitStack | None = None
+        self._observer: ApiObserver = NO_API_OBSERVER
         if self.config.contexts is not None:
             # Bad settings of a named cluster are refused now, before any I/O.
             for name in self.config.contexts:
@@ -198,9 +201,16 @@ class MultiClusterAdapter(RuntimeAdapter):
                         connect=functools.partial(transport_to, cluster, config),
                     )
                     members[name] = KubernetesAdapter(config, session=session)
+                    members[name].observe_api(self._observer)
                 self._default = default
                 self._members = members
         return self._members
+
+    def observe_api(self, observer: ApiObserver) -> None:
+        """Report every member's API calls, cache and watches, each naming its cluster."""
+        self._observer = observer
+        for member in self._members.values():
+            member.observe_api(observer)
 
     @property
     def members(self) -> Mapping[str, KubernetesAdapter]:

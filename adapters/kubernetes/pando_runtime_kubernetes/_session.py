@@ -10,12 +10,20 @@ written; every API error becomes the contract's error here, so features never se
 
 A session of a named cluster (``name``, as a multi-cluster adapter makes them) names that
 cluster in the message and the details of every error it raises.
+
+The session is what an :class:`~pando_runtime.ApiObserver` observes (``observe_api``): it hands
+the observer, naming its cluster, to its transport (every call) and reports its cache's size and
+open watches (``api_state``). It logs on ``pando_runtime.kubernetes.session``: INFO when it
+connects, WARNING when it retries a write; and it counts the writes of a block
+(:meth:`counting_writes`), which an apply reports.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import contextvars
+import urllib.parse
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from http import HTTPStatus
 from typing import Any, TypeVar
 
@@ -25,8 +33,11 @@ from anyio.abc import ByteReceiveStream
 from kubernetes.config.config_exception import ConfigException
 
 from pando_runtime import (
+    NO_API_OBSERVER,
     AdapterFailed,
     AdapterUnavailable,
+    ApiObserver,
+    ApiState,
     ExecRequest,
     ExecSession,
     NotFound,
@@ -45,11 +56,26 @@ from ._cache import (
 from ._client import ApiError, KubeTransport, ResponseStream
 from ._clusters import ApiRate, Cluster
 from ._info import KubernetesConfig
+from ._log import logger
 from ._names import LABEL_MANAGED_BY, MANAGED_BY, MANAGED_SELECTOR
 
 __all__ = ["ClusterSession", "api_path", "build_transport", "transport_to"]
 
 T = TypeVar("T")
+
+_LOG = logger("session")
+
+_WRITES: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "pando_kubernetes_writes", default=None
+)
+"""The write tally of the current :meth:`ClusterSession.counting_writes` block, if any."""
+
+
+def _server(host: str) -> str:
+    """The API server's address as a log may say it: scheme, host and port, nothing else."""
+    url = urllib.parse.urlsplit(host)
+    return f"{url.scheme}://{url.hostname}{f':{url.port}' if url.port else ''}"
+
 
 _OBJECT_PATHS = {
     "Namespace": ("namespaces", ""),
@@ -121,6 +147,52 @@ class ClusterSession:
         self._informer: Informer | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._locks: dict[str, anyio.Lock] = {}
+        self._observer: ApiObserver = NO_API_OBSERVER
+        if transport is not None:
+            self._adopt(transport)
+
+    # -- observation --------------------------------------------------------------------------
+
+    def observe_api(self, observer: ApiObserver) -> None:
+        """Report every API call, the cache's size and the open watches to ``observer``."""
+        self._observer = observer.bind(cluster=self.name) if self.name else observer
+        self._observer.track(self)
+        if self._transport is not None:
+            self._transport.observer = self._observer
+
+    def api_state(self) -> ApiState:
+        """Objects in the cache and open watches now (by resource), for gauges."""
+        informer, transport = self._informer, self._transport
+        return ApiState(
+            cached_objects=informer.cached_objects() if informer is not None else {},
+            open_watches=dict(transport.open_watches) if transport is not None else {},
+        )
+
+    def _adopt(self, transport: KubeTransport) -> None:
+        transport.observer = self._observer
+        if self.name:
+            transport.cluster = self.name
+
+    @property
+    def log_name(self) -> str | None:
+        """The cluster's name in log records (``None`` when not known yet)."""
+        return self.name or (self._transport.cluster if self._transport is not None else None)
+
+    @contextlib.contextmanager
+    def counting_writes(self) -> Iterator[list[int]]:
+        """Count the writes made in this block (by this task): ``tally[0]`` at its end."""
+        tally = [0]
+        token = _WRITES.set(tally)
+        try:
+            yield tally
+        finally:
+            _WRITES.reset(token)
+
+    @staticmethod
+    def _wrote() -> None:
+        tally = _WRITES.get()
+        if tally is not None:
+            tally[0] += 1
 
     # -- the connection -----------------------------------------------------------------------
 
@@ -178,7 +250,7 @@ class ClusterSession:
             async with self._transport_lock:
                 if self._transport is None:
                     try:
-                        self._transport = await anyio.to_thread.run_sync(self._connect)
+                        transport = await anyio.to_thread.run_sync(self._connect)
                     except AdapterUnavailable as error:
                         if not self.name or error.details.get("cluster") == self.name:
                             raise
@@ -188,6 +260,14 @@ class ClusterSession:
                             f"no usable Kubernetes configuration: {error}",
                             remedy="Set 'kubeconfig'/'context', or run inside a cluster.",
                         ) from error
+                    self._adopt(transport)
+                    self._transport = transport
+                    _LOG.info(
+                        "connected to cluster %s at %s",
+                        transport.cluster or "(unnamed)",
+                        _server(transport.configuration.host),
+                        extra={"cluster": transport.cluster},
+                    )
         return self._transport
 
     async def start(self, collect: Callable[[tuple[str, str]], Awaitable[None]] | None) -> None:
@@ -258,11 +338,21 @@ class ClusterSession:
         delay = 0.1
         for attempt in range(8):
             try:
-                return await call(api)
+                result = await call(api)
             except ApiError as error:
                 retry = error.status == HTTPStatus.FORBIDDEN and attempt < 7  # noqa: PLR2004
                 if not retry:
                     raise self.failed(error, what) from error
+            else:
+                self._wrote()
+                return result
+            _LOG.warning(
+                "%s was refused (403), as just after a RoleBinding is written; retry %d in %.1f s",
+                what,
+                attempt + 1,
+                delay,
+                extra={"cluster": self.log_name, "status": 403, "attempt": attempt + 1},
+            )
             await anyio.sleep(delay)
             delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -294,6 +384,7 @@ class ClusterSession:
             if error.status in (HTTPStatus.NOT_FOUND, HTTPStatus.CONFLICT):
                 return
             raise self.failed(error, f"delete {plural}/{name}") from error
+        self._wrote()
         if result.get("kind") == "Pod":
             self.remember(result)
 

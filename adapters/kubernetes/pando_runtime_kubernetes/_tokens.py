@@ -24,7 +24,6 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
-import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -42,10 +41,11 @@ from kubernetes.client import (
 from kubernetes.client.exceptions import ApiException
 
 from ._client import ApiError
+from ._log import logger
 
 __all__ = ["MIN_TTL", "RequestedToken", "ServiceAccountToken", "acting_as", "request_token"]
 
-log = logging.getLogger(__name__)
+log = logger("tokens")
 
 MIN_TTL = 600
 """The shortest lifetime the API server grants a requested token (seconds)."""

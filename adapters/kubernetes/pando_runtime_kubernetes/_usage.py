@@ -8,6 +8,9 @@ cluster that gains or loses the API is noticed.
 
 A pod that runs but has no sample yet (a provider needs one or two scrapes after a start) is
 reported with -1 for CPU and memory: unknown, not zero.
+
+A change of answer is logged on ``pando_runtime.kubernetes.usage``: INFO when the API is (or is
+not) served, WARNING when it is registered but unavailable (503).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pando_runtime import (
 
 from ._cache import PodFacts, bundle_workloads
 from ._capacity import parse_quantity
+from ._log import logger
 from ._names import LABEL_ROLE, LABEL_WORKLOAD, MANAGED_SELECTOR, namespace_for
 from ._session import ClusterSession
 
@@ -48,6 +52,8 @@ METRICS_API = "/apis/metrics.k8s.io/v1beta1"
 APP_PODS_SELECTOR = f"{MANAGED_SELECTOR},{LABEL_WORKLOAD},!{LABEL_ROLE}"
 """The pods of app workloads: not volume helpers, trial observers, canaries or the edge."""
 UNKNOWN = -1
+
+_LOG = logger("usage")
 
 
 def pod_usage(item: Mapping[str, Any]) -> tuple[int, int]:
@@ -96,6 +102,7 @@ class Usage:
         self._served: bool | None = None
         """Whether ``metrics.k8s.io`` is registered; ``None`` until a definite answer."""
         self._probe_lock = anyio.Lock()
+        self._last_status = 0
 
     async def served(self, *, fresh: bool = False) -> bool:
         """Whether the cluster serves the metrics API (one discovery call, then remembered).
@@ -111,15 +118,28 @@ class Usage:
         return bool(self._served)
 
     async def _ask(self) -> None:
+        status: int = HTTPStatus.OK
         try:
             await self._session.get(METRICS_API, "ask for the metrics API")
         except AdapterUnavailable as error:
             # No status: no cluster configured, so capabilities stay data, with no error.
-            status = error.details.get("status")
-            if status in (HTTPStatus.NOT_FOUND, HTTPStatus.SERVICE_UNAVAILABLE):
-                self._served = status == HTTPStatus.SERVICE_UNAVAILABLE
+            status = error.details.get("status") or 0
+            if status not in (HTTPStatus.NOT_FOUND, HTTPStatus.SERVICE_UNAVAILABLE):
+                return
+        if status == self._last_status:
+            return  # said already
+        self._last_status = status
+        self._served = status != HTTPStatus.NOT_FOUND
+        extra = {"cluster": self._session.log_name, "status": status}
+        if status == HTTPStatus.OK:
+            _LOG.info("the cluster serves the metrics API: usage is reported", extra=extra)
+        elif status == HTTPStatus.NOT_FOUND:
+            _LOG.info("the cluster serves no metrics API: usage is not reported", extra=extra)
         else:
-            self._served = True
+            _LOG.warning(
+                "the metrics API is registered but unavailable (503): usage cannot be read",
+                extra=extra,
+            )
 
     async def _require_metrics(self) -> None:
         if not await self.served():

@@ -10,11 +10,17 @@ cache fed by it is updated before anything else looks.
 
 The loop and its helpers run as tasks of a task group that lives exactly as
 long as the owner's ``async with`` block (structured: nothing outlives it).
+
+It logs on ``pando_runtime.kubernetes.watch``: INFO for a relist (after 410, or
+when asked), WARNING when a list or watch fails (events may be missed until it
+is back), DEBUG for a first list and a watch the server ended; and tells its
+``on_restart`` each start over (``gone``, ``error``, ``requested``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import random
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
@@ -25,6 +31,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import anyio
 
 from ._client import ApiError, KubeTransport
+from ._log import logger
 
 __all__ = [
     "ApiListWatch",
@@ -36,6 +43,8 @@ __all__ = [
 ]
 
 K = TypeVar("K", bound=Hashable)
+
+_LOG = logger("watch")
 
 
 class Gone(Exception):
@@ -81,6 +90,15 @@ class WatchHandler(Protocol):
         """One ``ADDED``, ``MODIFIED`` or ``DELETED`` event."""
 
 
+def _why(error: BaseException) -> str:
+    """An error as a log may say it: its status or its type, never a server's message."""
+    if isinstance(error, ApiError):
+        return f"status {error.status}" if error.status else "no answer"
+    if isinstance(error, Gone):
+        return "410 Gone"
+    return type(error).__name__
+
+
 def _version(obj: Mapping[str, Any]) -> str | None:
     meta = obj.get("metadata")
     return meta.get("resourceVersion") if isinstance(meta, Mapping) else None
@@ -103,6 +121,8 @@ class WatchLoop:
         backoff_initial: float = 0.2,
         backoff_max: float = 10.0,
         relist_after_failures: int = 3,
+        on_restart: Callable[[str], None] | None = None,
+        log_extra: Mapping[str, Any] | None = None,
     ) -> None:
         self.source = source
         self.handler = handler
@@ -118,24 +138,52 @@ class WatchLoop:
         self._relist_requested = False
         self._failures = 0
         self._watch_scope: anyio.CancelScope | None = None
+        self._on_restart = on_restart
+        self._extra = {"watch": name, **(log_extra or {})}
+        self._relist_reason = "requested"
+
+    def _restarted(self, reason: str) -> None:
+        if self._on_restart is not None:
+            self._on_restart(reason)
 
     def request_relist(self) -> None:
         """Relist now: the current watch is left at once."""
         self._relist_requested = True
+        self._relist_reason = "requested"
+        self._restarted("requested")
         if self._watch_scope is not None:
             self._watch_scope.cancel()
 
-    async def _backoff(self, error: BaseException) -> None:
+    async def _backoff(self, error: BaseException, what: str) -> None:
         self.healthy = False
         self.last_error = error
         self._failures += 1
         delay = min(self._backoff_max, self._backoff_initial * 2 ** (self._failures - 1))
-        await anyio.sleep(delay * (0.5 + random.random() / 2))  # noqa: S311 - jitter only
+        delay *= 0.5 + random.random() / 2  # noqa: S311 - jitter only
+        self._restarted("error")
+        _LOG.warning(
+            "the %s %s failed (%s): retrying in %.1f s; events may be missed until then",
+            self.name,
+            what,
+            _why(error),
+            delay,
+            extra={**self._extra, "failures": self._failures},
+        )
+        await anyio.sleep(delay)
 
     async def _list(self) -> None:
         items, version = await self.source.list(self.handler.project)
         self.resource_version = version
-        self.handler.on_list(items, relist=self.lists > 0)
+        relist = self.lists > 0
+        self.handler.on_list(items, relist=relist)
+        _LOG.log(
+            logging.INFO if relist else logging.DEBUG,
+            "%s %s: objects: %d",
+            "relisted" if relist else "listed",
+            self.name,
+            len(items),
+            extra={**self._extra, "objects": len(items), "reason": self._relist_reason},
+        )
         self.lists += 1
         self.healthy = True
         self._failures = 0
@@ -172,7 +220,7 @@ class WatchLoop:
                 try:
                     await self._list()
                 except (ApiError, Gone, OSError, ValueError) as error:
-                    await self._backoff(error)
+                    await self._backoff(error, "list")
                     continue
                 need_list = False
             try:
@@ -180,10 +228,26 @@ class WatchLoop:
                     await self._watch_once()
             except Gone:
                 need_list = True
+                self._relist_reason = "gone"
+                self._restarted("gone")
+                _LOG.info(
+                    "the %s watch's version is too old (410): relisting",
+                    self.name,
+                    extra={**self._extra, "status": HTTPStatus.GONE.value},
+                )
             except (ApiError, OSError, ValueError) as error:
-                await self._backoff(error)
+                await self._backoff(error, "watch")
                 # A watch that keeps failing may be stuck on a version: start over.
                 need_list = self._failures >= self._relist_after
+                self._relist_reason = "failures"
+            else:
+                if not self._relist_requested:
+                    _LOG.debug(
+                        "the %s watch ended; reopening from version %s",
+                        self.name,
+                        self.resource_version,
+                        extra=self._extra,
+                    )
             finally:
                 self._watch_scope = None
 

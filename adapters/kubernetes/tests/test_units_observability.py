@@ -1,0 +1,91 @@
+"""Pure logic of what the adapter reports: how calls are named, what the watch loop says."""
+
+# ruff: noqa: ASYNC110
+from __future__ import annotations
+
+import logging
+
+import anyio
+import pytest
+from pando_runtime_kubernetes._cache import PodStore
+from pando_runtime_kubernetes._client import describe_call
+from pando_runtime_kubernetes._watch import WatchLoop
+from test_units import FakeSource, _pod
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query", "named"),
+    [
+        ("GET", "/version", None, ("get", "version", None)),
+        ("GET", "/apis/metrics.k8s.io/v1beta1", None, ("get", "metrics.k8s.io", None)),
+        ("GET", "/api/v1/pods", {"watch": "true"}, ("watch", "pods", None)),
+        ("GET", "/api/v1/namespaces", None, ("list", "namespaces", None)),
+        ("GET", "/api/v1/namespaces/pando-a", None, ("get", "namespaces", None)),
+        ("DELETE", "/api/v1/namespaces/pando-a", None, ("delete", "namespaces", None)),
+        ("GET", "/api/v1/namespaces/pando-a/pods", None, ("list", "pods", "pando-a")),
+        ("POST", "/api/v1/namespaces/pando-a/pods", None, ("create", "pods", "pando-a")),
+        ("GET", "/api/v1/namespaces/pando-a/pods/web-1/log", {}, ("get", "pods/log", "pando-a")),
+        (
+            "PATCH",
+            "/apis/networking.k8s.io/v1/namespaces/pando-a/networkpolicies/pando-default",
+            {"fieldManager": "pando", "force": "true"},
+            ("patch", "networkpolicies.networking.k8s.io", "pando-a"),
+        ),
+        (
+            "GET",
+            "/apis/metrics.k8s.io/v1beta1/namespaces/pando-a/pods",
+            None,
+            ("list", "pods.metrics.k8s.io", "pando-a"),
+        ),
+        ("PUT", "/api/v1/namespaces/pando-a/secrets/s", None, ("update", "secrets", "pando-a")),
+    ],
+)
+def test_calls_are_named_as_the_api_server_names_them(
+    method: str, path: str, query: dict[str, str] | None, named: tuple[str, str, str | None]
+) -> None:
+    assert describe_call(method, path, query) == named
+
+
+async def test_the_watch_loop_says_why_it_starts_over_and_reports_each_restart(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    source = FakeSource()
+    source.items = [_pod(ready=True), _pod(ready=False)]
+    source.scripts = [
+        [{"type": "ADDED", "object": _pod(ready=True)}],  # the server ends it: reopened
+        [{"type": "ERROR", "object": {"code": 410, "message": "too old: secret-ish text"}}],
+        OSError("connection reset"),
+    ]
+    restarts: list[str] = []
+    loop = WatchLoop(
+        source,
+        PodStore(),
+        name="pods",
+        backoff_initial=0.001,
+        on_restart=restarts.append,
+        log_extra={"cluster": "eu-1"},
+    )
+    caplog.set_level(logging.DEBUG, logger="pando_runtime.kubernetes")
+    async with anyio.create_task_group() as group:
+        group.start_soon(loop.run)
+        with anyio.fail_after(5):
+            while len(source.watches) < 4:
+                await anyio.sleep(0.01)
+        loop.request_relist()
+        with anyio.fail_after(5):
+            while source.lists < 3:
+                await anyio.sleep(0.01)
+        group.cancel_scope.cancel()
+    assert restarts[:3] == ["gone", "error", "requested"]
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name.endswith(".watch")]
+    assert ("DEBUG", "listed pods: objects: 2") in said
+    assert ("INFO", "the pods watch's version is too old (410): relisting") in said
+    relists = [r for r in caplog.records if r.getMessage().startswith("relisted pods")]
+    assert [r.levelname for r in relists[:2]] == ["INFO", "INFO"]
+    assert [r.reason for r in relists[:2]] == ["gone", "requested"]  # type: ignore[attr-defined]
+    failed = next(r for r in caplog.records if r.levelname == "WARNING")
+    assert failed.getMessage().startswith("the pods watch failed (OSError): retrying in")
+    assert failed.cluster == "eu-1"  # type: ignore[attr-defined]
+    assert all("secret-ish" not in r.getMessage() for r in caplog.records), "no server text"

@@ -1,7 +1,9 @@
 """The Kubernetes adapter of pando-runtime, and the clusters it talks to.
 
 Load the adapter by name (``pando_runtime.load_adapter("kubernetes", {...})``) or
-import :class:`KubernetesAdapter` from here. :class:`ClusterSet` loads every
+import :class:`KubernetesAdapter` from here. :class:`Controller` watches a
+:class:`Resource` and calls back per key (the adapter's own watch loop, public).
+:class:`ClusterSet` loads every
 cluster of the kubeconfig files (and in-cluster); a :class:`Cluster` requests
 service-account tokens and acts as a service account; :class:`KubeTransport`
 is the counted, rate-limited transport over one cluster.
@@ -19,8 +21,10 @@ from ._info import ADAPTER, KubernetesConfig
 
 if TYPE_CHECKING:
     from ._adapter import KubernetesAdapter
+    from ._catalog_services import ServiceSource, ServiceSyncOptions
     from ._client import KubeTransport
     from ._clusters import IN_CLUSTER, ApiRate, Cluster, ClusterProblem, ClusterSet
+    from ._controller import Controller, Resource
     from ._tokens import ServiceAccountToken
 
 __all__ = [
@@ -30,10 +34,14 @@ __all__ = [
     "Cluster",
     "ClusterProblem",
     "ClusterSet",
+    "Controller",
     "KubeTransport",
     "KubernetesAdapter",
     "KubernetesConfig",
+    "Resource",
     "ServiceAccountToken",
+    "ServiceSource",
+    "ServiceSyncOptions",
 ]
 
 _LAZY = {
@@ -44,7 +52,11 @@ _LAZY = {
     "Cluster": "._clusters",
     "ClusterProblem": "._clusters",
     "ClusterSet": "._clusters",
+    "Controller": "._controller",
+    "Resource": "._controller",
     "ServiceAccountToken": "._tokens",
+    "ServiceSource": "._catalog_services",
+    "ServiceSyncOptions": "._catalog_services",
 }
 
 

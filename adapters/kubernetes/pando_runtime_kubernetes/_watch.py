@@ -9,7 +9,9 @@ the first: events may have been missed) and every event, synchronously, so a
 cache fed by it is updated before anything else looks.
 
 The loop and its helpers run as tasks of a task group that lives exactly as
-long as the owner's ``async with`` block (structured: nothing outlives it).
+long as the owner's ``async with`` block (structured: nothing outlives it). The
+adapter's cache and the public :class:`~pando_runtime_kubernetes.Controller` both
+run on them.
 
 It logs on ``pando_runtime.kubernetes.watch``: INFO for a relist (after 410, or
 when asked), WARNING when a list or watch fails (events may be missed until it
@@ -253,14 +255,14 @@ class WatchLoop:
 
 
 class ApiListWatch:
-    """A :class:`ListWatchSource` over the API: one cluster-wide collection and selector."""
+    """A :class:`ListWatchSource` over the API: one collection path and its selectors."""
 
     def __init__(
         self,
         transport: KubeTransport,
         path: str,
         *,
-        label_selector: str,
+        label_selector: str | None = None,
         field_selector: str | None = None,
         page_size: int = 500,
         timeout_seconds: int = 290,

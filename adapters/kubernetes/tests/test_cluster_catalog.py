@@ -1,0 +1,287 @@
+"""Catalog sync on the local control plane and a real Consul: Services and bundles.
+
+The Service source runs as the restricted identity with only the catalog-sync ClusterRole of
+``deploy/catalog-sync-rbac.yaml`` added, so the RBAC file is tested too.
+"""
+
+# ruff: noqa: ASYNC110
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import httpx
+import pytest
+import yaml
+from pando_runtime_consul import ConsulCatalog, ConsulConfig
+from pando_runtime_kubernetes import (
+    ClusterSet,
+    KubernetesAdapter,
+    KubeTransport,
+    ServiceSource,
+    ServiceSyncOptions,
+)
+
+import pando_runtime as pr
+
+pytestmark = [pytest.mark.kube, pytest.mark.consul, pytest.mark.anyio]
+
+RBAC = Path(__file__).resolve().parents[1] / "deploy" / "catalog-sync-rbac.yaml"
+BINDING = "pando-runtime-catalog-sync-tests"
+
+
+@pytest.fixture(scope="module")
+def sync_identity(
+    kube_cluster: Any, admin_api: Any, adapter_config: dict[str, Any]
+) -> Iterator[str]:
+    """The restricted kubeconfig, granted the catalog-sync ClusterRole."""
+    from kubernetes import client  # noqa: PLC0415
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+    rbac = client.RbacAuthorizationV1Api(admin_api)
+    role = yaml.safe_load(RBAC.read_text())
+    try:
+        rbac.create_cluster_role(role)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+        rbac.replace_cluster_role(role["metadata"]["name"], role)
+    binding = {
+        "metadata": {"name": BINDING},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": role["metadata"]["name"],
+        },
+        "subjects": [
+            {
+                "kind": "User",
+                "apiGroup": "rbac.authorization.k8s.io",
+                "name": kube_cluster.restricted_user,
+            }
+        ],
+    }
+    try:
+        rbac.create_cluster_role_binding(binding)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+    try:
+        yield str(adapter_config["kubeconfig"])
+    finally:
+        rbac.delete_cluster_role_binding(BINDING)
+
+
+@pytest.fixture
+async def transport(sync_identity: str) -> AsyncIterator[KubeTransport]:
+    clusters = await anyio.to_thread.run_sync(lambda: ClusterSet.load(sync_identity))
+    api = KubeTransport.for_cluster(clusters.cluster())
+    try:
+        yield api
+    finally:
+        api.close()
+
+
+@pytest.fixture
+async def consul(consul_agent: Any) -> AsyncIterator[ConsulCatalog]:
+    backend = ConsulCatalog(ConsulConfig(address=consul_agent.http_address))
+    try:
+        yield backend
+    finally:
+        await backend.aclose()
+
+
+@pytest.fixture
+async def raw(consul_agent: Any) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=consul_agent.http_address) as client:
+        yield client
+
+
+async def _ids(raw: httpx.AsyncClient, node: str) -> dict[str, dict[str, Any]]:
+    body = (await raw.get(f"/v1/catalog/node-services/{node}")).json()
+    return {s["ID"]: s for s in body.get("Services") or ()}
+
+
+async def _until(
+    raw: httpx.AsyncClient, node: str, check: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """Poll Consul until ``check`` holds for the node's services (a guard bounds it)."""
+    with anyio.fail_after(60):
+        while not check(found := await _ids(raw, node)):
+            await anyio.sleep(0.1)
+    return found
+
+
+async def _admin(admin_api: Any, api: str, fn: str, *args: Any, **kwargs: Any) -> Any:
+    from kubernetes import client  # noqa: PLC0415
+
+    target = getattr(client, api)(admin_api)
+    return await anyio.to_thread.run_sync(lambda: getattr(target, fn)(*args, **kwargs))
+
+
+def _service(
+    name: str, *, port: int = 80, type_: str = "ClusterIP", **annotations: str
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "type": type_,
+            "ports": [{"name": "http", "port": port}],
+            "selector": {"app": name},
+        },
+    }
+
+
+@pytest.fixture
+async def namespaces(admin_api: Any) -> AsyncIterator[tuple[str, str]]:
+    """An allowed and a denied namespace of this test's own."""
+    suffix = uuid.uuid4().hex[:6]
+    names = (f"cat-ok-{suffix}", f"cat-no-{suffix}")
+    for name in names:
+        await _admin(admin_api, "CoreV1Api", "create_namespace", {"metadata": {"name": name}})
+    try:
+        yield names
+    finally:
+        for name in names:
+            await _admin(admin_api, "CoreV1Api", "delete_namespace", name)
+
+
+async def test_services_appear_follow_changes_and_leave_consul(
+    transport: KubeTransport,
+    consul: ConsulCatalog,
+    raw: httpx.AsyncClient,
+    admin_api: Any,
+    namespaces: tuple[str, str],
+) -> None:
+    allowed, denied = namespaces
+    node = f"k8s-{uuid.uuid4().hex[:8]}"
+    core = "CoreV1Api"
+    await _admin(admin_api, core, "create_namespaced_service", allowed, _service("web"))
+    await _admin(
+        admin_api,
+        core,
+        "create_namespaced_service",
+        allowed,
+        _service("hidden", **{"pando.dev/catalog-sync": "false"}),
+    )
+    await _admin(admin_api, core, "create_namespaced_service", denied, _service("web"))
+    options = ServiceSyncOptions(
+        allow_namespaces=f"{allowed},{denied}",
+        deny_namespaces=denied,
+        node=node,
+        node_port_mode="internal-only",
+        prefix="k-",
+    )
+    syncer = pr.CatalogSyncer(consul, nodes=(node,), resync_interval=1.0, reap_interval=1.0)
+    source = ServiceSource(transport, syncer, options)
+    web_id = f"{allowed}/web"
+    async with syncer.running(), source.running():
+        found = await _until(raw, node, lambda ids: web_id in ids)
+        assert set(found) == {web_id}, "denied namespace and disabled Service left out"
+        web = found[web_id]
+        assert (web["Service"], web["Port"]) == ("k-web", 80)
+        cluster_ip = (
+            await _admin(admin_api, core, "read_namespaced_service", "web", allowed)
+        ).spec.cluster_ip
+        assert web["Address"] == cluster_ip
+        assert source.services.has_synced
+        assert source.services.last_sync_resource_version
+
+        patch = [{"op": "replace", "path": "/spec/ports/0/port", "value": 8080}]  # a JSON patch
+        await _admin(admin_api, core, "patch_namespaced_service", "web", allowed, patch)
+        await _until(raw, node, lambda ids: ids.get(web_id, {}).get("Port") == 8080)
+
+        edit = {
+            "Node": node,
+            "Address": "127.0.0.1",
+            "Service": {
+                "ID": web_id,
+                "Service": "k-web",
+                "Address": "192.0.2.1",
+                "Port": 1,
+                "Tags": ["k8s", pr.CATALOG_OWNER_TAG],
+            },
+        }
+        assert (await raw.put("/v1/catalog/register", json=edit)).status_code == 200
+        await syncer.wait_full_sync()
+        assert (await _ids(raw, node))[web_id]["Port"] == 8080, "the external edit is overwritten"
+
+        await _admin(
+            admin_api, core, "create_namespaced_service", allowed, _service("np", type_="NodePort")
+        )
+        nodes = (await _admin(admin_api, core, "list_node")).items
+        internal = {
+            n.metadata.name: a.address
+            for n in nodes
+            for a in n.status.addresses or ()
+            if a.type == "InternalIP"
+        }
+        expected = {f"{allowed}/np/node/{name}" for name in internal}
+        found = await _until(raw, node, lambda ids: expected <= set(ids))
+        np = {k.rsplit("/", 1)[1]: s for k, s in found.items() if k.startswith(f"{allowed}/np/")}
+        assert {name: s["Address"] for name, s in np.items()} == internal
+        assert len({s["Port"] for s in np.values()}) == 1
+
+        await _admin(admin_api, core, "delete_namespaced_service", "web", allowed)
+        await _until(raw, node, lambda ids: web_id not in ids)
+    assert syncer.status.healthy
+
+
+async def test_explicit_enable_and_a_restart_with_a_full_catalog(
+    transport: KubeTransport,
+    consul: ConsulCatalog,
+    raw: httpx.AsyncClient,
+    admin_api: Any,
+    namespaces: tuple[str, str],
+) -> None:
+    allowed, _ = namespaces
+    node = f"k8s-{uuid.uuid4().hex[:8]}"
+    for service in (_service("plain"), _service("opted", **{"pando.dev/catalog-sync": "true"})):
+        await _admin(admin_api, "CoreV1Api", "create_namespaced_service", allowed, service)
+    options = ServiceSyncOptions(allow_namespaces=allowed, default_sync=False, node=node)
+    for _run in range(2):  # the second run starts with the catalog full
+        syncer = pr.CatalogSyncer(consul, nodes=(node,), resync_interval=0.5, reap_interval=0)
+        source = ServiceSource(transport, syncer, options)
+        before = dict(consul.requests)
+        async with syncer.running(), source.running():
+            found = await _until(raw, node, lambda ids: f"{allowed}/opted" in ids)
+            await syncer.wait_full_sync()
+            await syncer.wait_full_sync()
+        assert set(found) == {f"{allowed}/opted"}
+    assert consul.requests["catalog/deregister"] == before.get("catalog/deregister", 0)
+    assert consul.requests["catalog/register"] == before.get("catalog/register", 0), (
+        "the restarted syncer rewrote nothing"
+    )
+    assert await pr.CatalogSyncer(consul, nodes=(node,)).cleanup() == 1
+
+
+async def test_bundles_of_the_kubernetes_adapter_appear_and_disappear(
+    adapter_config: dict[str, Any], consul: ConsulCatalog, raw: httpx.AsyncClient
+) -> None:
+    node = f"bundles-{uuid.uuid4().hex[:8]}"
+    bundle_id = f"Cat_{uuid.uuid4().hex[:6]}"
+    plan = pr.BundlePlan(
+        bundle_id=bundle_id,
+        workloads=(
+            pr.WorkloadPlan(name="web", image="registry.example/cat:1", ports=(pr.Port(8080),)),
+        ),
+    )
+    async with KubernetesAdapter(adapter_config) as adapter:
+        syncer = pr.CatalogSyncer(consul, nodes=(node,), resync_interval=1.0)
+        source = pr.BundleSource(adapter, syncer, node=node)
+        async with syncer.running(), source.running():
+            source.track(plan)
+            await adapter.apply(plan)
+            try:
+                found = await _until(raw, node, lambda ids: len(ids) == 1)
+                (service,) = found.values()
+                url = adapter.upstream(pr.WorkloadRef(bundle_id, "web"), 8080).url
+                assert url == f"http://{service['Address']}:{service['Port']}"
+                assert service["Meta"]["pando-adapter"] == "kubernetes"
+            finally:
+                await adapter.destroy(pr.BundleRef(bundle_id))
+            await _until(raw, node, lambda ids: not ids)

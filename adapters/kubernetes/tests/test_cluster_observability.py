@@ -95,7 +95,10 @@ async def test_an_apply_then_observe_shows_the_calls_by_verb_and_status(
             assert sum(applied.values()) == adapter.api_calls - counted
             assert applied[("create", "pods", 201)] == 1
             assert applied[("patch", "namespaces", 200)] >= 1, "the namespace, applied"
-            assert all(status < 400 for _, _, status in applied), applied
+            # A write just after the namespace's RoleBinding may be refused while RBAC
+            # catches up; the session retries it. Nothing else is refused.
+            refused = {k: n for k, n in applied.items() if k[2] >= 400}
+            assert {status for _, _, status in refused} <= {403}, refused
             await _until_running(runtime, bundle_id)
             settled, counted = _calls(otel), adapter.api_calls
             await runtime.apply(_plan(bundle_id))

@@ -5,7 +5,9 @@
 Without ``--kubeconfig`` it starts the local control plane (tests/support/localcluster).
 Prints API calls per first apply, per re-apply and per observe, the seconds of one observe pass
 over all apps, and the memory one cached pod takes; where the cluster serves the metrics API,
-API calls and seconds of ``usage`` over all apps and of one ``in_use``.
+API calls and seconds of ``usage`` over all apps and of one ``in_use``. Then the same for apps
+whose egress is restricted (a CIDR rule and a host name, so each has an egress gateway),
+first apply and re-apply, with the writes among the calls.
 """
 
 from __future__ import annotations
@@ -23,7 +25,16 @@ from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._cache import PodStore
 from pando_runtime_kubernetes._names import MANAGED_SELECTOR
 
-from pando_runtime import BundlePlan, BundleRef, Port, Resources, WorkloadPlan
+from pando_runtime import (
+    BundlePlan,
+    BundleRef,
+    EgressPolicy,
+    EgressRule,
+    NetworkPlan,
+    Port,
+    Resources,
+    WorkloadPlan,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLE_WAIT = 120
@@ -31,7 +42,15 @@ MIN_SAMPLE = 2**20
 """What a pod uses at least, where kwok simulates usage (1 MiB)."""
 
 
-def plan(i: int) -> BundlePlan:
+RESTRICTED = EgressPolicy(
+    allow=(
+        EgressRule(destination="203.0.113.0/24", ports=(5432,)),
+        EgressRule(destination="api.example.com", ports=(443,)),
+    )
+)
+
+
+def plan(i: int, *, restricted: bool = False) -> BundlePlan:
     web = WorkloadPlan(
         name="web",
         image="registry.example/bench/app:1",
@@ -39,7 +58,47 @@ def plan(i: int) -> BundlePlan:
         ports=(Port(8080),),
         resources=Resources(cpu_millis=10, memory_bytes=16 * 1024**2),
     )
+    if restricted:
+        network = NetworkPlan(egress=RESTRICTED)
+        return BundlePlan(bundle_id=f"bench-egress-{i:04d}", workloads=(web,), network=network)
     return BundlePlan(bundle_id=f"bench-{i:04d}", workloads=(web,))
+
+
+def _writes(adapter: KubernetesAdapter) -> int:
+    return sum(n for kind, n in adapter.session.calls_by_kind.items() if not kind.startswith("GET"))
+
+
+async def measure_restricted(config: dict[str, Any], apps: int, concurrency: int) -> None:
+    """First apply and re-apply of apps with restricted egress (each with a gateway)."""
+    restricted = {**config, "trust_egress_policy": True, "egress_gateway_image": "squid:5"}
+    async with KubernetesAdapter(restricted) as adapter:
+        assert adapter.cache is not None
+        await adapter.cache.wait_synced(30)
+        plans = [plan(i, restricted=True) for i in range(apps)]
+        limiter = anyio.CapacityLimiter(concurrency)
+
+        async def each() -> float:
+            start = time.perf_counter()
+            async with anyio.create_task_group() as group:
+                for p in plans:
+
+                    async def one(p: BundlePlan = p) -> None:
+                        async with limiter:
+                            await adapter.apply(p)
+
+                    group.start_soon(one)
+            return time.perf_counter() - start
+
+        for label in ("egress first apply:", "egress re-apply:  "):
+            calls, writes = adapter.api_calls, _writes(adapter)
+            seconds = await each()
+            print(
+                f"{label} {(adapter.api_calls - calls) / apps:.2f} API calls per app, "
+                f"{(_writes(adapter) - writes) / apps:.2f} writes ({seconds:.2f} s, {apps} apps)"
+            )
+        async with anyio.create_task_group() as group:
+            for p in plans:
+                group.start_soon(adapter.destroy, BundleRef(p.bundle_id))
 
 
 async def measure_usage(adapter: KubernetesAdapter, plans: list[BundlePlan]) -> None:
@@ -137,6 +196,7 @@ async def run(kubeconfig: str, apps: int, concurrency: int) -> None:
         async with anyio.create_task_group() as group:
             for p in plans:
                 group.start_soon(adapter.destroy, BundleRef(p.bundle_id))
+    await measure_restricted(config, max(1, apps // 4), concurrency)
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ session and the settings. Every method delegates to one of them.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, ClassVar, Self
 
@@ -56,8 +57,11 @@ from ._cache import Informer
 from ._canary import NetworkPolicyCanary
 from ._client import ApiError, KubeTransport
 from ._edge import Edges
+from ._gateways import EgressGateways
 from ._info import DESCRIPTION, KubernetesConfig
+from ._log import logger
 from ._namespaces import AppNamespaces
+from ._network import AppNetwork
 from ._room import ClusterCapacity
 from ._session import ClusterSession, api_path
 from ._trial import Trials
@@ -66,6 +70,8 @@ from ._volumes import Volumes
 from ._workload_io import WorkloadIO
 
 __all__ = ["KubernetesAdapter"]
+
+log = logger("health")
 
 
 class KubernetesAdapter(RuntimeAdapter):
@@ -88,11 +94,15 @@ class KubernetesAdapter(RuntimeAdapter):
         self.session = session or ClusterSession(c, transport=transport)
         """The cluster session: transport, cache, the reads and writes features share."""
         s = self.session
-        namespaces = AppNamespaces(s, c)
+        self._network = AppNetwork(c)
+        namespaces = AppNamespaces(s, c, self._network)
         self._volumes = Volumes(s, c, namespaces)
-        self._bundles = Bundles(s, c, namespaces, self._volumes)
+        gateways = EgressGateways(s, self._network)
+        self._bundles = Bundles(
+            s, c, namespaces, self._volumes, network=self._network, gateways=gateways
+        )
         self._io = WorkloadIO(s, c)
-        self._trials = Trials(s, c)
+        self._trials = Trials(s, c, self._network)
         self._edges = Edges(s, c, self._volumes)
         self._usage = Usage(s)
         self._canary = NetworkPolicyCanary(s, c)
@@ -131,7 +141,12 @@ class KubernetesAdapter(RuntimeAdapter):
     # -- identity & health ----------------------------------------------------------------
 
     async def capabilities(self) -> RuntimeCapabilities:
-        """What this adapter builds today; the rest is declared unsupported, never faked."""
+        """What this adapter builds today; the rest is declared unsupported, never faked.
+
+        Restricted egress only where egress rules are enforced (the canary saw it, or the
+        settings trust it); host-name rules also need the gateway's image.
+        """
+        egress = self.config.trust_egress_policy or self._canary.egress_verified
         return RuntimeCapabilities(
             isolation_class=IsolationClass.CONTAINER,
             persistent_volumes=True,
@@ -143,17 +158,37 @@ class KubernetesAdapter(RuntimeAdapter):
             reports_usage=await self._usage.served(),
             bundle_events=True,
             edge=True,
-            egress_restriction=False,
+            egress_restriction=egress,
+            egress_host_names=egress and self._network.gateway_image is not None,
             trial_run=True,
             port_observation=True,
             write_observation=False,  # a trial's writes are not observed
             image_delivery=(ImageDelivery.REGISTRY,),
         )
 
+    def health_details(self) -> dict[str, str]:
+        """What the health check reports beyond pass or fail, computed (no I/O).
+
+        ``egress_excluded``: the ranges app pods never reach outside their namespace;
+        ``egress_excluded_from``: whether the cluster's ranges came from the settings or
+        every private, shared and link-local range stands in for them;
+        ``egress_restriction``: ``enforced`` (verified by the canary), ``trusted``, or
+        ``not verified``.
+        """
+        if self.config.trust_egress_policy:
+            egress = "trusted"
+        elif self._canary.egress_verified:
+            egress = "enforced"
+        else:
+            egress = "not verified"
+        return {**self._network.details(), "egress_restriction": egress}
+
     async def health_check(self) -> None:
         """The API answers, the RuntimeClass exists, NetworkPolicy is enforced (or trusted).
 
-        Also asks again whether the metrics API is served (``reports_usage``).
+        Also asks again whether the metrics API is served (``reports_usage``), and logs
+        :meth:`health_details` (a warning while the cluster's ranges are not configured or
+        egress enforcement is not known).
         """
         session = self.session
         await session.get("/version", "reach the API server")
@@ -177,6 +212,18 @@ class KubernetesAdapter(RuntimeAdapter):
                     remedy="Run a CNI that enforces NetworkPolicy; on a cluster known to "
                     "enforce it, 'trust_network_policy: true' skips the canary.",
                 )
+        details = self.health_details()
+        degraded = not self._network.ranges.configured or details["egress_restriction"] == (
+            "not verified"
+        )
+        log.log(
+            logging.WARNING if degraded else logging.INFO,
+            "egress: excluded %s (from %s); restriction %s",
+            details["egress_excluded"],
+            details["egress_excluded_from"],
+            details["egress_restriction"],
+            extra={"adapter": self.kind, **details},
+        )
 
     # -- bundles --------------------------------------------------------------------------
 
@@ -186,6 +233,7 @@ class KubernetesAdapter(RuntimeAdapter):
         A satisfied plan writes at most the pull secret.
         """
         check_plan(plan, await self.capabilities())
+        self._network.check(plan.network.egress, "network.egress", plan.workloads)
         return await self._bundles.apply(plan)
 
     async def observe(self, ref: BundleRef) -> ObservedBundle:
@@ -269,6 +317,7 @@ class KubernetesAdapter(RuntimeAdapter):
         raise_problems(
             validate_trial(request, await self.capabilities()), f"trial {request.trial_id!r}"
         )
+        self._network.check(request.egress, "egress")
         return await self._trials.trial(request)
 
     async def apply_edge(self, plan: EdgePlan) -> None:

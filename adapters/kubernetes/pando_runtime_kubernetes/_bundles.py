@@ -1,10 +1,11 @@
 """Bundles: apply, observe, stop and destroy an app (one namespace, bare pods).
 
 Apply converges the app's namespace onto the plan: namespace-wide objects when their digest
-changed, claims of its volumes, the pull secret, and per workload a headless Service, a Secret
-for its environment, a ConfigMap for its files and a bare pod, recreated only when its plan
-digest changed or it ended. Observe reads the cache (or the API) and never remediates. Ended
-pods a newer instance superseded are collected from the cache's work queue.
+changed, the egress gateway's pod (or its removal), claims of its volumes, the pull secret,
+and per workload a headless Service, a Secret for its environment, a ConfigMap for its files
+and a bare pod, recreated only when its plan digest changed or it ended. Observe reads the
+cache (or the API) and never remediates. Ended pods a newer instance superseded are collected
+from the cache's work queue.
 
 What changes is logged on ``pando_runtime.kubernetes.bundles`` at INFO (an apply's writes, a
 stop, a destroy, a superseded pod collected); an apply that writes nothing at DEBUG.
@@ -13,7 +14,7 @@ stop, a destroy, a superseded pod collected); an apply that writes nothing at DE
 from __future__ import annotations
 
 import logging
-from http import HTTPStatus
+from collections.abc import Mapping
 from typing import Any
 
 from pando_runtime import (
@@ -33,11 +34,14 @@ from pando_runtime import (
 
 from . import _objects as objects
 from ._cache import NamespaceFacts, PodFacts, bundle_workloads, newest, project_pod
+from ._gateway import GATEWAY
+from ._gateways import EgressGateways
 from ._info import KubernetesConfig
 from ._log import logger
 from ._names import PULL_SECRET, configmap_name, env_secret_name, namespace_for
 from ._namespaces import AppNamespaces
-from ._session import ClusterSession, api_path
+from ._network import AppNetwork
+from ._session import ClusterSession
 from ._volumes import Volumes, volume_handle
 
 __all__ = ["Bundles", "observed_workload"]
@@ -72,11 +76,16 @@ class Bundles:
         config: KubernetesConfig,
         namespaces: AppNamespaces,
         volumes: Volumes,
+        *,
+        network: AppNetwork,
+        gateways: EgressGateways,
     ) -> None:
         self._session = session
         self._config = config
         self._namespaces = namespaces
         self._volumes = volumes
+        self._network = network
+        self._gateways = gateways
         self._settings = objects.PodSettings(config.runtime_class, config.node_selector)
 
     # -- reading state --------------------------------------------------------------------
@@ -154,6 +163,7 @@ class Bundles:
         """Converge; returns how many pods were created."""
         session = self._session
         known, facts = await self._namespaces.converge(ns, plan)
+        await self._gateways.converge(ns, plan.bundle_id, plan.network.egress)
         for volume in plan.volumes:
             await self._volumes.ensure_claim(
                 ns,
@@ -170,11 +180,14 @@ class Bundles:
             # A credential may expire: rewritten on every apply (the one write of a re-apply).
             await session.apply(objects.pull_secret(ns, plan.bundle_id, auths))
         pods = await session.pods(ns)
-        services = await session.services(ns)
+        services = await self._workload_services(ns)
         await self._remove_dropped(ns, plan, pods, services)
+        proxy = self._network.proxy_env(ns, plan.network.egress, [w.name for w in plan.workloads])
         created: list[str] = []
         for w in plan.start_order():
-            name = await self._converge_workload(ns, plan, w, key, pods=pods, services=services)
+            name = await self._converge_workload(
+                ns, plan, w, key, pods=pods, services=services, proxy=proxy
+            )
             if name is not None:
                 created.append(name)
         if created:
@@ -183,6 +196,10 @@ class Bundles:
             # Bound by now unless the class waits for a consumer that is not placed yet.
             await self._volumes.retain(ns, volume.volume_id)
         return len(created)
+
+    async def _workload_services(self, ns: str) -> set[str]:
+        """Names of the workloads' Services (the gateway's is not one)."""
+        return await self._session.services(ns) - {GATEWAY}
 
     async def _delete_workload_objects(self, ns: str, names: set[str]) -> None:
         """A workload's Service, environment Secret and files ConfigMap."""
@@ -210,10 +227,14 @@ class Bundles:
         *,
         pods: list[PodFacts],
         services: set[str],
+        proxy: Mapping[str, str],
     ) -> str | None:
-        """Make ``w`` run its plan; returns the name of a pod it created."""
+        """Make ``w`` run its plan; returns the name of a pod it created.
+
+        ``proxy``: the egress gateway's variables (they enter the digest).
+        """
         session = self._session
-        digest = objects.workload_digest(w, key, self._settings)
+        digest = objects.workload_digest(w, key, self._settings, proxy)
         mine = [p for p in pods if p.workload == w.name]
         latest = newest(mine)
         if w.ports and w.name not in services:
@@ -236,19 +257,24 @@ class Bundles:
             # The latest ended pod stays until its replacement runs: its log stays readable.
             if not pod.deleting and (pod.live or pod is not latest):
                 await session.delete(ns, "pods", pod.name)
-        return await self._create_pod(ns, plan, w, digest, latest.uid if latest else None)
+        return await self._create_pod(
+            ns, plan, w, digest, latest.uid if latest else None, proxy=proxy
+        )
 
     async def _create_pod(
-        self, ns: str, plan: BundlePlan, w: WorkloadPlan, digest: str, replaces: str | None
+        self,
+        ns: str,
+        plan: BundlePlan,
+        w: WorkloadPlan,
+        digest: str,
+        replaces: str | None,
+        *,
+        proxy: Mapping[str, str],
     ) -> str:
-        """Create the instance replacing ``replaces``; its name is derived from both.
+        """Create the instance replacing ``replaces``; its name is derived from both."""
 
-        Two writers of one state derive one name: the API server refuses the second
-        create (409), and a live pod of that name running this digest is adopted.
-        """
-        session = self._session
-        for _ in range(3):
-            body = objects.pod(
+        def build(replaces: str | None) -> dict[str, Any]:
+            return objects.pod(
                 ns,
                 plan.bundle_id,
                 w,
@@ -257,28 +283,15 @@ class Bundles:
                 pull=w.pull_auth is not None,
                 plan_labels=plan.labels,
                 replaces=replaces,
+                proxy=proxy,
             )
-            name = str(body["metadata"]["name"])
-            try:
-                session.remember(await session.create(body, f"create the pod of {w.name}"))
-            except AdapterFailed as failed:
-                if failed.details.get("status") != HTTPStatus.CONFLICT:
-                    raise
-            else:
-                return name
-            existing = await session.find(api_path(ns, "pods", name), f"read pod {name}")
-            if existing is None:
-                continue  # deleted meanwhile: the name is free again
+
+        def twin(existing: Mapping[str, Any]) -> bool:
             found = project_pod(existing)
-            if found is not None and found.live and found.digest == digest:
-                session.remember(existing)
-                return name
-            # An ended or departing instance holds the name: this one replaces it.
-            replaces = str((existing.get("metadata") or {}).get("uid") or name)
-        raise AdapterFailed(
-            f"cannot name a pod for {w.name!r}: its names keep being taken",
-            remedy="Apply again.",
-            details={"namespace": ns, "workload": w.name},
+            return found is not None and found.live and found.digest == digest
+
+        return await self._session.create_pod(
+            build, replaces, twin=twin, what=f"create the pod of {w.name}"
         )
 
     async def _wait_dependencies(self, ns: str, plan: BundlePlan, w: WorkloadPlan) -> None:
@@ -416,5 +429,6 @@ class Bundles:
         for pod in pods:
             if not pod.deleting:
                 await session.delete(ns, "pods", pod.name)
-        await self._delete_workload_objects(ns, workloads | await session.services(ns))
+        await self._delete_workload_objects(ns, workloads | await self._workload_services(ns))
         await session.delete(ns, "secrets", PULL_SECRET)
+        await self._gateways.remove(ns)

@@ -13,7 +13,7 @@ import contextlib
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -34,15 +34,19 @@ from ._names import (
     LABEL_ROLE,
     LABEL_WORKLOAD,
     MANAGED_SELECTOR,
+    ROLE_EGRESS_GATEWAY,
 )
 from ._watch import ApiListWatch, ListWatchSource, WatchHandler, WatchLoop, WorkQueue
 
 __all__ = [
     "ClaimFacts",
     "ClaimStore",
+    "GatewayFacts",
+    "GatewayStore",
     "Informer",
     "NamespaceFacts",
     "NamespaceStore",
+    "NamespacedStore",
     "ObservedMemo",
     "PodFacts",
     "PodStore",
@@ -51,6 +55,7 @@ __all__ = [
     "newest",
     "pod_transitions",
     "project_claim",
+    "project_gateway",
     "project_namespace",
     "project_pod",
 ]
@@ -89,7 +94,17 @@ def _version(meta: Mapping[str, Any]) -> int:
         return 0
 
 
-class PodFacts:
+class _Projection:
+    """Small slotted facts of an API object, made from keyword fields (unset ones ``None``)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __init__(self, **fields: Any) -> None:
+        for name in self.__slots__:
+            setattr(self, name, fields.get(name))
+
+
+class PodFacts(_Projection):
     """What the adapter needs of one pod (about 20 small fields, no API object)."""
 
     __slots__ = (
@@ -117,10 +132,6 @@ class PodFacts:
         "version",
         "workload",
     )
-
-    def __init__(self, **fields: Any) -> None:
-        for name in self.__slots__:
-            setattr(self, name, fields.get(name))
 
     uid: str
     namespace: str
@@ -423,6 +434,68 @@ class PodStore:
             self.put(facts)
 
 
+class GatewayFacts(_Projection):
+    """What the adapter needs of an egress gateway pod (app pods' facts never include it)."""
+
+    __slots__ = ("created", "deleting", "digest", "ended", "name", "namespace", "uid", "version")
+
+    uid: str
+    namespace: str
+    name: str
+    digest: str | None
+    created: int
+    ended: bool
+    deleting: bool
+    version: int
+
+    @property
+    def live(self) -> bool:
+        """Neither ended nor on its way out."""
+        return not self.ended and not self.deleting
+
+
+def project_gateway(obj: Mapping[str, Any]) -> GatewayFacts | None:
+    """The facts of an egress gateway pod, or ``None`` for any other pod."""
+    meta = obj.get("metadata") or {}
+    if (meta.get("labels") or {}).get(LABEL_ROLE) != ROLE_EGRESS_GATEWAY:
+        return None
+    annotations = meta.get("annotations") or {}
+    try:
+        created = int(annotations.get(ANN_CREATED) or 0)
+    except ValueError:
+        created = 0
+    phase = (obj.get("status") or {}).get("phase")
+    return GatewayFacts(
+        uid=meta.get("uid", ""),
+        namespace=_intern(meta.get("namespace", "")),
+        name=meta.get("name", ""),
+        digest=annotations.get(ANN_PLAN_DIGEST),
+        created=created,
+        ended=phase in ("Succeeded", "Failed"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        version=_version(meta),
+    )
+
+
+class _PodHandler:
+    """The pod watch's handler: app pods to the pod store, gateway pods to theirs."""
+
+    def __init__(self, pods: PodStore, gateways: GatewayStore) -> None:
+        self._pods = pods
+        self._gateways = gateways
+
+    def project(self, obj: dict[str, Any]) -> PodFacts | GatewayFacts | None:
+        return project_pod(obj) or project_gateway(obj)
+
+    def on_list(self, items: list[Any], relist: bool) -> None:
+        self._gateways.on_list([i for i in items if isinstance(i, GatewayFacts)], relist)
+        self._pods.on_list([i for i in items if isinstance(i, PodFacts)], relist)
+
+    def on_event(self, kind: str, obj: dict[str, Any]) -> None:
+        self._gateways.on_event(kind, obj)
+        self._pods.on_event(kind, obj)
+
+
 class ServiceStore:
     """Names of the managed Services, by namespace."""
 
@@ -436,6 +509,10 @@ class ServiceStore:
     def put(self, namespace: str, name: str) -> None:
         """Record a Service."""
         self.by_namespace.setdefault(_intern(namespace), set()).add(name)
+
+    def remove(self, namespace: str, name: str) -> None:
+        """Forget a Service (it was deleted)."""
+        self.by_namespace.get(namespace, set()).discard(name)
 
     @staticmethod
     def project(obj: dict[str, Any]) -> tuple[str, str]:
@@ -455,7 +532,7 @@ class ServiceStore:
         meta = obj.get("metadata") or {}
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
         if kind == "DELETED":
-            self.by_namespace.get(namespace, set()).discard(name)
+            self.remove(namespace, name)
         else:
             self.put(namespace, name)
 
@@ -551,37 +628,58 @@ def project_claim(obj: Mapping[str, Any]) -> ClaimFacts | None:
     )
 
 
-class ClaimStore:
-    """Volume claims by namespace and volume id."""
+class _Facts(Protocol):
+    @property
+    def namespace(self) -> str: ...
 
-    def __init__(self) -> None:
-        self.by_namespace: dict[str, dict[str, ClaimFacts]] = {}
+
+F = TypeVar("F", bound=_Facts)
+
+
+class NamespacedStore(Generic[F]):
+    """Facts by namespace and key, fed by one watch (a :class:`WatchHandler`).
+
+    ``project`` makes the facts of an object (``None``: not one of these); ``key`` names
+    them within their namespace. Facts with a ``version`` are not replaced by older ones
+    (write-through safe).
+    """
+
+    def __init__(
+        self, project: Callable[[Mapping[str, Any]], F | None], key: Callable[[F], str]
+    ) -> None:
+        self.by_namespace: dict[str, dict[str, F]] = {}
         self.forget: Callable[[str | None], None] = _ignore
         """Told the namespace of every change (``None``: everything), for a memo."""
+        self._project = project
+        self._key = key
 
-    def claims(self, namespace: str) -> list[ClaimFacts]:
-        """The claims of ``namespace``."""
+    def in_namespace(self, namespace: str) -> list[F]:
+        """The facts of ``namespace``."""
         return list(self.by_namespace.get(namespace, {}).values())
 
-    def put(self, facts: ClaimFacts) -> None:
-        """Record a claim."""
-        self.by_namespace.setdefault(facts.namespace, {})[facts.volume_id] = facts
+    def put(self, facts: F) -> None:
+        """Record ``facts`` unless a newer version of them is there."""
+        kept = self.by_namespace.setdefault(facts.namespace, {})
+        key = self._key(facts)
+        old = kept.get(key)
+        if old is not None and getattr(old, "version", 0) > getattr(facts, "version", 0) > 0:
+            return
+        kept[key] = facts
         self.forget(facts.namespace)
 
-    def remove(self, namespace: str, volume_id: str) -> None:
-        """Forget a claim."""
-        claims = self.by_namespace.get(namespace, {})
-        claims.pop(volume_id, None)
-        if not claims:
+    def remove(self, namespace: str, key: str) -> None:
+        """Forget the facts of ``key``."""
+        kept = self.by_namespace.get(namespace, {})
+        kept.pop(key, None)
+        if not kept:
             self.by_namespace.pop(namespace, None)
         self.forget(namespace)
 
-    @staticmethod
-    def project(obj: dict[str, Any]) -> ClaimFacts | None:
-        """What the store keeps of a listed claim."""
-        return project_claim(obj)
+    def project(self, obj: dict[str, Any]) -> F | None:
+        """What the store keeps of a listed object."""
+        return self._project(obj)
 
-    def on_list(self, items: list[ClaimFacts], relist: bool) -> None:
+    def on_list(self, items: list[F], relist: bool) -> None:
         """Replace everything."""
         self.by_namespace = {}
         self.forget(None)
@@ -590,13 +688,35 @@ class ClaimStore:
 
     def on_event(self, kind: str, obj: dict[str, Any]) -> None:
         """Apply one watch event."""
-        facts = project_claim(obj)
+        facts = self._project(obj)
         if facts is None:
             return
         if kind == "DELETED":
-            self.remove(facts.namespace, facts.volume_id)
+            self.remove(facts.namespace, self._key(facts))
         else:
             self.put(facts)
+
+
+class ClaimStore(NamespacedStore[ClaimFacts]):
+    """Volume claims by namespace and volume id."""
+
+    def __init__(self) -> None:
+        super().__init__(project_claim, lambda facts: facts.volume_id)
+
+    def claims(self, namespace: str) -> list[ClaimFacts]:
+        """The claims of ``namespace``."""
+        return self.in_namespace(namespace)
+
+
+class GatewayStore(NamespacedStore[GatewayFacts]):
+    """Egress gateway pods by namespace and name (fed by the pod watch, beside app pods)."""
+
+    def __init__(self) -> None:
+        super().__init__(project_gateway, lambda facts: facts.name)
+
+    def gateways(self, namespace: str) -> list[GatewayFacts]:
+        """The gateway pods of ``namespace``."""
+        return self.in_namespace(namespace)
 
 
 class NamespaceStore:
@@ -660,6 +780,7 @@ class Informer:
         collect: Callable[[tuple[str, str]], Awaitable[None]] | None = None,
     ) -> None:
         self.pods = PodStore()
+        self.gateways = GatewayStore()
         self.services = ServiceStore()
         self.namespaces = NamespaceStore()
         self.claims = ClaimStore()
@@ -669,7 +790,7 @@ class Informer:
             store.forget = self.observed.forget
         paths = {kind: f"/api/v1/{plural}" for kind, plural in _PLURALS.items()}
         handlers: dict[str, WatchHandler] = {
-            "pods": self.pods,
+            "pods": _PodHandler(self.pods, self.gateways),
             "services": self.services,
             "namespaces": self.namespaces,
             "claims": self.claims,

@@ -1,9 +1,11 @@
 """The NetworkPolicy canary: does this cluster enforce the policies app isolation rests on?
 
 In a namespace of its own, a server pod admits (by NetworkPolicy) only pods labelled
-``pando.dev/canary-admitted``. Two probes try to fetch from it: the admitted one must get
+``pando.dev/canary-admitted``. Probes try to fetch from it: the admitted one must get
 through (else the check proves nothing: no network, or a slow cluster) and the other must not.
-Only then is enforcement verified. The namespace is deleted on every path.
+Only then is enforcement of ingress rules verified. A third probe is admitted too, but a
+policy denies it all egress: when it cannot get through either, egress rules are enforced
+as well (what restricted egress rests on). The namespace is deleted on every path.
 
 Its result is logged on ``pando_runtime.kubernetes.canary``: INFO when enforcement is verified,
 WARNING when it is not (with why).
@@ -27,8 +29,12 @@ __all__ = ["NetworkPolicyCanary", "canary_objects"]
 _LOG = logger("canary")
 
 ADMITTED = "pando.dev/canary-admitted"
+EGRESS_DENIED = "pando.dev/canary-egress-denied"
 PORT = 8080
 SERVER, ADMITTED_PROBE, DENIED_PROBE = "server", "admitted", "denied"
+EGRESS_PROBE = "egress-denied"
+PROBES = ((ADMITTED_PROBE, True, False), (DENIED_PROBE, False, False), (EGRESS_PROBE, True, True))
+"""Each probe: its name, whether ingress admits it, whether egress denies it."""
 
 
 def _pod(ns: str, name: str, image: str, script: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -76,16 +82,32 @@ def canary_objects(ns: str, *, image: str, subject: str | None, role: str) -> li
             },
         }
     )
+    docs.append(
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "pando-canary-egress", "namespace": ns, "labels": labels},
+            # Egress with no rule: the probe it selects reaches nothing.
+            "spec": {
+                "podSelector": {"matchLabels": {EGRESS_DENIED: "true"}},
+                "policyTypes": ["Egress"],
+            },
+        }
+    )
     serve = f"mkdir -p /tmp/w && echo ok > /tmp/w/index.html && exec httpd -f -p {PORT} -h /tmp/w"
     docs.append(_pod(ns, SERVER, image, serve, dict(labels)))
     return docs
 
 
-def probe(ns: str, name: str, image: str, address: str, *, admitted: bool) -> dict[str, Any]:
+def probe(
+    ns: str, name: str, image: str, address: str, *, admitted: bool, egress_denied: bool = False
+) -> dict[str, Any]:
     """A pod that exits 0 when it can fetch from the server."""
     labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_ROLE: ROLE_CANARY}
     if admitted:
         labels[ADMITTED] = "true"
+    if egress_denied:
+        labels[EGRESS_DENIED] = "true"
     script = f"wget -q -T 5 -O /dev/null http://{address}:{PORT}/"
     return _pod(ns, name, image, script, labels)
 
@@ -101,7 +123,9 @@ class NetworkPolicyCanary:
         self._session = session
         self._config = config
         self.verified = False
-        """The canary passed in this process."""
+        """The canary passed in this process (ingress rules are enforced)."""
+        self.egress_verified = False
+        """Egress rules are enforced too (known once the canary passed)."""
 
     async def problem(self) -> str | None:
         """``None`` when enforcement is verified (now or before), else why not, in plain words."""
@@ -146,24 +170,35 @@ class NetworkPolicyCanary:
                 address = (body.get("status") or {}).get("podIP") or ""
             if not address:
                 await anyio.sleep(0.5)
-        for name, admitted in ((ADMITTED_PROBE, True), (DENIED_PROBE, False)):
-            doc = probe(ns, name, self._config.helper_image, address, admitted=admitted)
+        for name, admitted, egress_denied in PROBES:
+            doc = probe(
+                ns,
+                name,
+                self._config.helper_image,
+                address,
+                admitted=admitted,
+                egress_denied=egress_denied,
+            )
             await self._session.create(doc)
         phases = await self._probe_phases(ns)
         if phases[ADMITTED_PROBE] != "Succeeded":
             return "the canary's admitted probe could not connect either: enforcement unverified"
         if phases[DENIED_PROBE] == "Succeeded":
             return "a pod that NetworkPolicy denies reached the canary: policies are not enforced"
+        # Not a failure of the check: restricted egress is then not offered.
+        self.egress_verified = phases[EGRESS_PROBE] != "Succeeded"
         return None
 
     async def _probe_phases(self, ns: str) -> dict[str, str]:
-        """How the two probes ended (waits until both have)."""
+        """How the probes ended (waits until all have)."""
         phases: dict[str, str] = {}
         while True:
-            for name in (ADMITTED_PROBE, DENIED_PROBE):
+            for name, _, _ in PROBES:
+                if name in phases:
+                    continue
                 phase = _phase(await self._pod(ns, name))
                 if phase in {"Succeeded", "Failed"}:
                     phases[name] = phase
-            if len(phases) == 2:  # noqa: PLR2004 - the two probes
+            if len(phases) == len(PROBES):
                 return phases
             await anyio.sleep(0.5)

@@ -1,6 +1,7 @@
 """Egress: what an app's pods may reach, as NetworkPolicies, and the ranges they never reach.
 
-Every app (and trial) namespace gets an egress policy. Unrestricted, its pods may reach their
+Every app (and trial) namespace's policy (``pando-default``) restricts egress as well as
+ingress. Unrestricted, its pods may reach their
 own namespace, the cluster's DNS (port 53, UDP and TCP) and the internet: ``0.0.0.0/0`` and
 ``::/0`` except the cluster's ranges. Those are the ``pod_cidr``, ``service_cidr`` and
 ``api_server_cidr`` settings; while the pod and service ranges are not both set, every
@@ -10,7 +11,9 @@ excluded always.
 
 Restricted (``BundlePlan.network.egress``), app pods may reach their namespace, DNS and the
 plan's CIDR rules; host-name rules go through the namespace's egress gateway (see
-``_gateway``), the one pod whose policy lets it reach the internet, on the rules' ports only.
+``_gateway``), the one pod that a second policy lets reach the internet, on the rules' ports
+only. One policy for ingress and egress, not two: a namespace's first apply costs one write
+less, and policies add up, so the gateway's own policy only widens what the gateway reaches.
 """
 
 from __future__ import annotations
@@ -26,18 +29,17 @@ from pando_runtime import EgressPolicy, EgressRule, InvalidPlan, Problem
 from ._names import LABEL_ROLE, ROLE_EGRESS_GATEWAY
 
 __all__ = [
-    "EGRESS_POLICY",
     "GATEWAY_POLICY",
     "METADATA_ADDRESSES",
     "PRIVATE_RANGES",
     "ClusterRanges",
     "DnsPeer",
     "check_rules",
-    "egress_policies",
+    "egress_rules",
+    "gateway_policy",
     "host_rules",
 ]
 
-EGRESS_POLICY = "pando-egress"
 GATEWAY_POLICY = "pando-egress-gateway"
 
 PRIVATE_RANGES = (
@@ -204,17 +206,6 @@ def _cidr_rule(rule: EgressRule, ranges: ClusterRanges) -> dict[str, Any]:
     return out
 
 
-def _policy(
-    ns: str, name: str, labels: Mapping[str, str], selector: dict[str, Any], rules: list[Any]
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": name, "namespace": ns, "labels": dict(labels)},
-        "spec": {"podSelector": selector, "policyTypes": ["Egress"], "egress": rules},
-    }
-
-
 def _gateway_ports(rules: Sequence[EgressRule]) -> list[dict[str, Any]] | None:
     """The gateway's outbound ports: the host rules' ports, or ``None`` (every port)."""
     if any(not r.ports for r in rules):
@@ -222,33 +213,51 @@ def _gateway_ports(rules: Sequence[EgressRule]) -> list[dict[str, Any]] | None:
     return [{"protocol": "TCP", "port": p} for p in sorted({p for r in rules for p in r.ports})]
 
 
-def egress_policies(
+def egress_rules(
+    egress: EgressPolicy | None, ranges: ClusterRanges, dns: DnsPeer
+) -> list[dict[str, Any]]:
+    """The egress rules of every pod of an app (or trial) namespace.
+
+    Their own namespace (the gateway among it) and DNS always; then the internet except
+    the cluster's ranges when unrestricted, else the plan's CIDR rules alone.
+    """
+    rules: list[dict[str, Any]] = [{"to": [{"podSelector": {}}]}, dns.rule()]
+    if egress is None:
+        rules.append({"to": _internet(ranges)})
+    else:
+        rules += [_cidr_rule(r, ranges) for r in egress.allow if r.is_cidr]
+    return rules
+
+
+def gateway_policy(
     ns: str,
     labels: Mapping[str, str],
     egress: EgressPolicy | None,
     ranges: ClusterRanges,
     dns: DnsPeer,
-) -> list[dict[str, Any]]:
-    """The namespace's egress policies: app pods', and the gateway's when host rules exist."""
-    own_namespace: dict[str, Any] = {"to": [{"podSelector": {}}]}
-    if egress is None:
-        app = _policy(
-            ns, EGRESS_POLICY, labels, {}, [own_namespace, dns.rule(), {"to": _internet(ranges)}]
-        )
-        return [app]
-    not_gateway = {
-        "matchExpressions": [
-            {"key": LABEL_ROLE, "operator": "NotIn", "values": [ROLE_EGRESS_GATEWAY]}
-        ]
-    }
-    cidr = [_cidr_rule(r, ranges) for r in egress.allow if r.is_cidr]
-    policies = [_policy(ns, EGRESS_POLICY, labels, not_gateway, [own_namespace, dns.rule(), *cidr])]
+) -> dict[str, Any] | None:
+    """The gateway's own policy; ``None`` when no rule names a host.
+
+    Beside its namespace's rules, the gateway reaches the internet on the host rules' ports
+    (never the cluster's ranges). Policies add up: this one selects the gateway alone, so
+    only it reaches out; it admits the pods of its own namespace.
+    """
     hosts = host_rules(egress)
-    if hosts:
-        outbound: dict[str, Any] = {"to": _internet(ranges)}
-        ports = _gateway_ports(hosts)
-        if ports is not None:
-            outbound["ports"] = ports
-        gateway = {"matchLabels": {LABEL_ROLE: ROLE_EGRESS_GATEWAY}}
-        policies.append(_policy(ns, GATEWAY_POLICY, labels, gateway, [dns.rule(), outbound]))
-    return policies
+    if not hosts:
+        return None
+    outbound: dict[str, Any] = {"to": _internet(ranges)}
+    ports = _gateway_ports(hosts)
+    if ports is not None:
+        outbound["ports"] = ports
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": GATEWAY_POLICY, "namespace": ns, "labels": dict(labels)},
+        "spec": {
+            "podSelector": {"matchLabels": {LABEL_ROLE: ROLE_EGRESS_GATEWAY}},
+            "policyTypes": ["Ingress", "Egress"],
+            # Its own namespace's pods may use it (a trial's namespace admits nothing else).
+            "ingress": [{"from": [{"podSelector": {}}]}],
+            "egress": [dns.rule(), outbound],
+        },
+    }

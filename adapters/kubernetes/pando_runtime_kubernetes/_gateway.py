@@ -1,8 +1,9 @@
 """The egress gateway: a forward proxy that lets an app reach the host names its plan allows.
 
 Host-name rules cannot be NetworkPolicies (those match addresses, and a name's addresses
-change), so an app whose plan names hosts gets a gateway in its namespace: a Deployment of
-one Squid pod, its Service and a ConfigMap holding ``squid.conf``. The app's pods get
+change), so an app whose plan names hosts gets a gateway in its namespace: one Squid pod
+(bare, as app pods are: apply replaces it when it ended or its configuration changed), its
+Service and a ConfigMap holding ``squid.conf``. The app's pods get
 ``HTTPS_PROXY``/``HTTP_PROXY`` pointing at it, and their policy lets them reach only the
 gateway outside their namespace (and DNS and the plan's CIDR rules); only the gateway's
 policy reaches the internet, on the rules' ports.
@@ -20,29 +21,40 @@ its ``PATH`` (Debian's package, for one).
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pando_runtime import EgressPolicy, EgressRule
 
 from ._egress import ClusterRanges, host_rules
-from ._names import LABEL_BUNDLE, LABEL_ROLE, ROLE_EGRESS_GATEWAY, bundle_label
+from ._names import (
+    ANN_CREATED,
+    ANN_PLAN_DIGEST,
+    LABEL_BUNDLE,
+    LABEL_ROLE,
+    ROLE_EGRESS_GATEWAY,
+    bundle_label,
+    pod_name,
+)
 
 __all__ = [
     "CONFIG_KEY",
     "GATEWAY",
     "GATEWAY_PORT",
+    "config_digest",
+    "gateway_config",
     "gateway_objects",
+    "gateway_pod",
     "proxy_env",
     "squid_config",
 ]
 
 GATEWAY = "pando-egress-gateway"
-"""The name of the gateway's Deployment, Service and ConfigMap."""
+"""The name of the gateway's Service and ConfigMap (and the stem of its pods' names)."""
 GATEWAY_PORT = 3128
 CONFIG_KEY = "squid.conf"
 CONFIG_DIR = "/etc/pando-gateway"
-ANN_CONFIG_DIGEST = "pando.dev/gateway-config"
 
 
 def squid_config(
@@ -118,41 +130,29 @@ def _labels(labels: Mapping[str, str]) -> dict[str, str]:
     return {**labels, LABEL_ROLE: ROLE_EGRESS_GATEWAY}
 
 
-def gateway_objects(
-    ns: str,
-    bundle_id: str,
-    egress: EgressPolicy | None,
-    ranges: ClusterRanges,
-    *,
-    image: str,
-    labels: Mapping[str, str],
-    placement: Mapping[str, Any],
-) -> list[dict[str, Any]]:
-    """ConfigMap, Service and Deployment of the gateway; empty when no rule names a host.
-
-    ``placement`` is merged into the pod spec (RuntimeClass, node selector). The pod
-    template carries the configuration's digest, so a changed allow-list rolls the pod.
-    """
+def gateway_config(egress: EgressPolicy | None, ranges: ClusterRanges) -> str | None:
+    """The gateway's ``squid.conf`` for a plan; ``None`` when no rule names a host."""
     rules = host_rules(egress)
-    if not rules:
-        return []
-    config = squid_config(rules, ranges.excluded)
-    mine = _labels(labels)
-    selector = {LABEL_BUNDLE: bundle_label(bundle_id), LABEL_ROLE: ROLE_EGRESS_GATEWAY}
-    meta = {"name": GATEWAY, "namespace": ns, "labels": mine}
-    configmap = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": meta,
-        "data": {CONFIG_KEY: config},
-    }
+    return squid_config(rules, ranges.excluded) if rules else None
+
+
+def config_digest(config: str) -> str:
+    """The digest a gateway pod carries of the configuration it runs (it names the pod)."""
+    return hashlib.sha256(config.encode()).hexdigest()
+
+
+def gateway_objects(
+    ns: str, bundle_id: str, config: str, *, labels: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """The gateway's Service and ConfigMap (its pod is converged apart, as app pods are)."""
+    meta = {"name": GATEWAY, "namespace": ns, "labels": _labels(labels)}
     service = {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": meta,
         "spec": {
             "type": "ClusterIP",
-            "selector": selector,
+            "selector": _selector(bundle_id),
             "ports": [
                 {
                     "name": "proxy",
@@ -163,6 +163,35 @@ def gateway_objects(
             ],
         },
     }
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": dict(meta),
+        "data": {CONFIG_KEY: config},
+    }
+    return [service, configmap]
+
+
+def _selector(bundle_id: str) -> dict[str, str]:
+    return {LABEL_BUNDLE: bundle_label(bundle_id), LABEL_ROLE: ROLE_EGRESS_GATEWAY}
+
+
+def gateway_pod(
+    ns: str,
+    digest: str,
+    *,
+    image: str,
+    labels: Mapping[str, str],
+    placement: Mapping[str, Any],
+    replaces: str | None,
+    created_ns: int | None = None,
+) -> dict[str, Any]:
+    """The gateway's bare pod, as an app pod is: never restarted, replaced by apply.
+
+    Its name derives from the configuration's ``digest`` (and the instance it replaces), so
+    a changed allow-list makes a new pod and two writers make one. ``placement`` is merged
+    into the spec (RuntimeClass, node selector).
+    """
     container = {
         "name": "squid",
         "image": image,
@@ -176,25 +205,26 @@ def gateway_objects(
         "securityContext": {"allowPrivilegeEscalation": False},
         "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
     }
-    pod_spec: dict[str, Any] = {
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "containers": [container],
         "volumes": [{"name": "config", "configMap": {"name": GATEWAY}}],
         **placement,
     }
-    digest = hashlib.sha256(config.encode()).hexdigest()
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta,
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": selector},
-            "template": {
-                "metadata": {"labels": mine, "annotations": {ANN_CONFIG_DIGEST: digest}},
-                "spec": pod_spec,
-            },
-        },
+    annotations = {
+        ANN_PLAN_DIGEST: digest,
+        ANN_CREATED: str(created_ns if created_ns is not None else time.time_ns()),
     }
-    return [configmap, service, deployment]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(GATEWAY, digest, replaces),
+            "namespace": ns,
+            "labels": _labels(labels),
+            "annotations": annotations,
+        },
+        "spec": spec,
+    }

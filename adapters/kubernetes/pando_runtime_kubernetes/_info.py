@@ -28,6 +28,10 @@ MULTI_DESCRIPTION = (
 )
 
 
+def _dns_labels() -> dict[str, str]:
+    return {"k8s-app": "kube-dns"}
+
+
 def _server_labels() -> dict[str, str]:
     return {"app.kubernetes.io/name": "pando", "app.kubernetes.io/component": "server"}
 
@@ -76,6 +80,36 @@ class KubernetesConfig:
     trust_network_policy: bool = setting(
         default=False,
         help="Trust that the cluster enforces NetworkPolicy instead of verifying it by a canary.",
+    )
+    trust_egress_policy: bool = setting(
+        default=False,
+        help="Trust that the cluster enforces NetworkPolicy egress rules instead of verifying "
+        "it by the canary (restricted egress is offered only when enforced).",
+    )
+    pod_cidr: str | None = setting(
+        default=None,
+        help="The cluster's pod range(s), comma-separated; with service_cidr it replaces the "
+        "private ranges app pods never reach (unset: every private, shared and link-local "
+        "range is excluded).",
+    )
+    service_cidr: str | None = setting(
+        default=None, help="The cluster's Service range(s), comma-separated (see pod_cidr)."
+    )
+    api_server_cidr: str | None = setting(
+        default=None,
+        help="The API server's address(es) as CIDR blocks, comma-separated: app pods never "
+        "reach them (only the edge does).",
+    )
+    dns_namespace: str = setting(
+        default="kube-system", help="Namespace of the cluster DNS pods app pods may reach."
+    )
+    dns_labels: dict[str, str] = setting(
+        factory=_dns_labels, help="Labels of the cluster DNS pods (port 53, UDP and TCP)."
+    )
+    egress_gateway_image: str | None = setting(
+        default=None,
+        help="Image of the egress gateway (needs squid on its PATH); unset: plans whose "
+        "egress rules name hosts are refused, CIDR rules still work.",
     )
     canary_wait: float = setting(
         default=120.0,

@@ -4,7 +4,8 @@ The adapter's logger is a child of the core's ``pando_runtime``, so a host that 
 ``pando_runtime`` hears the adapter too; it carries its own ``NullHandler`` (the adapter may
 log before anything of the core has). Children: ``.transport`` (every API call),
 ``.watch`` (the cache's watches), ``.session`` (connecting, retried writes), ``.bundles``,
-``.canary``, ``.usage``, ``.tokens``, ``.multi``.
+``.canary``, ``.health`` (the health check's egress details), ``.usage``, ``.tokens``,
+``.multi``.
 
 Records carry their context as attributes: ``cluster`` (the cluster's name, when known),
 ``bundle_id``, ``namespace``, ``verb``, ``resource``, ``status``, ``duration_s``, ``code``.

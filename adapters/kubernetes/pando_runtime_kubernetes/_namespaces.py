@@ -1,7 +1,9 @@
 """App namespaces: made, owned, converged, deleted; and each app's plan key.
 
-An app lives in namespace ``pando-<bundle id>`` with its namespace-wide objects (NetworkPolicy,
-ResourceQuota, RoleBinding), written only when their digest on the namespace changed. A
+An app lives in namespace ``pando-<bundle id>`` with its namespace-wide objects (RoleBinding,
+default ServiceAccount, the NetworkPolicy of its ingress and egress, ResourceQuota, and the
+egress gateway's Service, ConfigMap and policy when its rules name hosts), written only when
+their digest on the namespace changed. A
 namespace kept for volumes alone is marked volumes-only. The per-app HMAC key that enters the
 plan digests lives in a Secret of the namespace; it is read once per process and remembered
 here, the one owner of those keys.
@@ -20,6 +22,7 @@ from ._cache import NamespaceFacts, project_namespace
 from ._client import ApiError
 from ._info import KubernetesConfig
 from ._names import KEY_SECRET, LABEL_MANAGED_BY, MANAGED_BY
+from ._network import AppNetwork
 from ._session import ClusterSession, api_path
 
 __all__ = ["AppNamespaces"]
@@ -44,9 +47,12 @@ def check_owner(ns: str, bundle_id: str, facts: NamespaceFacts) -> None:
 class AppNamespaces:
     """The app namespaces of one cluster, and the plan keys kept in them."""
 
-    def __init__(self, session: ClusterSession, config: KubernetesConfig) -> None:
+    def __init__(
+        self, session: ClusterSession, config: KubernetesConfig, network: AppNetwork
+    ) -> None:
         self._session = session
         self._config = config
+        self._network = network
         self._keys: dict[str, bytes] = {}
 
     async def _ensure(
@@ -94,6 +100,10 @@ class AppNamespaces:
             server_labels=c.server_labels,
             subject=c.app_subject,
             role=c.app_role,
+            egress=self._network.policy_rules(plan.network.egress),
+        )
+        ns_objects += self._network.gateway_objects(
+            ns, plan.bundle_id, plan.network.egress, objects.labels_for(plan.bundle_id)
         )
         ns_body = objects.namespace(ns, plan, volumes_only=volumes_only)
         ns_digest = objects.namespace_digest(ns_body, ns_objects)

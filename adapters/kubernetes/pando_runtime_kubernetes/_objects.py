@@ -156,30 +156,41 @@ def role_binding(ns: str, bundle_id: str, subject: str, role: str) -> dict[str, 
 
 
 def network_policy(
-    ns: str, bundle_id: str, server_namespace: str, server_labels: Mapping[str, str]
+    ns: str,
+    bundle_id: str,
+    server_namespace: str,
+    server_labels: Mapping[str, str],
+    egress: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Default deny ingress, admitting only the app's own pods and the host's server pods."""
+    """Default deny ingress, admitting only the app's own pods and the host's server pods.
+
+    ``egress``: the rules of what the namespace's pods may reach (see ``_egress``); the
+    same policy then denies every other destination.
+    """
+    spec: dict[str, Any] = {
+        "podSelector": {},
+        "policyTypes": ["Ingress"] if egress is None else ["Ingress", "Egress"],
+        "ingress": [
+            {
+                "from": [
+                    {"podSelector": {}},
+                    {
+                        "namespaceSelector": {
+                            "matchLabels": {"kubernetes.io/metadata.name": server_namespace}
+                        },
+                        "podSelector": {"matchLabels": dict(server_labels)},
+                    },
+                ]
+            }
+        ],
+    }
+    if egress is not None:
+        spec["egress"] = [dict(rule) for rule in egress]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": _meta(NETWORK_POLICY, ns, labels_for(bundle_id)),
-        "spec": {
-            "podSelector": {},
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                {
-                    "from": [
-                        {"podSelector": {}},
-                        {
-                            "namespaceSelector": {
-                                "matchLabels": {"kubernetes.io/metadata.name": server_namespace}
-                            },
-                            "podSelector": {"matchLabels": dict(server_labels)},
-                        },
-                    ]
-                }
-            ],
-        },
+        "spec": spec,
     }
 
 
@@ -217,13 +228,17 @@ def namespace_objects(
     server_labels: Mapping[str, str],
     subject: str | None,
     role: str,
+    egress: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """The namespace-wide objects, in apply order (binding first: it grants the rest)."""
+    """The namespace-wide objects, in apply order (binding first: it grants the rest).
+
+    ``egress``: the egress rules of the namespace's policy.
+    """
     objects = []
     if subject:
         objects.append(role_binding(ns, plan.bundle_id, subject, role))
     objects.append(default_service_account(ns, plan.bundle_id))
-    objects.append(network_policy(ns, plan.bundle_id, server_namespace, server_labels))
+    objects.append(network_policy(ns, plan.bundle_id, server_namespace, server_labels, egress))
     objects.append(resource_quota(ns, plan.bundle_id))
     return objects
 
@@ -328,8 +343,14 @@ class PodSettings:
         self.node_selector = dict(node_selector or {})
 
 
-def workload_digest(w: WorkloadPlan, key: bytes, settings: PodSettings) -> str:
-    """sha256 of what the pod runs; the environment only as an HMAC under ``key``."""
+def workload_digest(
+    w: WorkloadPlan, key: bytes, settings: PodSettings, proxy: Mapping[str, str] | None = None
+) -> str:
+    """sha256 of what the pod runs; the environment only as an HMAC under ``key``.
+
+    ``proxy``: the egress gateway's variables (in the digest only when there are some, so
+    pods of apps without a gateway keep their digests).
+    """
     env_mac = hmac.new(key, canonical(sorted(w.env.items())), hashlib.sha256).hexdigest()
     doc = {
         "image": w.image,
@@ -346,6 +367,8 @@ def workload_digest(w: WorkloadPlan, key: bytes, settings: PodSettings) -> str:
         "pull": w.pull_auth is not None,
         "env": env_mac,
     }
+    if proxy:
+        doc["proxy"] = dict(sorted(proxy.items()))
     return hashlib.sha256(canonical(doc)).hexdigest()
 
 
@@ -448,14 +471,18 @@ def pod(
     plan_labels: Mapping[str, str] | None = None,
     created_ns: int | None = None,
     replaces: str | None = None,
+    proxy: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A bare pod: never restarted, readiness probe only, no token, no host access.
 
-    ``replaces``: the uid of the instance this pod replaces (it names the pod).
+    ``replaces``: the uid of the instance this pod replaces (it names the pod). ``proxy``:
+    the egress gateway's variables, set in the spec (they hold no secret).
     """
     container = app_container(
         w.name, w.image, entrypoint=w.entrypoint, command=w.command, working_dir=w.working_dir
     )
+    if proxy:
+        container["env"] = [{"name": k, "value": v} for k, v in sorted(proxy.items())]
     if w.ports:
         container["ports"] = [
             {"containerPort": p.number, "protocol": p.protocol.value.upper()} for p in w.ports

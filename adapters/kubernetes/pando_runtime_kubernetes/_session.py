@@ -46,10 +46,12 @@ from pando_runtime import (
 
 from ._cache import (
     ClaimFacts,
+    GatewayFacts,
     Informer,
     NamespaceFacts,
     PodFacts,
     project_claim,
+    project_gateway,
     project_namespace,
     project_pod,
 )
@@ -57,7 +59,7 @@ from ._client import ApiError, KubeTransport, ResponseStream
 from ._clusters import ApiRate, Cluster
 from ._info import KubernetesConfig
 from ._log import logger
-from ._names import LABEL_MANAGED_BY, MANAGED_BY, MANAGED_SELECTOR
+from ._names import LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY, MANAGED_SELECTOR, ROLE_EGRESS_GATEWAY
 
 __all__ = ["ClusterSession", "api_path", "build_transport", "transport_to"]
 
@@ -372,6 +374,45 @@ class ClusterSession:
         path = _object_path(body, named=False)
         return await self.write(what, lambda api: api.request("POST", path, body=body))
 
+    async def create_pod(
+        self,
+        build: Callable[[str | None], dict[str, Any]],
+        replaces: str | None,
+        *,
+        twin: Callable[[Mapping[str, Any]], bool],
+        what: str,
+    ) -> str:
+        """Create the pod ``build(replaces)`` makes (its name derives from ``replaces``).
+
+        Two writers of one state derive one name: the API server refuses the second
+        create (409), and an existing pod of that name is adopted when ``twin`` says it
+        runs what this one would. One that ended or is leaving holds the name: the next
+        pod replaces it. Returns the pod's name.
+        """
+        for _ in range(3):
+            body = build(replaces)
+            name = str(body["metadata"]["name"])
+            ns = str(body["metadata"]["namespace"])
+            try:
+                self.remember(await self.create(body, what))
+            except AdapterFailed as failed:
+                if failed.details.get("status") != HTTPStatus.CONFLICT:
+                    raise
+            else:
+                return name
+            existing = await self.find(api_path(ns, "pods", name), f"read pod {name}")
+            if existing is None:
+                continue  # deleted meanwhile: the name is free again
+            if twin(existing):
+                self.remember(existing)
+                return name
+            replaces = str((existing.get("metadata") or {}).get("uid") or name)
+        raise AdapterFailed(
+            f"cannot name a pod to {what}: its names keep being taken",
+            remedy="Apply again.",
+            details={"pod": name},
+        )
+
     async def delete(
         self, ns: str | None, plural: str, name: str, group: str = "", *, grace: int | None = None
     ) -> None:
@@ -387,6 +428,8 @@ class ClusterSession:
         self._wrote()
         if result.get("kind") == "Pod":
             self.remember(result)
+        elif plural == "services" and ns and self._informer is not None:
+            self._informer.services.remove(ns, name)  # write-through: gone from the cache now
 
     # -- write-through ----------------------------------------------------------------------------
 
@@ -400,6 +443,10 @@ class ClusterSession:
             facts = project_pod(body)
             if facts is not None:
                 informer.pods.put(facts)
+            else:
+                gateway = project_gateway(body)
+                if gateway is not None:
+                    informer.gateways.put(gateway)
         elif kind == "Namespace":
             informer.namespaces.put(project_namespace(body))
         elif kind == "Service":
@@ -446,6 +493,18 @@ class ClusterSession:
             return informer.pods.pods(ns)
         items = await self.list_managed(ns, "pods", f"list pods of {ns}")
         return [f for f in map(project_pod, items) if f is not None]
+
+    async def gateways(self, ns: str) -> list[GatewayFacts]:
+        """Our egress gateway pods in ``ns``."""
+        informer = await self.synced()
+        if informer is not None:
+            return informer.gateways.gateways(ns)
+        body = await self.get(
+            api_path(ns, "pods"),
+            f"list the egress gateway of {ns}",
+            labelSelector=f"{MANAGED_SELECTOR},{LABEL_ROLE}={ROLE_EGRESS_GATEWAY}",
+        )
+        return [f for f in map(project_gateway, body.get("items") or ()) if f is not None]
 
     async def services(self, ns: str) -> set[str]:
         """Names of our Services in ``ns``."""

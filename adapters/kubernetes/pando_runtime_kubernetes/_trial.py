@@ -1,5 +1,8 @@
 """Trial runs: an image run once in a namespace of its own that admits no connection.
 
+Its outbound traffic is held to the rules of the app it is tried for (its egress policy
+as an app namespace's, and a gateway of its own when the rules name hosts).
+
 The pod holds the image's container and an ``observer`` (the helper image)
 that shares its network namespace, as every container of a pod does. The
 adapter execs into the observer to read ``/proc/net/{tcp,tcp6,udp,udp6}``:
@@ -29,16 +32,20 @@ from pando_runtime import (
 
 from . import _objects as objects
 from ._client import ApiError
+from ._gateway import config_digest
 from ._info import KubernetesConfig
 from ._names import (
+    LABEL_BUNDLE,
     LABEL_MANAGED_BY,
     LABEL_ROLE,
     MANAGED_BY,
     PULL_SECRET,
     ROLE_TRIAL,
+    bundle_label,
     env_secret_name,
     trial_namespace,
 )
+from ._network import AppNetwork
 from ._podstatus import container_state, start_problem
 from ._session import ClusterSession, api_path
 
@@ -107,8 +114,15 @@ def trial_objects(
     observer_image: str,
     settings: objects.PodSettings,
     wait: float,
+    network: AppNetwork,
 ) -> list[dict[str, Any]]:
-    """Namespace, binding, deny-all policy, secrets and the pod of a trial, in write order."""
+    """The objects of a trial, in write order.
+
+    Namespace, binding, policy, secrets, the gateway when the rules name hosts, the pod.
+
+    The policy admits nothing and lets the trial reach what the app's rules (``egress``)
+    would let the app reach, through a gateway of its own for host names.
+    """
     ns = trial_namespace(request.trial_id)
     labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_ROLE: ROLE_TRIAL}
     meta = {"labels": labels, "namespace": ns}
@@ -132,9 +146,18 @@ def trial_objects(
             "kind": "NetworkPolicy",
             "metadata": {"name": "pando-trial-deny", **meta},
             # Ingress with no rule: nothing may connect to the trial.
-            "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+            "spec": {
+                "podSelector": {},
+                "policyTypes": ["Ingress", "Egress"],
+                "egress": network.policy_rules(request.egress),
+            },
         }
     )
+    config = network.config_of(request.egress)
+    if config is not None:
+        mine = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_BUNDLE: bundle_label(request.trial_id)}
+        docs += network.gateway_objects(ns, request.trial_id, request.egress, mine)
+        docs.append(network.gateway_pod(ns, config_digest(config), mine, None))
     docs.append(
         {
             "apiVersion": "v1",
@@ -155,6 +178,9 @@ def trial_objects(
         command=request.command,
         working_dir=request.working_dir,
     )
+    proxy = network.proxy_env(ns, request.egress, [APP])
+    if proxy:
+        app["env"] = [{"name": k, "value": v} for k, v in sorted(proxy.items())]
     volumes = [{"name": f"w{i}", "emptyDir": {}} for i in range(len(request.declared_paths))]
     if volumes:
         app["volumeMounts"] = [
@@ -190,9 +216,12 @@ def trial_objects(
 class Trials:
     """Trial runs on one cluster."""
 
-    def __init__(self, session: ClusterSession, config: KubernetesConfig) -> None:
+    def __init__(
+        self, session: ClusterSession, config: KubernetesConfig, network: AppNetwork
+    ) -> None:
         self._session = session
         self._config = config
+        self._network = network
         self._settings = objects.PodSettings(config.runtime_class, config.node_selector)
 
     async def trial(self, request: TrialRequest) -> TrialResult:
@@ -215,6 +244,7 @@ class Trials:
             observer_image=c.helper_image,
             settings=self._settings,
             wait=c.helper_wait,
+            network=self._network,
         )
         await self._session.transport()  # no cluster: nothing to clean up either
         try:

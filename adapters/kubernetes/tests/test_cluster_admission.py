@@ -3,8 +3,9 @@
 The module installs the shipped policies as an installer would (parameters naming the
 adapter's test identity and the edge namespace), then checks that each forbidden object an
 administrator creates is denied with the policy's message, and that what the adapter itself
-writes (apps, volumes and their helper, trials, the canary, the edge) is admitted. The
-policies are removed at the end, so other modules' administrator actions are not affected.
+writes (apps, volumes and their helper, trials, the canary, the edge, egress gateways) is
+admitted. The policies are removed at the end, so other modules' administrator actions are
+not affected.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ from pando_runtime import (
     DestroyOptions,
     EdgePlan,
     EdgePort,
+    EgressPolicy,
+    EgressRule,
     Mount,
+    NetworkPlan,
     Port,
     TrialRequest,
     VolumePlan,
@@ -398,3 +402,43 @@ async def test_the_canary_is_admitted(adapter_config: dict[str, Any], backstop: 
         with pytest.raises(AdapterUnavailable) as refused:
             await untrusting.health_check()
     assert "canary" in str(refused.value), "refused by its verdict, not by admission"
+
+
+async def test_the_egress_gateway_is_admitted(
+    adapter_config: dict[str, Any], backstop: Any, admin_api: Any
+) -> None:
+    """An app's gateway (pod, Service, ConfigMap, policies) and a trial's are admitted."""
+    config = {
+        **adapter_config,
+        "trust_egress_policy": True,
+        "egress_gateway_image": "registry.example/admission/squid:5",
+    }
+    rules = EgressPolicy(
+        allow=(
+            EgressRule(destination="203.0.113.0/24", ports=(443,)),
+            EgressRule(destination="api.example.com", ports=(443,)),
+        )
+    )
+    bundle_id = f"gw-{uuid.uuid4().hex[:8]}"
+    plan = BundlePlan(
+        bundle_id=bundle_id,
+        workloads=(WorkloadPlan(name="web", image=IMAGE),),
+        network=NetworkPlan(egress=rules),
+    )
+    async with KubernetesAdapter(config) as adapter:
+        await adapter.apply(plan)
+        try:
+            pods = (await _admin(admin_api, "list_namespaced_pod", namespace_for(bundle_id))).items
+            roles = sorted((p.metadata.labels or {}).get("pando.dev/role", "app") for p in pods)
+            assert roles == ["app", "egress-gateway"]
+            result = await adapter.trial(
+                TrialRequest(
+                    trial_id=f"t-{uuid.uuid4().hex[:8]}",
+                    image=IMAGE,
+                    timeout_seconds=3,
+                    egress=rules,
+                )
+            )
+            assert result.started
+        finally:
+            await adapter.destroy(BundleRef(bundle_id))

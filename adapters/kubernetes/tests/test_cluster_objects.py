@@ -101,7 +101,7 @@ async def test_objects_are_labelled_private_and_carry_no_env(
         policy = await anyio.to_thread.run_sync(
             lambda: net.read_namespaced_network_policy("pando-default", ns)
         )
-        assert policy.spec.policy_types == ["Ingress"]
+        assert policy.spec.policy_types == ["Ingress", "Egress"]
         assert policy.spec.pod_selector.match_labels is None
         # No NodePort or LoadBalancer can be made in an app namespace.
         bad = {"metadata": {"name": "np"}, "spec": {"type": "NodePort", "ports": [{"port": 80}]}}

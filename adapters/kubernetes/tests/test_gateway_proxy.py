@@ -24,7 +24,12 @@ from pathlib import Path
 
 import pytest
 from pando_runtime_kubernetes._egress import ClusterRanges
-from pando_runtime_kubernetes._gateway import CONFIG_KEY, gateway_objects, squid_config
+from pando_runtime_kubernetes._gateway import (
+    CONFIG_KEY,
+    gateway_config,
+    gateway_objects,
+    squid_config,
+)
 
 from pando_runtime import EgressPolicy, EgressRule
 
@@ -148,15 +153,9 @@ def _tunnel(proxy: int, host: str, port: int) -> tuple[int, bytes]:
 
 def _adapter_config(rules: tuple[EgressRule, ...], ranges: ClusterRanges) -> str:
     """The squid.conf of the ConfigMap the adapter writes for ``rules``."""
-    objects = gateway_objects(
-        "pando-app",
-        "app",
-        EgressPolicy(allow=rules),
-        ranges,
-        image="registry.example/squid:5",
-        labels={},
-        placement={},
-    )
+    written = gateway_config(EgressPolicy(allow=rules), ranges)
+    assert written is not None
+    objects = gateway_objects("pando-app", "app", written, labels={})
     configmap = next(o for o in objects if o["kind"] == "ConfigMap")
     config: str = configmap["data"][CONFIG_KEY]
     assert config == squid_config([r for r in rules if not r.is_cidr], ranges.excluded)

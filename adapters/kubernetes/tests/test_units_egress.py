@@ -7,29 +7,39 @@ from typing import Any
 
 import pytest
 from pando_runtime_kubernetes._egress import (
-    EGRESS_POLICY,
     GATEWAY_POLICY,
     METADATA_ADDRESSES,
     PRIVATE_RANGES,
     ClusterRanges,
     DnsPeer,
     check_rules,
-    egress_policies,
+    egress_rules,
+    gateway_policy,
 )
 from pando_runtime_kubernetes._gateway import (
     CONFIG_KEY,
     GATEWAY,
     GATEWAY_PORT,
+    config_digest,
+    gateway_config,
     gateway_objects,
+    gateway_pod,
     proxy_env,
     squid_config,
 )
+from pando_runtime_kubernetes._objects import network_policy
 
 from pando_runtime import EgressPolicy, EgressRule, InvalidPlan
 
 DNS = DnsPeer("kube-system", {"k8s-app": "kube-dns"})
 UNSET = ClusterRanges.from_settings(None, None, None)
 LABELS = {"app.kubernetes.io/managed-by": "pando"}
+
+
+def _app_policy(egress: EgressPolicy | None, ranges: ClusterRanges) -> dict[str, Any]:
+    """The namespace's policy (ingress and egress) as the adapter writes it."""
+    rules = egress_rules(egress, ranges, DNS)
+    return network_policy("ns", "app", "pando", {"app": "server"}, rules)
 
 
 def _excepts(policy: dict[str, Any]) -> dict[str, list[str]]:
@@ -66,7 +76,7 @@ def test_unset_cluster_ranges_exclude_every_private_shared_and_link_local_range(
     assert excluded in PRIVATE_RANGES
     assert excluded in UNSET.excluded
     assert not UNSET.configured
-    excepts = _excepts(egress_policies("ns", LABELS, None, UNSET, DNS)[0])
+    excepts = _excepts(_app_policy(None, UNSET))
     family = "0.0.0.0/0" if ipaddress.ip_address(inside).version == 4 else "::/0"
     assert _covered(inside, excepts[family])
     assert not _covered("8.8.8.8", excepts["0.0.0.0/0"]), "the internet stays reachable"
@@ -85,7 +95,7 @@ def test_the_metadata_address_is_excluded_always(metadata: str) -> None:
         "fd00:ec2::254/128",
     )
     for ranges in (UNSET, configured):
-        excepts = _excepts(egress_policies("ns", LABELS, None, ranges, DNS)[0])
+        excepts = _excepts(_app_policy(None, ranges))
         assert _covered(metadata, [*excepts["0.0.0.0/0"], *excepts["::/0"]])
     assert set(METADATA_ADDRESSES) <= set(configured.excluded)
 
@@ -94,7 +104,7 @@ def test_configured_ranges_replace_the_private_ones_and_say_so() -> None:
     dual = ClusterRanges.from_settings(
         "10.244.0.0/16,fd00:10:244::/56", "10.96.0.0/12, fd00:10:96::/112", None
     )
-    excepts = _excepts(egress_policies("ns", LABELS, None, dual, DNS)[0])
+    excepts = _excepts(_app_policy(None, dual))
     assert not _covered("192.168.1.1", excepts["0.0.0.0/0"]), "only the cluster's own ranges"
     assert _covered("10.244.3.4", excepts["0.0.0.0/0"])
     assert _covered("fd00:10:244::5", excepts["::/0"])
@@ -111,11 +121,12 @@ def test_configured_ranges_replace_the_private_ones_and_say_so() -> None:
 
 
 def test_the_unrestricted_policy_allows_namespace_dns_and_internet() -> None:
-    (policy,) = egress_policies("pando-app", LABELS, None, UNSET, DNS)
-    assert policy["metadata"]["name"] == EGRESS_POLICY
+    policy = _app_policy(None, UNSET)
+    assert policy["metadata"]["name"] == "pando-default", "one policy: ingress and egress"
     spec = policy["spec"]
     assert spec["podSelector"] == {}
-    assert spec["policyTypes"] == ["Egress"]
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    assert spec["ingress"][0]["from"][0] == {"podSelector": {}}
     own, dns, internet = spec["egress"]
     assert own == {"to": [{"podSelector": {}}]}
     assert dns["ports"] == [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
@@ -134,11 +145,8 @@ def test_a_cidr_rule_becomes_an_ip_block_with_its_ports() -> None:
             EgressRule(destination="0.0.0.0/0", ports=(25,)),
         )
     )
-    (policy,) = egress_policies("ns", LABELS, egress, UNSET, DNS)
-    spec = policy["spec"]
-    assert spec["podSelector"]["matchExpressions"] == [
-        {"key": "pando.dev/role", "operator": "NotIn", "values": ["egress-gateway"]}
-    ]
+    spec = _app_policy(egress, UNSET)["spec"]
+    assert spec["podSelector"] == {}, "every pod; the gateway's own policy widens its egress"
     own, dns, first, second, everywhere = spec["egress"]
     assert own == {"to": [{"podSelector": {}}]}
     assert dns == DNS.rule()
@@ -157,7 +165,7 @@ def test_a_cidr_rule_becomes_an_ip_block_with_its_ports() -> None:
 
 
 def test_an_empty_allow_list_leaves_only_the_namespace_and_dns() -> None:
-    (policy,) = egress_policies("ns", LABELS, EgressPolicy(), UNSET, DNS)
+    policy = _app_policy(EgressPolicy(), UNSET)
     assert policy["spec"]["egress"] == [{"to": [{"podSelector": {}}]}, DNS.rule()]
 
 
@@ -168,17 +176,23 @@ def test_a_host_rule_adds_the_gateway_policy_on_its_ports_only() -> None:
             EgressRule(destination="mirror.example.org", ports=(80, 443)),
         )
     )
-    app, gateway = egress_policies("ns", LABELS, egress, UNSET, DNS)
+    app = _app_policy(egress, UNSET)
     assert len(app["spec"]["egress"]) == 2, "app pods: the namespace (the gateway) and DNS"
+    gateway = gateway_policy("ns", LABELS, egress, UNSET, DNS)
+    assert gateway is not None
     assert gateway["metadata"]["name"] == GATEWAY_POLICY
     assert gateway["spec"]["podSelector"] == {"matchLabels": {"pando.dev/role": "egress-gateway"}}
+    assert gateway["spec"]["ingress"] == [{"from": [{"podSelector": {}}]}], "its namespace only"
     dns, outbound = gateway["spec"]["egress"]
     assert dns == DNS.rule()
     assert outbound["ports"] == [{"protocol": "TCP", "port": 80}, {"protocol": "TCP", "port": 443}]
     assert _excepts(gateway)["0.0.0.0/0"] == UNSET.family(4), "the gateway never reaches in"
     unported = EgressPolicy(allow=(EgressRule(destination="api.example.com"),))
-    _, gateway = egress_policies("ns", LABELS, unported, UNSET, DNS)
+    gateway = gateway_policy("ns", LABELS, unported, UNSET, DNS)
+    assert gateway is not None
     assert "ports" not in gateway["spec"]["egress"][1]
+    cidr_only = EgressPolicy(allow=(EgressRule(destination="203.0.113.0/24"),))
+    assert gateway_policy("ns", LABELS, cidr_only, UNSET, DNS) is None
 
 
 def test_a_rule_for_the_metadata_address_is_refused_by_path() -> None:
@@ -221,42 +235,49 @@ def test_the_squid_config_lists_each_host_and_port_and_refuses_the_rest() -> Non
 
 def test_the_gateway_objects_follow_the_host_rules() -> None:
     cidr_only = EgressPolicy(allow=(EgressRule(destination="203.0.113.0/24"),))
-    assert gateway_objects("ns", "app", cidr_only, UNSET, image="i", labels={}, placement={}) == []
-    assert gateway_objects("ns", "app", None, UNSET, image="i", labels={}, placement={}) == []
+    assert gateway_config(cidr_only, UNSET) is None
+    assert gateway_config(None, UNSET) is None
     egress = EgressPolicy(allow=(EgressRule(destination="api.example.com", ports=(443,)),))
-    configmap, service, deployment = gateway_objects(
-        "ns",
-        "app",
-        egress,
-        UNSET,
-        image="registry.example/squid:5",
-        labels=LABELS,
-        placement={"runtimeClassName": "gvisor"},
-    )
-    assert {o["metadata"]["name"] for o in (configmap, service, deployment)} == {GATEWAY}
+    config = gateway_config(egress, UNSET)
+    assert config is not None
+    service, configmap = gateway_objects("ns", "app", config, labels=LABELS)
+    assert {o["metadata"]["name"] for o in (configmap, service)} == {GATEWAY}
     assert "api.example.com" in configmap["data"][CONFIG_KEY]
     assert service["spec"]["type"] == "ClusterIP"
     assert service["spec"]["ports"][0]["port"] == GATEWAY_PORT
-    template = deployment["spec"]["template"]
-    assert template["metadata"]["labels"]["pando.dev/role"] == "egress-gateway"
-    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
-    pod = template["spec"]
-    assert pod["runtimeClassName"] == "gvisor"
-    assert pod["automountServiceAccountToken"] is False
-    (container,) = pod["containers"]
+    digest = config_digest(config)
+    pod = gateway_pod(
+        "ns",
+        digest,
+        image="registry.example/squid:5",
+        labels={**LABELS, "pando.dev/bundle": "app"},
+        placement={"runtimeClassName": "gvisor"},
+        replaces=None,
+    )
+    meta = pod["metadata"]
+    assert meta["labels"]["pando.dev/role"] == "egress-gateway"
+    assert meta["annotations"]["pando.dev/plan-digest"] == digest
+    assert meta["name"].startswith(GATEWAY + "-")
+    assert service["spec"]["selector"].items() <= meta["labels"].items()
+    spec = pod["spec"]
+    assert spec["restartPolicy"] == "Never", "a bare pod, as app pods are"
+    assert spec["runtimeClassName"] == "gvisor"
+    assert spec["automountServiceAccountToken"] is False
+    (container,) = spec["containers"]
     assert container["image"] == "registry.example/squid:5"
     assert container["command"][:2] == ["squid", "-N"]
     assert container["securityContext"] == {"allowPrivilegeEscalation": False}
     assert "hostPort" not in container["ports"][0]
     changed = EgressPolicy(allow=(EgressRule(destination="api.example.com", ports=(8443,)),))
-    _, _, rolled = gateway_objects(
-        "ns", "app", changed, UNSET, image="i", labels=LABELS, placement={}
+    new_config = gateway_config(changed, UNSET)
+    assert new_config is not None
+    assert config_digest(new_config) != digest
+    rolled = gateway_pod(
+        "ns", config_digest(new_config), image="i", labels=LABELS, placement={}, replaces=None
     )
-    digest = "pando.dev/gateway-config"
-    assert (
-        rolled["spec"]["template"]["metadata"]["annotations"][digest]
-        != template["metadata"]["annotations"][digest]
-    ), "a changed allow-list rolls the gateway pod"
+    assert rolled["metadata"]["name"] != meta["name"], "a changed allow-list makes a new pod"
+    again = gateway_pod("ns", digest, image="i", labels=LABELS, placement={}, replaces=None)
+    assert again["metadata"]["name"] == meta["name"], "two writers derive one name"
 
 
 def test_proxy_variables_point_at_the_gateway_and_keep_local_names_direct() -> None:
@@ -276,3 +297,98 @@ def test_proxy_variables_point_at_the_gateway_and_keep_local_names_direct() -> N
     cidr_only = EgressPolicy(allow=(EgressRule(destination="203.0.113.0/24"),))
     assert proxy_env("pando-app", "cluster.local", cidr_only, ["web"]) == {}
     assert proxy_env("pando-app", "cluster.local", None, ["web"]) == {}
+
+
+def test_bad_network_settings_are_refused_naming_each_setting() -> None:
+    from pando_runtime_kubernetes._info import KubernetesConfig  # noqa: PLC0415
+    from pando_runtime_kubernetes._network import AppNetwork  # noqa: PLC0415
+
+    from pando_runtime import InvalidConfig  # noqa: PLC0415
+
+    config = KubernetesConfig(
+        pod_cidr="10.244.0.0/16,nonsense",
+        service_cidr="10.96.0.0/33",
+        api_server_cidr="203.0.113.10/32",
+        dns_namespace="Kube_System",
+        dns_labels={},
+        egress_gateway_image="not an image",
+    )
+    with pytest.raises(InvalidConfig) as caught:
+        AppNetwork(config)
+    found = {(p.path, p.code) for p in caught.value.problems}
+    assert found == {
+        ("pod_cidr", "invalid_cidr"),
+        ("service_cidr", "invalid_cidr"),
+        ("dns_namespace", "invalid"),
+        ("dns_labels", "required"),
+        ("egress_gateway_image", "invalid_image"),
+    }
+    assert caught.value.code == "INVALID_CONFIG"
+    network = AppNetwork(KubernetesConfig(pod_cidr="10.244.0.0/16", service_cidr="10.96.0.0/12"))
+    assert network.ranges.configured
+    assert network.details()["egress_excluded"].startswith("10.96.0.0/12,10.244.0.0/16")
+
+
+def test_a_workload_may_not_take_the_gateway_name_when_a_gateway_is_needed() -> None:
+    from pando_runtime_kubernetes._info import KubernetesConfig  # noqa: PLC0415
+    from pando_runtime_kubernetes._network import AppNetwork  # noqa: PLC0415
+
+    from pando_runtime import WorkloadPlan  # noqa: PLC0415
+
+    network = AppNetwork(KubernetesConfig(egress_gateway_image="registry.example/squid:5"))
+    workloads = (WorkloadPlan(name="web", image="i:1"), WorkloadPlan(name=GATEWAY, image="i:1"))
+    hosts = EgressPolicy(allow=(EgressRule(destination="api.example.com"),))
+    with pytest.raises(InvalidPlan) as caught:
+        network.check(hosts, "network.egress", workloads)
+    assert [(p.path, p.code) for p in caught.value.problems] == [("workloads[1].name", "reserved")]
+    cidr_only = EgressPolicy(allow=(EgressRule(destination="203.0.113.0/24"),))
+    network.check(cidr_only, "network.egress", workloads)  # no gateway: the name is free
+
+
+def test_a_trial_is_held_to_the_app_rules() -> None:
+    from pando_runtime_kubernetes._info import KubernetesConfig  # noqa: PLC0415
+    from pando_runtime_kubernetes._network import AppNetwork  # noqa: PLC0415
+    from pando_runtime_kubernetes._objects import PodSettings  # noqa: PLC0415
+    from pando_runtime_kubernetes._trial import trial_objects  # noqa: PLC0415
+
+    from pando_runtime import TrialRequest  # noqa: PLC0415
+
+    network = AppNetwork(KubernetesConfig(egress_gateway_image="registry.example/squid:5"))
+
+    def objects(egress: EgressPolicy | None) -> dict[tuple[str, str], dict[str, Any]]:
+        request = TrialRequest(trial_id="t1", image="registry.example/app:1", egress=egress)
+        docs = trial_objects(
+            request,
+            subject=None,
+            role="r",
+            observer_image="busybox:1.37",
+            settings=PodSettings(),
+            wait=10,
+            network=network,
+        )
+        return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+    open_ = objects(None)
+    spec = open_["NetworkPolicy", "pando-trial-deny"]["spec"]
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    assert "ingress" not in spec, "nothing connects to a trial"
+    assert spec["egress"] == network.policy_rules(None)
+    assert not [k for k in open_ if k[1] == GATEWAY or k[1].startswith(GATEWAY + "-")]
+    hosts = EgressPolicy(
+        allow=(
+            EgressRule(destination="203.0.113.0/24"),
+            EgressRule(destination="api.example.com", ports=(443,)),
+        )
+    )
+    held = objects(hosts)
+    assert held["NetworkPolicy", "pando-trial-deny"]["spec"]["egress"] == network.policy_rules(
+        hosts
+    )
+    assert ("Service", GATEWAY) in held
+    assert ("ConfigMap", GATEWAY) in held
+    assert ("NetworkPolicy", GATEWAY_POLICY) in held
+    (gateway,) = [d for (kind, name), d in held.items() if kind == "Pod" and name != "trial"]
+    assert gateway["metadata"]["labels"]["pando.dev/role"] == "egress-gateway"
+    app = held["Pod", "trial"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in app["env"]}
+    assert env["HTTPS_PROXY"].startswith(f"http://{GATEWAY}.pando-trial-t1.svc.")

@@ -209,18 +209,35 @@ def test_edge_objects() -> None:
 
 
 def test_the_canary_admits_only_its_labelled_probe() -> None:
-    from pando_runtime_kubernetes._canary import ADMITTED, canary_objects, probe  # noqa: PLC0415
+    from pando_runtime_kubernetes._canary import (  # noqa: PLC0415
+        ADMITTED,
+        EGRESS_DENIED,
+        canary_objects,
+        probe,
+    )
 
     docs = canary_objects("pando-canary-x", image="busybox:1.37", subject="User:a", role="r")
-    assert [d["kind"] for d in docs] == ["Namespace", "RoleBinding", "NetworkPolicy", "Pod"]
+    kinds = [d["kind"] for d in docs]
+    assert kinds == ["Namespace", "RoleBinding", "NetworkPolicy", "NetworkPolicy", "Pod"]
     policy = docs[2]["spec"]
     assert policy["podSelector"] == {}
     assert policy["ingress"] == [{"from": [{"podSelector": {"matchLabels": {ADMITTED: "true"}}}]}]
+    # The egress probe is admitted, but a policy with no egress rule selects it.
+    egress = docs[3]["spec"]
+    assert egress == {
+        "podSelector": {"matchLabels": {EGRESS_DENIED: "true"}},
+        "policyTypes": ["Egress"],
+    }
     admitted = probe("pando-canary-x", "a", "busybox:1.37", "10.0.0.5", admitted=True)
     denied = probe("pando-canary-x", "d", "busybox:1.37", "10.0.0.5", admitted=False)
+    cut = probe(
+        "pando-canary-x", "e", "busybox:1.37", "10.0.0.5", admitted=True, egress_denied=True
+    )
     assert admitted["metadata"]["labels"][ADMITTED] == "true"
     assert ADMITTED not in denied["metadata"]["labels"]
-    for pod in (docs[3], admitted, denied):
+    assert EGRESS_DENIED not in admitted["metadata"]["labels"]
+    assert cut["metadata"]["labels"][ADMITTED] == cut["metadata"]["labels"][EGRESS_DENIED] == "true"
+    for pod in (docs[4], admitted, denied, cut):
         assert pod["spec"]["restartPolicy"] == "Never"
         assert pod["spec"]["automountServiceAccountToken"] is False
     assert "10.0.0.5:8080" in " ".join(denied["spec"]["containers"][0]["command"])

@@ -304,6 +304,7 @@ async def test_host_rules_get_a_gateway_that_follows_the_plan(
         calls = adapter.api_calls
         await adapter.apply(plan)
         assert adapter.api_calls == calls, adapter.session.calls_by_kind
+        # Two workloads' 12, plus the gateway's Service, ConfigMap, policy and pod.
         assert first <= 16, f"first apply of a restricted plan: {first} calls"
         # A changed host rule: a new gateway pod with the new configuration; apps follow.
         moved = (CIDR, EgressRule(destination="api.example.com", ports=(8443,)))

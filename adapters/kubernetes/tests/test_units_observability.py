@@ -4,13 +4,22 @@
 from __future__ import annotations
 
 import logging
+import time
+from pathlib import Path
 
 import anyio
 import pytest
+from kubernetes.client import Configuration
+from observing import otel_sdk
+from pando_runtime_kubernetes import KubeTransport
 from pando_runtime_kubernetes._cache import PodStore
 from pando_runtime_kubernetes._client import describe_call
+from pando_runtime_kubernetes._multi import MultiClusterAdapter
 from pando_runtime_kubernetes._watch import WatchLoop
 from test_units import FakeSource, _pod
+from test_units_multi import _kubeconfig
+
+import pando_runtime as pr
 
 pytestmark = pytest.mark.anyio
 
@@ -89,3 +98,67 @@ async def test_the_watch_loop_says_why_it_starts_over_and_reports_each_restart(
     assert failed.getMessage().startswith("the pods watch failed (OSError): retrying in")
     assert failed.cluster == "eu-1"  # type: ignore[attr-defined]
     assert all("secret-ish" not in r.getMessage() for r in caplog.records), "no server text"
+
+
+class Calls:
+    """An observer that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, int]] = []
+
+    def call(self, verb: str, resource: str, status: int, seconds: float) -> None:
+        self.calls.append((verb, resource, status))
+
+    def watch_restarted(self, resource: str, reason: str) -> None:
+        pass
+
+    def track(self, source: pr.ApiStateSource) -> None:
+        pass
+
+    def bind(self, **attributes: str) -> pr.ApiObserver:
+        return self
+
+
+def test_a_throttled_failed_or_unanswered_call_is_a_warning_others_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    configuration = Configuration(host="https://127.0.0.1:6443")
+    transport = KubeTransport(configuration, cluster="eu-1")
+    observer = Calls()
+    transport.observer = observer
+    caplog.set_level(logging.DEBUG, logger="pando_runtime.kubernetes.transport")
+    call = ("patch", "secrets", "pando-shop")
+    started = time.perf_counter()
+    try:
+        for status, retry_after in ((200, None), (429, 2.0), (503, None), (0, None), (404, None)):
+            transport._observed(call, started, status, retry_after)
+    finally:
+        transport.close()
+    assert [s for _, _, s in observer.calls] == [200, 429, 503, 0, 404]
+    said = [(r.levelname, r.getMessage().split(":")[-1].strip()) for r in caplog.records]
+    assert [level for level, _ in said] == ["DEBUG", "WARNING", "WARNING", "WARNING", "DEBUG"]
+    throttled = caplog.records[1]
+    assert throttled.getMessage().startswith("the API server throttled patch secrets in pando-shop")
+    assert "retry after 2 s" in throttled.getMessage()
+    assert (throttled.cluster, throttled.status, throttled.retry_after) == ("eu-1", 429, 2.0)  # type: ignore[attr-defined]
+    assert "no answer" in caplog.records[3].getMessage()
+
+
+async def test_each_member_of_a_multi_cluster_adapter_reports_naming_its_cluster(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = _kubeconfig(tmp_path / "kubeconfig", "east", "west", current="west")
+    caplog.set_level(logging.WARNING, logger="pando_runtime.kubernetes")
+    with otel_sdk() as otel:
+        runtime = otel.instrument(MultiClusterAdapter({"kubeconfig": str(config)}))
+        with pytest.raises(pr.AdapterUnavailable):
+            await runtime.capacity()  # nothing listens on those ports
+        await runtime.aclose()
+        calls = {
+            (p.attributes["pando.cluster"], p.attributes["http.response.status_code"])
+            for p in otel.points("pando_runtime.api.calls")
+        }
+    assert ("west", 0) in calls, "the default member's call, which nothing answered"
+    unanswered = next(r for r in caplog.records if r.name.endswith(".transport"))
+    assert unanswered.cluster == "west"  # type: ignore[attr-defined]
+    assert "no answer" in unanswered.getMessage()

@@ -266,7 +266,7 @@ def project_pod(obj: Mapping[str, Any]) -> PodFacts | None:
         started_at=(running_state or terminated or {}).get("startedAt"),
         image_id=main.get("imageID") or None,
         restart_count=int(main.get("restartCount") or 0),
-        node_name=spec.get("nodeName"),
+        node_name=_intern(spec["nodeName"]) if spec.get("nodeName") else None,
         unschedulable=unschedulable,
         version=_version(meta),
     )
@@ -497,18 +497,32 @@ class _PodHandler:
 
 
 class ServiceStore:
-    """Names of the managed Services, by namespace."""
+    """Names of the managed Services, by namespace.
+
+    A tuple per namespace, not a set: an app has one Service or a few, and a 1-tuple takes a
+    fifth of an empty set's memory (about 190 bytes an app at 10,000 apps).
+    """
 
     def __init__(self) -> None:
-        self.by_namespace: dict[str, set[str]] = {}
+        self.by_namespace: dict[str, tuple[str, ...]] = {}
 
-    def names(self, namespace: str) -> set[str]:
+    def names(self, namespace: str) -> tuple[str, ...]:
         """Service names of ``namespace``."""
-        return self.by_namespace.get(namespace, set())
+        return self.by_namespace.get(namespace, ())
 
     def put(self, namespace: str, name: str) -> None:
         """Record a Service."""
-        self.by_namespace.setdefault(_intern(namespace), set()).add(name)
+        names = self.by_namespace.get(namespace, ())
+        if name not in names:
+            self.by_namespace[_intern(namespace)] = (*names, name)
+
+    def remove(self, namespace: str, name: str) -> None:
+        """Forget a Service (it was deleted)."""
+        names = tuple(n for n in self.by_namespace.get(namespace, ()) if n != name)
+        if names:
+            self.by_namespace[namespace] = names
+        else:
+            self.by_namespace.pop(namespace, None)
 
     def remove(self, namespace: str, name: str) -> None:
         """Forget a Service (it was deleted)."""
@@ -522,10 +536,10 @@ class ServiceStore:
 
     def on_list(self, items: list[tuple[str, str]], relist: bool) -> None:
         """Replace everything."""
-        fresh: dict[str, set[str]] = {}
+        fresh: dict[str, list[str]] = {}
         for namespace, name in items:
-            fresh.setdefault(namespace, set()).add(name)
-        self.by_namespace = fresh
+            fresh.setdefault(namespace, []).append(name)
+        self.by_namespace = {ns: tuple(dict.fromkeys(names)) for ns, names in fresh.items()}
 
     def on_event(self, kind: str, obj: dict[str, Any]) -> None:
         """Apply one watch event."""
@@ -574,7 +588,7 @@ def project_namespace(obj: Mapping[str, Any]) -> NamespaceFacts:
     """The facts of a namespace."""
     meta = obj.get("metadata") or {}
     annotations = meta.get("annotations") or {}
-    workloads = tuple(w for w in (annotations.get(ANN_WORKLOADS) or "").split(",") if w)
+    workloads = tuple(_intern(w) for w in (annotations.get(ANN_WORKLOADS) or "").split(",") if w)
     terminating = bool(meta.get("deletionTimestamp")) or (
         (obj.get("status") or {}).get("phase") == "Terminating"
     )

@@ -12,7 +12,13 @@ from typing import Any
 import anyio
 import pytest
 from pando_runtime_kubernetes import _objects as objects
-from pando_runtime_kubernetes._cache import Informer, PodStore, pod_transitions, project_pod
+from pando_runtime_kubernetes._cache import (
+    Informer,
+    PodStore,
+    ServiceStore,
+    pod_transitions,
+    project_pod,
+)
 from pando_runtime_kubernetes._capacity import (
     cpu_millis,
     eligible,
@@ -456,3 +462,21 @@ def test_observed_memo_is_forgotten_by_every_change_of_its_namespace() -> None:
     assert memo.get("pando-b") == "answer"
     informer.namespaces.on_list([], relist=True)
     assert memo.get("pando-b") is None, "a list forgets everything"
+
+
+def test_the_service_store_keeps_each_namespaces_names_once() -> None:
+    store = ServiceStore()
+
+    def service(ns: str, name: str) -> dict[str, Any]:
+        return {"metadata": {"namespace": ns, "name": name}}
+
+    store.on_list([ServiceStore.project(service("a", "web")), ("a", "web"), ("b", "db")], False)
+    assert store.names("a") == ("web",)
+    store.on_event("ADDED", service("a", "api"))
+    store.on_event("MODIFIED", service("a", "api"))
+    assert store.names("a") == ("web", "api")
+    store.on_event("DELETED", service("a", "web"))
+    store.on_event("DELETED", service("b", "db"))
+    assert store.names("a") == ("api",)
+    assert store.names("b") == ()
+    assert "b" not in store.by_namespace

@@ -574,6 +574,12 @@ async def measure(cluster: Any, stages: list[int], args: argparse.Namespace) -> 
             await until_running(adapter, apps)
             if apps == stages[-1]:
                 await destroy_all(cluster, adapter, pids, args, r)
+            if results:
+                # A fresh process's growth per app between two counts: the cost each further
+                # app adds, without what every process pays once (pages of its first lists).
+                previous = results[-1]
+                grown = r["cold"]["rss_growth"] - previous["cold"]["rss_growth"]
+                r["rss_growth_slope"] = grown / (apps - previous["apps"])
             report(r, args)
             results.append(r)
             if args.json:
@@ -641,6 +647,12 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"pod (its JSON {cache['pods_json_bytes']:,.0f}), {cache['namespaces']:.0f} per "
         f"namespace, {cache['services']:.0f} per Service; benchmark process grew "
         f"{r['rss_growth_main'] / n:,.0f} bytes per app"
+        + (
+            f"; a fresh process's growth per further app since the previous count "
+            f"{r['rss_growth_slope']:,.0f} bytes"
+            if "rss_growth_slope" in r
+            else ""
+        )
     )
     out(
         f"capacity:      capacity + largest_fit_for in one read scope "

@@ -524,10 +524,6 @@ class ServiceStore:
         else:
             self.by_namespace.pop(namespace, None)
 
-    def remove(self, namespace: str, name: str) -> None:
-        """Forget a Service (it was deleted)."""
-        self.by_namespace.get(namespace, set()).discard(name)
-
     @staticmethod
     def project(obj: dict[str, Any]) -> tuple[str, str]:
         """What the store keeps of a listed Service: its namespace and name."""

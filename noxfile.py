@@ -71,9 +71,11 @@ def docs(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def benchmarks(session: nox.Session) -> None:
-    """Print benchmark figures: the fake's lifecycle rate, import time, Kubernetes API calls."""
+    """Print benchmark figures: the fake's lifecycle rate, import time, catalog sync into
+    Consul, Kubernetes API calls."""
     _install(session, "test")
     session.run("python", "benchmarks/fake_lifecycle.py", *session.posargs)
+    session.run("python", "benchmarks/catalog_sync.py")  # starts Consul (tools/consul/build.sh)
     for script in sorted(ROOT.glob("adapters/*/benchmarks/*.py")):
         if script.name in SLOW_BENCHMARKS:
             continue

@@ -211,6 +211,10 @@ class CatalogSyncer:
         """Backend calls so far, by method (a live counter)."""
         return self._calls
 
+    async def wait_desired_known(self) -> None:
+        """Wait until a source has handed over its first whole desired set."""
+        await self._desired_known.wait()
+
     async def wait_applied(self) -> None:
         """Wait until the desired set as it is now has been written completely."""
         target = self._generation

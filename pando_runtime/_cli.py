@@ -78,7 +78,39 @@ def _parser() -> argparse.ArgumentParser:
     usage = command("usage", "what an app uses now (all apps, summed, without APP)")
     usage.add_argument("app", nargs="?")
     command("reset", "forget the fake adapter's world (its state file)")
+    _catalog_parser(command("catalog", "keep a service catalog equal to what runs, or clean it"))
     return parser
+
+
+def _catalog_parser(catalog: argparse.ArgumentParser) -> None:
+    catalog.add_argument(
+        "action",
+        choices=("sync", "cleanup", "list"),
+        help="sync: until interrupted; cleanup: remove what the syncer owns; list: backends",
+    )
+    catalog.add_argument("files", nargs="*", metavar="file", help="bundle files (source bundles)")
+    catalog.add_argument("--catalog", help="catalog backend (env PANDO_RUNTIME_CATALOG; consul)")
+    catalog.add_argument("--catalog-config", help="backend settings file, YAML or JSON")
+    catalog.add_argument("--catalog-set", action="append", metavar="KEY=VALUE")
+    catalog.add_argument(
+        "--source",
+        default="bundles",
+        help="bundles (the files' apps on --adapter) or a source plugin: kubernetes",
+    )
+    catalog.add_argument("--source-config", help="source settings file, YAML or JSON")
+    catalog.add_argument("--source-set", action="append", metavar="KEY=VALUE")
+    catalog.add_argument(
+        "--node", action="append", help="catalog node(s) to read and clean (repeat)"
+    )
+    catalog.add_argument("--owner", default="pando-runtime", help="the owner tag")
+    catalog.add_argument("--resync", type=float, default=5.0, help="seconds between full passes")
+    catalog.add_argument("--reap", type=float, default=10.0, help="seconds between reaps")
+    catalog.add_argument(
+        "--once", action="store_true", help="stop once the first whole set is written"
+    )
+    catalog.add_argument(
+        "--cleanup-on-exit", action="store_true", help="remove what it owns when it stops"
+    )
 
 
 def _complete(parser: argparse.ArgumentParser) -> None:

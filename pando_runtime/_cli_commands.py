@@ -20,6 +20,7 @@ from ._convert import load_bundle_file, unstructure
 from ._errors import (
     AdapterUnavailable,
     CapabilityUnsupported,
+    CatalogUnavailable,
     InvalidInput,
     NotFound,
     PandoRuntimeError,
@@ -491,6 +492,12 @@ async def _reset(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+async def _catalog(args: argparse.Namespace, console: Console) -> int:
+    from ._cli_catalog import catalog_command  # noqa: PLC0415 - only this command pays for it
+
+    return await catalog_command(args, console, lambda: _adapter(args, console))
+
+
 HANDLERS: dict[str, Handler] = {
     "adapters": _adapters,
     "check": _check,
@@ -506,6 +513,7 @@ HANDLERS: dict[str, Handler] = {
     "capacity": _capacity,
     "usage": _usage,
     "reset": _reset,
+    "catalog": _catalog,
 }
 """The command line's commands, by name."""
 
@@ -514,6 +522,7 @@ def _exit_code(error: PandoRuntimeError) -> int:
     for kind, code in (
         (InvalidInput, EXIT_INVALID),
         (AdapterUnavailable, EXIT_UNAVAILABLE),
+        (CatalogUnavailable, EXIT_UNAVAILABLE),
         (NotFound, EXIT_NOT_FOUND),
         (CapabilityUnsupported, EXIT_UNSUPPORTED),
     ):

@@ -29,6 +29,8 @@ __all__ = [
     "NODE_PORT_MODES",
     "ServiceSource",
     "ServiceSyncOptions",
+    "open_service_source",
+    "service_sync_options",
 ]
 
 log = logging.getLogger("pando_runtime_kubernetes.catalog")
@@ -373,3 +375,40 @@ class ServiceSource:
             },
             node=self.options.node,
         )
+
+
+def service_sync_options(settings: Mapping[str, Any]) -> ServiceSyncOptions:
+    """Options from plain settings; :class:`~pando_runtime.InvalidConfig` names each bad key."""
+    known = [f.name for f in attrs.fields(ServiceSyncOptions)]
+    unknown = [
+        Problem(key, f"unknown setting; valid: {', '.join(known)}", "unknown")
+        for key in settings
+        if key not in known
+    ]
+    if unknown:
+        raise InvalidConfig("the Service sync options are not valid", unknown)
+    return ServiceSyncOptions(**settings)
+
+
+@asynccontextmanager
+async def open_service_source(
+    settings: Mapping[str, Any], syncer: Syncer
+) -> AsyncIterator[ServiceSource]:
+    """The ``kubernetes`` catalog source of the command line, running while entered.
+
+    ``settings``: ``kubeconfig`` and ``context`` (which cluster; unset: as kubectl picks)
+    and any :class:`ServiceSyncOptions` field.
+    """
+    from ._clusters import ClusterSet  # noqa: PLC0415 - imports the Kubernetes client
+
+    rest = dict(settings)
+    kubeconfig, context = rest.pop("kubeconfig", None), rest.pop("context", None)
+    options = service_sync_options(rest)  # checked before any file is read
+    clusters = await anyio.to_thread.run_sync(lambda: ClusterSet.load(kubeconfig))
+    transport = KubeTransport.for_cluster(clusters.cluster(context))
+    try:
+        source = ServiceSource(transport, syncer, options)
+        async with source.running():
+            yield source
+    finally:
+        transport.close()

@@ -285,3 +285,33 @@ async def test_bundles_of_the_kubernetes_adapter_appear_and_disappear(
             finally:
                 await adapter.destroy(pr.BundleRef(bundle_id))
             await _until(raw, node, lambda ids: not ids)
+
+
+async def test_the_command_line_syncs_a_clusters_services_once(
+    sync_identity: str,
+    consul_agent: Any,
+    raw: httpx.AsyncClient,
+    admin_api: Any,
+    namespaces: tuple[str, str],
+) -> None:
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    allowed, _ = namespaces
+    node = f"cli-{uuid.uuid4().hex[:8]}"
+    await _admin(admin_api, "CoreV1Api", "create_namespaced_service", allowed, _service("web"))
+    argv = [
+        str(Path(sys.executable).parent / "pando-runtime"),
+        "catalog", "sync", "--once", "--source", "kubernetes",
+        "--source-set", f"kubeconfig={sync_identity}",
+        "--source-set", f"allow_namespaces={allowed}",
+        "--source-set", f"node={node}",
+        "--catalog-set", f"address={consul_agent.http_address}",
+        "--node", node,
+    ]  # fmt: skip
+    result = await anyio.to_thread.run_sync(
+        lambda: subprocess.run(argv, capture_output=True, timeout=120, check=False)
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"registered {node}/{allowed}/web (web at ".encode() in result.stdout
+    assert set(await _ids(raw, node)) == {f"{allowed}/web"}

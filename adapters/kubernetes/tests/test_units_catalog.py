@@ -7,8 +7,11 @@ seam the adapter's cache tests use). Against the real API server: test_cluster_c
 # ruff: noqa: ASYNC110
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -327,3 +330,25 @@ def test_deny_wins_over_allow() -> None:
     assert options.namespace_allowed("shop")
     assert not options.namespace_allowed("secret")
     assert not ServiceSyncOptions(allow_namespaces="a", deny_namespaces="a").namespace_allowed("a")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[bytes]:
+    script = Path(sys.executable).parent / "pando-runtime"
+    return subprocess.run(
+        [str(script), *args], capture_output=True, timeout=60, check=False, stdin=subprocess.DEVNULL
+    )
+
+
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        ("node_port_mode=sideways", b"node_port_mode: 'sideways' is not one of"),
+        ("allow_namespaces=shop,Bad_NS", b"allow_namespaces[1]: 'Bad_NS'"),
+        ("colour=blue", b"colour: unknown setting"),
+    ],
+)
+def test_the_command_line_names_a_bad_source_setting(setting: str, named: bytes) -> None:
+    result = _cli("catalog", "sync", "--source", "kubernetes", "--source-set", setting)
+    assert result.returncode == 2, result.stderr
+    assert b"error [INVALID_CONFIG]" in result.stderr
+    assert named in result.stderr

@@ -1,0 +1,141 @@
+"""Benchmark: catalog sync of 1,000 services into a real Consul, from the fake's bundles.
+
+Starts ``consul agent -dev`` on loopback (tests/support/localconsul; the binary from
+tools/consul/build.sh), runs a BundleSource over a FakeAdapter holding ``--services`` bundles
+(one workload, one port each) into a CatalogSyncer over the Consul backend, and prints:
+
+- the first whole set: time until every service is registered, and its HTTP calls;
+- HTTP calls per full sync period at steady state (the syncer's and Consul backend's counts);
+- change-to-registration latency, p50/p99: a workload turns unhealthy (its registration
+  must go) or healthy again (it must come back), from the change on the fake to the write
+  acknowledged by Consul.
+
+Prints figures; asserts nothing about time.
+
+    python benchmarks/catalog_sync.py [--services 1000] [--changes 200] [--periods 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import anyio
+
+import pando_runtime as pr
+from pando_runtime.testing import FakeAdapter
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def plan(index: int) -> pr.BundlePlan:
+    return pr.BundlePlan(
+        bundle_id=f"svc-{index}",
+        workloads=(pr.WorkloadPlan(name="web", image="example/web:1", ports=(pr.Port(8080),)),),
+    )
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def run(address: str, services: int, changes: int, periods: int, resync: float) -> None:
+    from pando_runtime_consul import ConsulCatalog, ConsulConfig  # noqa: PLC0415
+
+    fake = FakeAdapter()
+    plans = [plan(i) for i in range(services)]
+    for p in plans:
+        await fake.apply(p)
+    backend = ConsulCatalog(ConsulConfig(address=address))
+    written: dict[str, float] = {}
+    events = {"changed": anyio.Event()}
+
+    def on_change(change: pr.SyncChange) -> None:
+        written[f"{change.kind.value} {change.service_id}"] = time.perf_counter()
+        events["changed"].set()
+
+    syncer = pr.CatalogSyncer(
+        backend, resync_interval=resync, reap_interval=resync * 2, on_change=on_change
+    )
+    source = pr.BundleSource(fake, syncer)
+    for p in plans:
+        source.track(p)
+
+    start = time.perf_counter()
+    async with syncer.running(), source.running():
+        with anyio.fail_after(600):
+            await syncer.wait_desired_known()
+            await syncer.wait_applied()
+        first = time.perf_counter() - start
+        print(f"first whole set: {services} services registered in {first:.2f} s")
+        print(f"  HTTP calls: {dict(backend.requests)}")
+
+        await syncer.wait_full_sync()
+        before, calls_before = dict(backend.requests), dict(syncer.calls)
+        t0 = time.perf_counter()
+        target = syncer.status.full_syncs + periods
+        while syncer.status.full_syncs < target:  # the periods as they come, none asked for
+            await syncer.wait_pass()
+        elapsed = time.perf_counter() - t0
+        per = {k: (backend.requests[k] - before.get(k, 0)) / periods for k in backend.requests}
+        syncer_per = {k: (syncer.calls[k] - calls_before.get(k, 0)) / periods for k in syncer.calls}
+        print(
+            f"steady state, {periods} full passes in {elapsed:.1f} s: HTTP calls per period "
+            f"{ {k: v for k, v in per.items() if v} } (syncer: "
+            f"{ {k: v for k, v in syncer_per.items() if v} })"
+        )
+
+        latencies: dict[str, list[float]] = {"deregistered": [], "registered": []}
+        for n in range(changes):
+            ref = pr.WorkloadRef(f"svc-{n % services}", "web")
+            service_id = f"svc-{n % services}:web:8080"
+            for healthy, kind in ((False, "deregistered"), (True, "registered")):
+                key = f"{kind} {service_id}"
+                written.pop(key, None)
+                changed_at = time.perf_counter()
+                fake.set_health(ref, healthy)
+                with anyio.fail_after(60):
+                    while key not in written:
+                        events["changed"] = anyio.Event()
+                        await events["changed"].wait()
+                latencies[kind].append(written[key] - changed_at)
+        for kind, values in latencies.items():
+            print(
+                f"change to {kind}: p50 {percentile(values, 0.5) * 1000:.1f} ms, "
+                f"p99 {percentile(values, 0.99) * 1000:.1f} ms, max {max(values) * 1000:.1f} ms "
+                f"({len(values)} changes, {services} services desired)"
+            )
+        print(f"  observe calls by the source: {source.observes}")
+        removed = await syncer.cleanup()
+        print(f"cleanup: {removed} registrations removed")
+    await backend.aclose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--services", type=int, default=1000)
+    parser.add_argument("--changes", type=int, default=200)
+    parser.add_argument("--periods", type=int, default=3)
+    parser.add_argument("--resync", type=float, default=5.0, help="seconds between full passes")
+    parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
+    from localconsul import ConsulAgent  # noqa: PLC0415
+
+    with ConsulAgent() as agent:
+        anyio.run(
+            run,
+            agent.http_address,
+            args.services,
+            args.changes,
+            args.periods,
+            args.resync,
+            backend=args.backend,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -20,6 +20,11 @@ class FakeConfig:
     node_cpu_millis: int = setting(default=4000, help="CPU of each node, in millicores.")
     node_memory_bytes: int = setting(default=8 * GIB, help="Memory of each node, in bytes.")
     platform: str = setting(default="linux/amd64", help="The platform the fake reports.")
+    max_staleness: float = setting(
+        default=30.0,
+        help="Seconds observe may answer from unconfirmed state (simulate_cache_down) "
+        "before it raises AdapterUnavailable.",
+    )
     state_file: str | None = setting(
         default=None,
         help="A JSON file that keeps bundles, volumes and edges between processes (for the CLI).",

@@ -56,12 +56,20 @@ class ObservedVolume:
 
 @attrs.frozen(kw_only=True)
 class ObservedBundle:
-    """A bundle as observed; ``exists`` is false when nothing of it is deployed."""
+    """A bundle as observed; ``exists`` is false when nothing of it is deployed.
+
+    ``confirmed_at`` (UTC) is when the runtime last confirmed this answer: the time of the
+    read for an adapter that reads the runtime on each call, the last time its cache was
+    known current for one that answers from a cache (``None``: the adapter does not say).
+    An adapter never answers from state unconfirmed for longer than its own bound: past it,
+    ``observe`` raises ``AdapterUnavailable``.
+    """
 
     bundle_id: str
     exists: bool
     workloads: tuple[ObservedWorkload, ...] = attrs.field(default=(), converter=frozen_tuple)
     volumes: tuple[ObservedVolume, ...] = attrs.field(default=(), converter=frozen_tuple)
+    confirmed_at: datetime | None = None
 
     def workload(self, name: str) -> ObservedWorkload:
         """The observed workload called ``name``; ``KeyError`` when there is none."""

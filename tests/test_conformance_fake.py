@@ -34,6 +34,15 @@ class FakeHarness(ConformanceHarness):
         assert isinstance(adapter, FakeAdapter)
         adapter.simulate_gap()
 
+    async def cache_goes_stale(self, adapter: RuntimeAdapter) -> None:
+        assert isinstance(adapter, FakeAdapter)
+        adapter.simulate_cache_down()
+        adapter.clock.advance(adapter.config.max_staleness + 1)
+
+    async def cache_recovers(self, adapter: RuntimeAdapter) -> None:
+        assert isinstance(adapter, FakeAdapter)
+        adapter.simulate_cache_up()
+
 
 async def _cat(context: ExecContext) -> int:
     await context.stdout.send(await context.read_stdin())

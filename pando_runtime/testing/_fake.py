@@ -15,6 +15,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -219,6 +220,7 @@ class FakeAdapter(RuntimeAdapter):
         self._exec_handlers: list[tuple[tuple[str, ...], ExecHandler]] = []
         self._subscribers: list[MemoryObjectSendStream[BundleEvent | BaseException]] = []
         self._instances = 0
+        self._unconfirmed_since: datetime | None = None
         self.closed = False
         self._saved_state = load_state(self, cfg.state_file) if cfg.state_file else None
 
@@ -265,6 +267,33 @@ class FakeAdapter(RuntimeAdapter):
         """Tell every event stream that events were lost (they receive ``MISSED``)."""
         _LOG.warning("event gap: %d streams told to resync", len(self._subscribers))
         self._broadcast(BundleEvent(kind=BundleEventKind.MISSED, at=self.clock.now()))
+
+    def simulate_cache_down(self) -> None:
+        """The runtime stops confirming what observe answers, as a cache whose watch is down.
+
+        ``observe`` then reports the moment it went down as ``confirmed_at``, and raises
+        ``AdapterUnavailable`` once that is more than ``max_staleness`` seconds ago on the
+        clock; :meth:`simulate_cache_up` ends it.
+        """
+        if self._unconfirmed_since is None:
+            self._unconfirmed_since = self.clock.now()
+
+    def simulate_cache_up(self) -> None:
+        """The runtime confirms again (after :meth:`simulate_cache_down`)."""
+        self._unconfirmed_since = None
+
+    def _confirmed_at(self) -> datetime:
+        since = self._unconfirmed_since
+        if since is None:
+            return self.clock.now()
+        cfg: FakeConfig = self.config
+        stale_for = (self.clock.now() - since).total_seconds()
+        if stale_for > cfg.max_staleness:
+            raise AdapterUnavailable(
+                f"the runtime has not confirmed its state for {stale_for:.0f} s",
+                details={"confirmed_at": since.isoformat(), "stale_for": stale_for},
+            )
+        return since
 
     def drop_event_streams(self) -> None:
         """Cut every open event stream: each raises ``AdapterUnavailable`` when read."""
@@ -604,12 +633,14 @@ class FakeAdapter(RuntimeAdapter):
 
     async def observe(self, ref: BundleRef) -> ObservedBundle:
         await self._enter("observe")
+        confirmed_at = self._confirmed_at()
         bundle = self._bundles.get(ref.bundle_id)
         if bundle is None:
             return ObservedBundle(
                 bundle_id=ref.bundle_id,
                 exists=False,
                 volumes=self._observed_volumes(ref.bundle_id, None),
+                confirmed_at=confirmed_at,
             )
         workloads = []
         for workload_plan in bundle.plan.workloads:
@@ -637,6 +668,7 @@ class FakeAdapter(RuntimeAdapter):
             exists=True,
             workloads=workloads,
             volumes=self._observed_volumes(ref.bundle_id, bundle.plan),
+            confirmed_at=confirmed_at,
         )
 
     async def stop(self, ref: BundleRef) -> None:

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
+
+import attrs
 
 from pando_runtime import (
     AdapterFailed,
@@ -98,14 +101,15 @@ class Bundles:
         ns = namespace_for(ref.bundle_id)
         informer = await self._session.synced()
         if informer is None:
-            return await self._observe(ref, ns)
+            read_at = datetime.now(UTC)  # read from the API: confirmed as it is read
+            return attrs.evolve(await self._observe(ref, ns), confirmed_at=read_at)
         kept = informer.observed.get(ns)
-        if kept is not None and kept.bundle_id == ref.bundle_id:
-            return kept  # type: ignore[no-any-return]
-        since = informer.observed.changes
-        observed = await self._observe(ref, ns)
-        informer.observed.keep(ns, observed, since)
-        return observed
+        if kept is None or kept.bundle_id != ref.bundle_id:
+            since = informer.observed.changes
+            kept = await self._observe(ref, ns)
+            informer.observed.keep(ns, kept, since)
+        answer: ObservedBundle = attrs.evolve(kept, confirmed_at=informer.confirmed_at())
+        return answer
 
     async def _observe(self, ref: BundleRef, ns: str) -> ObservedBundle:
         session = self._session

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
@@ -788,6 +788,9 @@ class Informer:
         kinds: tuple[str, ...] = ("pods", "services", "namespaces", "claims"),
         watch_timeout: int = 290,
         collect: Callable[[tuple[str, str]], Awaitable[None]] | None = None,
+        probe: Callable[[float], Awaitable[object]] | None = None,
+        probe_interval: float = 5.0,
+        max_staleness: float = 30.0,
     ) -> None:
         self.pods = PodStore()
         self.gateways = GatewayStore()
@@ -828,6 +831,73 @@ class Informer:
         if collect is not None:
             self.pods.on_change = lambda f: self.queue.add((f.namespace, f.workload))
         self.active = False
+        self._probe = probe
+        self.probe_interval = probe_interval
+        self.max_staleness = max_staleness
+        self.reachable = True
+        """False while the last probe of the API server got no answer."""
+        self.probes = 0
+
+    def unconfirmed_for(self) -> float:
+        """Seconds since every watch was last proved current (its oldest proof)."""
+        if not self.loops:
+            return 0.0
+        oldest = min(loop.alive_at for loop in self.loops.values())
+        return max(0.0, anyio.current_time() - oldest)
+
+    def confirmed_at(self) -> datetime:
+        """When the cache was last known current, as a UTC time."""
+        return datetime.now(UTC) - timedelta(seconds=self.unconfirmed_for())
+
+    @property
+    def fresh(self) -> bool:
+        """Synced, and proved current within the staleness bound."""
+        return self.synced and self.unconfirmed_for() <= self.max_staleness
+
+    def stale_error(self) -> AdapterUnavailable | None:
+        """Why the cache must not answer and the API cannot either, or ``None``.
+
+        Stale past the bound while the API server does not answer its probe: a direct read
+        would only wait for its timeout, so the outage is reported at once.
+        """
+        stale_for = self.unconfirmed_for()
+        if self.reachable or stale_for <= self.max_staleness:
+            return None
+        return AdapterUnavailable(
+            f"the cache has not been confirmed for {stale_for:.0f} s and the API server "
+            "does not answer",
+            remedy="Check that the API server is up and reachable; observe answers again "
+            "as soon as it is.",
+            details={
+                "confirmed_at": self.confirmed_at().isoformat(),
+                "stale_for": round(stale_for, 1),
+            },
+        )
+
+    async def _run_probes(self) -> None:
+        """Ask the API server whether it is there whenever the watches have been silent.
+
+        A hung server (or a hung connection to it) leaves a watch open and quiet: only an
+        answer proves it current. An answer while every watch is connected confirms them.
+        """
+        probe = self._probe
+        if probe is None:
+            return
+        while True:
+            await anyio.sleep(self.probe_interval)
+            if self.unconfirmed_for() < self.probe_interval:
+                continue
+            self.probes += 1
+            try:
+                await probe(self.probe_interval)
+            except Exception:  # noqa: BLE001 - any failure means no answer
+                self.reachable = False
+                continue
+            self.reachable = True
+            if all(loop.healthy for loop in self.loops.values()):
+                now = anyio.current_time()
+                for loop in self.loops.values():
+                    loop.alive_at = max(loop.alive_at, now)
 
     @staticmethod
     def _restart_reporter(
@@ -903,6 +973,7 @@ class Informer:
             if self._collect is not None:
                 group.start_soon(self.queue.run, self._collect)
             group.start_soon(self._supervise, give_up_after)
+            group.start_soon(self._run_probes)
             self.active = True
             try:
                 yield self

@@ -194,9 +194,13 @@ class KubeTransport:
         connect_timeout: float = 5.0,
         read_timeout: float = 30.0,
         cluster: str | None = None,
+        rate_limit_wait: float = 10.0,
     ) -> None:
         configuration = copy.deepcopy(configuration)
         configuration.connection_pool_maxsize = max_threads
+        # No urllib3 retries: they would wait out a timeout up to four times over and retry a
+        # 429 behind our back (sleeping a worker thread); this transport owns retries.
+        configuration.retries = False
         self._client = ApiClient(configuration)
         # Long-lived streams get their own client and pool, so a watch never starves calls.
         stream_config = copy.deepcopy(configuration)
@@ -209,6 +213,9 @@ class KubeTransport:
         self.calls = 0
         """Every API call made so far (requests and opened streams)."""
         self.calls_by_kind: Counter[str] = Counter()
+        self.rate_limit_wait = rate_limit_wait
+        self.retries = 0
+        """Requests sent again after a 429, as its ``Retry-After`` said."""
         self.bytes_received = 0
         """Bytes of every response body and stream read so far (after decompression)."""
         self._received_lock = threading.Lock()
@@ -229,6 +236,7 @@ class KubeTransport:
         max_streams: int = 16,
         connect_timeout: float = 5.0,
         read_timeout: float = 30.0,
+        rate_limit_wait: float = 10.0,
     ) -> Self:
         """A transport to ``cluster``, at the cluster's own API rate."""
         return cls(
@@ -240,6 +248,7 @@ class KubeTransport:
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
             cluster=cluster.name,
+            rate_limit_wait=rate_limit_wait,
         )
 
     def _prepare(
@@ -366,7 +375,36 @@ class KubeTransport:
         content_type: str | None = None,
         read_timeout: float | None = None,
     ) -> dict[str, Any]:
-        """Make one API call and return its JSON body; raise :class:`ApiError` unless 2xx."""
+        """Make one API call and return its JSON body; raise :class:`ApiError` unless 2xx.
+
+        A 429 (the API server's flow control rejected the request before running it, so a
+        write is safe to send again) is waited out as its ``Retry-After`` says while the
+        waits add up to at most ``rate_limit_wait`` seconds; then the 429 is raised.
+        """
+        waited = 0.0
+        while True:
+            try:
+                return await self._request_once(
+                    method, path, query, body, content_type, read_timeout
+                )
+            except ApiError as error:
+                delay = error.retry_after
+                throttled = error.status == 429  # noqa: PLR2004 - Too Many Requests
+                if not throttled or delay is None or waited + delay > self.rate_limit_wait:
+                    raise
+            await anyio.sleep(delay)
+            waited += delay
+            self.retries += 1
+
+    async def _request_once(  # noqa: PLR0917 - request's parts, once
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str | None,
+        read_timeout: float | None,
+    ) -> dict[str, Any]:
         if self._closed:
             raise ApiError(0, "the adapter is closed")
         await self.bucket.acquire()

@@ -58,6 +58,20 @@ class KubernetesConfig:
     watch_timeout: int = setting(
         default=290, help="Seconds after which the API server ends a watch (it is reopened)."
     )
+    rate_limit_wait: float = setting(
+        default=10.0,
+        help="Seconds a call may wait in all, as the API server's Retry-After says, when "
+        "throttled (429) before it raises RateLimited.",
+    )
+    cache_max_staleness: float = setting(
+        default=30.0,
+        help="Seconds the cache may go unconfirmed (no watch event, bookmark or answered probe) "
+        "while the API server cannot be reached before observe raises AdapterUnavailable.",
+    )
+    cache_probe_interval: float = setting(
+        default=5.0,
+        help="Seconds of watch silence after which the cache asks the API server if it is there.",
+    )
     server_namespace: str = setting(
         default="pando", help="Namespace of the host's server pods (admitted into every app)."
     )

@@ -116,6 +116,7 @@ def transport_to(cluster: Cluster, config: KubernetesConfig) -> KubeTransport:
         max_streams=config.max_streams,
         connect_timeout=config.connect_timeout,
         read_timeout=config.read_timeout,
+        rate_limit_wait=config.rate_limit_wait,
     )
 
 
@@ -204,6 +205,11 @@ class ClusterSession:
         return self._transport.calls if self._transport is not None else 0
 
     @property
+    def api_retries(self) -> int:
+        """Requests sent again after a 429 so far (as the server's ``Retry-After`` said)."""
+        return self._transport.retries if self._transport is not None else 0
+
+    @property
     def calls_by_kind(self) -> Mapping[str, int]:
         """API calls so far by method and kind (``"PATCH pods"``), for tests and benchmarks."""
         return dict(self._transport.calls_by_kind) if self._transport is not None else {}
@@ -217,25 +223,41 @@ class ClusterSession:
         return f"cluster {self.name}: " if self.name else ""
 
     def down(
-        self, message: str, *, remedy: str | None = None, status: int | None = None
+        self,
+        message: str,
+        *,
+        remedy: str | None = None,
+        status: int | None = None,
+        details: Mapping[str, Any] | None = None,
     ) -> AdapterUnavailable:
         """:class:`AdapterUnavailable` with ``message``, naming this cluster when it has a name."""
-        details: dict[str, Any] = {} if status is None else {"status": status}
+        details = dict(details or {})
+        if status is not None:
+            details["status"] = status
         if self.name:
             details["cluster"] = self.name
         return AdapterUnavailable(f"{self._where()}{message}", remedy=remedy, details=details)
 
-    def unavailable(self, error: ApiError, what: str) -> AdapterUnavailable:
-        """A read failed: the cluster cannot be read (never mistaken for an absent object)."""
+    def unavailable(self, error: ApiError, what: str) -> AdapterUnavailable | RateLimited:
+        """A read failed: the cluster cannot be read (never mistaken for an absent object).
+
+        Throttled past ``rate_limit_wait``: :class:`RateLimited` with the server's delay.
+        """
+        if error.status == HTTPStatus.TOO_MANY_REQUESTS:
+            return self._throttled(error, what)
         return self.down(f"cannot {what}: {error.message}", status=error.status)
+
+    def _throttled(self, error: ApiError, what: str) -> RateLimited:
+        return RateLimited(
+            f"{self._where()}the API server throttled {what}: {error.message}",
+            retry_after=error.retry_after,
+            details=self._details(error),
+        )
 
     def failed(self, error: ApiError, what: str) -> AdapterFailed | RateLimited:
         """A write failed (or was throttled: :class:`RateLimited` with the server's delay)."""
         if error.status == HTTPStatus.TOO_MANY_REQUESTS:
-            return RateLimited(
-                f"{self._where()}the API server throttled {what}: {error.message}",
-                retry_after=error.retry_after,
-            )
+            return self._throttled(error, what)
         return AdapterFailed(
             f"{self._where()}cannot {what}: {error.message}", details=self._details(error)
         )
@@ -280,7 +302,14 @@ class ClusterSession:
         """
         api = await self.transport()
         stack = contextlib.AsyncExitStack()
-        informer = Informer(api, watch_timeout=self.config.watch_timeout, collect=collect)
+        informer = Informer(
+            api,
+            watch_timeout=self.config.watch_timeout,
+            collect=collect,
+            probe=lambda timeout: api.request("GET", "/readyz", read_timeout=timeout),
+            probe_interval=self.config.cache_probe_interval,
+            max_staleness=self.config.cache_max_staleness,
+        )
         await stack.enter_async_context(informer.running())
         self._stack, self._informer = stack, informer
 
@@ -293,12 +322,21 @@ class ClusterSession:
             self._transport.close()
 
     async def synced(self) -> Informer | None:
-        """The cache when it can answer now, else ``None`` (read the API directly)."""
+        """The cache when it can answer now, else ``None`` (read the API directly).
+
+        A cache unconfirmed past ``cache_max_staleness`` never answers; when the API server
+        does not answer its probe either, :class:`AdapterUnavailable` is raised at once.
+        """
         informer = self._informer
         if informer is None:
             return None
-        if informer.synced or await informer.wait_synced(self.config.read_timeout):
+        if (informer.synced or await informer.wait_synced(self.config.read_timeout)) and (
+            informer.fresh
+        ):
             return informer
+        error = informer.stale_error()
+        if error is not None:
+            raise self.down(error.message, remedy=error.remedy, details=error.details)
         return None
 
     def force_relist(self) -> None:

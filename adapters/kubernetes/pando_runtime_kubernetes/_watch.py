@@ -133,6 +133,9 @@ class WatchLoop:
         self.healthy = False
         self.last_error: BaseException | None = None
         self.lists = 0
+        self.alive_at = 0.0
+        """When (``anyio.current_time()``) the API last proved this watch current: a list, an
+        opened watch, an event or a bookmark (or a probe answered while it was connected)."""
         self.resource_version = ""
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -188,6 +191,7 @@ class WatchLoop:
         )
         self.lists += 1
         self.healthy = True
+        self.alive_at = anyio.current_time()
         self._failures = 0
         self.synced.set()
 
@@ -195,7 +199,9 @@ class WatchLoop:
         """One watch, from the last version to the server's end of it."""
         async with self.source.watch(self.resource_version) as events:
             self.healthy = True
+            self.alive_at = anyio.current_time()
             async for event in events:
+                self.alive_at = anyio.current_time()
                 if self._relist_requested:
                     return
                 kind = event.get("type")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,16 +95,14 @@ def volume_pool(
         core.delete_collection_persistent_volume(label_selector=f"{POOL_LABEL}={pool}")
 
 
-@pytest.fixture(scope="session")
-def adapter_config(
-    kube_cluster: Any, admin_api: Any, volume_pool: Path
-) -> Iterator[dict[str, Any]]:
-    """Settings for an adapter running as the restricted user, bound to exactly our roles."""
+def grant_adapter(admin_api: Any, user: str) -> None:
+    """Bind the adapter's roles (deploy/rbac.yaml) to ``user``, the edge's in its namespace.
+
+    The edge namespace and its RoleBinding are the installer's part.
+    """
     from kubernetes import client  # noqa: PLC0415
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
-    if kube_cluster.restricted_kubeconfig is None:
-        pytest.skip("the backend has no restricted identity")
     rbac = client.RbacAuthorizationV1Api(admin_api)
     for doc in yaml.safe_load_all(DEPLOY.read_text()):
         try:
@@ -122,20 +120,13 @@ def adapter_config(
             "kind": "ClusterRole",
             "name": "pando-runtime",
         },
-        "subjects": [
-            {
-                "kind": "User",
-                "apiGroup": "rbac.authorization.k8s.io",
-                "name": kube_cluster.restricted_user,
-            }
-        ],
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}],
     }
     try:
         rbac.create_cluster_role_binding(binding)
     except ApiException as error:
         if error.status != 409:
             raise
-    # The installer's part for the edge: its namespace, and the edge role bound there.
     core = client.CoreV1Api(admin_api)
     _created(core.create_namespace, {"metadata": {"name": EDGE_NAMESPACE}})
     edge_binding = {
@@ -150,6 +141,25 @@ def adapter_config(
         "subjects": binding["subjects"],
     }
     _created(rbac.create_namespaced_role_binding, EDGE_NAMESPACE, edge_binding)
+
+
+@pytest.fixture(scope="session")
+def adapter_grant() -> Callable[[Any, str], None]:
+    """:func:`grant_adapter`, for tests that run a control plane of their own."""
+    return grant_adapter
+
+
+@pytest.fixture(scope="session")
+def adapter_config(
+    kube_cluster: Any, admin_api: Any, volume_pool: Path
+) -> Iterator[dict[str, Any]]:
+    """Settings for an adapter running as the restricted user, bound to exactly our roles."""
+    from kubernetes import client  # noqa: PLC0415
+
+    if kube_cluster.restricted_kubeconfig is None:
+        pytest.skip("the backend has no restricted identity")
+    grant_adapter(admin_api, kube_cluster.restricted_user)
+    rbac = client.RbacAuthorizationV1Api(admin_api)
     try:
         yield {
             "kubeconfig": str(kube_cluster.restricted_kubeconfig),

@@ -7,7 +7,7 @@ import pytest
 
 from ..._capabilities import Capability
 from ..._convert import from_json, to_json
-from ..._errors import CapabilityUnsupported, InvalidPlan
+from ..._errors import AdapterUnavailable, CapabilityUnsupported, InvalidPlan
 from ..._events import BundleEventKind
 from ..._observed import ObservedBundle
 from ..._plans import (
@@ -26,6 +26,13 @@ from ..._refs import BundleRef, DestroyOptions, WorkloadRef
 from ._base import ConformanceBase, Kit, requires
 
 __all__ = ["BundleConformance", "ValidationConformance"]
+
+
+async def _confirmed(kit: Kit, plan: BundlePlan) -> ObservedBundle | None:
+    try:
+        return await kit.observe(plan)
+    except AdapterUnavailable:
+        return None
 
 
 def _instances(observed: ObservedBundle) -> dict[str, str | None]:
@@ -53,6 +60,31 @@ class BundleConformance(ConformanceBase):
         observed = await kit.observe(kit.new_id("absent"))
         assert observed.exists is False
         assert observed.workloads == ()
+
+    async def test_observe_says_when_it_was_confirmed(self, kit: Kit) -> None:
+        plan = kit.plan(kit.workload("web"))
+        await kit.applied_and_running(plan)
+        first = (await kit.observe(plan)).confirmed_at
+        second = (await kit.observe(plan)).confirmed_at
+        if first is None:  # the contract lets an adapter not say; then it never says
+            assert second is None
+            return
+        assert first.tzinfo is not None
+        assert second is not None
+        assert second >= first  # confirmation never goes back in time
+
+    async def test_observe_refuses_state_unconfirmed_past_its_bound(self, kit: Kit) -> None:
+        kit.needs("cache_goes_stale", "cache_recovers")
+        plan = kit.plan(kit.workload("web"))
+        await kit.applied_and_running(plan)
+        await kit.harness.cache_goes_stale(kit.adapter)
+        try:
+            with pytest.raises(AdapterUnavailable):
+                await kit.observe(plan)
+        finally:
+            await kit.harness.cache_recovers(kit.adapter)
+        observed = await kit.eventually(lambda: _confirmed(kit, plan), "observe to answer again")
+        assert observed.exists
 
     async def test_second_apply_changes_nothing_observable(self, kit: Kit) -> None:
         plan = kit.plan(kit.workload("web", env={"GREETING": "hello"}))

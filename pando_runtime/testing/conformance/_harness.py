@@ -62,6 +62,17 @@ class ConformanceHarness:
         """Make the runtime lose events, so that open streams must report ``MISSED``."""
         raise HarnessCannot("cause a gap in the event stream")
 
+    async def cache_goes_stale(self, adapter: RuntimeAdapter) -> None:
+        """Leave the adapter's view of the runtime unconfirmed past the adapter's bound.
+
+        As a cache whose watch has been down too long: ``observe`` must refuse to answer.
+        """
+        raise HarnessCannot("leave the adapter's cache unconfirmed past its bound")
+
+    async def cache_recovers(self, adapter: RuntimeAdapter) -> None:
+        """Undo :meth:`cache_goes_stale`: the runtime confirms the adapter's view again."""
+        raise HarnessCannot("let the adapter's cache recover")
+
     def echo_stdin_command(self) -> tuple[str, ...]:
         """A command that copies its stdin to its stdout."""
         return ("cat",)

@@ -60,7 +60,8 @@ class ObservedBundle:
 
     ``confirmed_at`` (UTC) is when the runtime last confirmed this answer: the time of the
     read for an adapter that reads the runtime on each call, the last time its cache was
-    known current for one that answers from a cache (``None``: the adapter does not say).
+    known current for one that answers from a cache (``None``: the adapter does not say); it
+    is not part of equality.
     An adapter never answers from state unconfirmed for longer than its own bound: past it,
     ``observe`` raises ``AdapterUnavailable``.
     """
@@ -69,7 +70,8 @@ class ObservedBundle:
     exists: bool
     workloads: tuple[ObservedWorkload, ...] = attrs.field(default=(), converter=frozen_tuple)
     volumes: tuple[ObservedVolume, ...] = attrs.field(default=(), converter=frozen_tuple)
-    confirmed_at: datetime | None = None
+    confirmed_at: datetime | None = attrs.field(default=None, eq=False)
+    """Not part of equality: two observations of the same state are equal."""
 
     def workload(self, name: str) -> ObservedWorkload:
         """The observed workload called ``name``; ``KeyError`` when there is none."""

@@ -250,6 +250,14 @@ class UnwrappingHarness(FakeHarness):
         assert isinstance(adapter, pr.InstrumentedAdapter)
         await super().cause_event_gap(adapter.adapter)
 
+    async def cache_goes_stale(self, adapter: pr.RuntimeAdapter) -> None:
+        assert isinstance(adapter, pr.InstrumentedAdapter)
+        await super().cache_goes_stale(adapter.adapter)
+
+    async def cache_recovers(self, adapter: pr.RuntimeAdapter) -> None:
+        assert isinstance(adapter, pr.InstrumentedAdapter)
+        await super().cache_recovers(adapter.adapter)
+
 
 class TestInstrumentedFakeConformance(ConformanceSuite):
     """Instrumenting changes nothing an adapter does: the wrapped fake passes the whole kit."""

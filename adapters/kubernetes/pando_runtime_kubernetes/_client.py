@@ -32,6 +32,7 @@ import anyio
 import anyio.to_thread
 import urllib3
 from kubernetes.client import ApiClient, Configuration
+from kubernetes.client.exceptions import ApiException as ClientApiException
 
 from pando_runtime import NO_API_OBSERVER, ApiObserver
 
@@ -219,6 +220,9 @@ class KubeTransport:
         self.bytes_received = 0
         """Bytes of every response body and stream read so far (after decompression)."""
         self._received_lock = threading.Lock()
+        self.in_flight = 0
+        """Worker threads inside a request now (an abandoned read included, until its timeout
+        ends it): 0 once every call has returned or timed out."""
         self._closed = False
         self.cluster = cluster
         """The cluster's name, for logs (``None`` when not known)."""
@@ -344,16 +348,24 @@ class KubeTransport:
         url, headers, body = self._prepare(
             self._client, method, path, query=query, body=body, content_type=content_type
         )
+        with self._received_lock:
+            self.in_flight += 1
         try:
-            response = self._client.rest_client.request(  # type: ignore[no-untyped-call]
-                method, url, headers=headers, body=body, _request_timeout=timeout
-            ).response
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise ApiError(0, f"{type(error).__name__}: {error}") from error
-        try:
-            data = response.data
+            try:
+                response = self._client.rest_client.request(  # type: ignore[no-untyped-call]
+                    method, url, headers=headers, body=body, _request_timeout=timeout
+                ).response
+            except (urllib3.exceptions.HTTPError, OSError) as error:
+                raise ApiError(0, f"{type(error).__name__}: {error}") from error
+            except ClientApiException as error:  # the client's wrapping of a TLS failure
+                raise ApiError(0, f"{error.reason}".replace("\n", ": ")) from error
+            try:
+                data = response.data
+            finally:
+                response.release_conn()
         finally:
-            response.release_conn()
+            with self._received_lock:
+                self.in_flight -= 1
         self._received(len(data))
         if not 200 <= response.status < 300:  # noqa: PLR2004
             raise ApiError(

@@ -15,7 +15,15 @@ from typing import Any
 
 import anyio
 import pytest
-from faultbench import FaultBench, app_plan
+from faultbench import (
+    FaultBench,
+    ScenarioResult,
+    app_plan,
+    component_restarted,
+    latency_and_hang,
+    throttled,
+    watch_resets,
+)
 from localcluster import LocalCluster, ProxiedApiServer, ToxiproxyServer, proxy_apiserver
 from pando_runtime_kubernetes import KubernetesAdapter
 
@@ -78,8 +86,9 @@ async def test_observe_reports_a_stale_cache_then_refuses_it(bench: FaultBench) 
                             break
                     await anyio.sleep(0.2)
             # Writes fail too, with a code, instead of hanging.
+            during = app_plan(bench.new_id("stale"))
             with pytest.raises((AdapterUnavailable, AdapterFailed)):
-                await adapter.apply(app_plan(bench.new_id("stale")))
+                await adapter.apply(during)
         resumed_at = datetime.now(UTC)
         # While it answered, it said the answer was confirmed no later than the hang began.
         assert answers, "observe answered from the cache within its bound"
@@ -105,3 +114,56 @@ async def test_observe_reports_a_stale_cache_then_refuses_it(bench: FaultBench) 
                 await anyio.sleep(0.2)
         assert after.exists
         await adapter.destroy(ref)
+        await adapter.destroy(BundleRef(during.bundle_id))  # whatever of it was written
+
+
+CODES = {"ADAPTER_UNAVAILABLE", "ADAPTER_FAILED"}
+
+
+def _converged(result: ScenarioResult) -> None:
+    """What every scenario promises at its end."""
+    assert result.uncoded == 0, result.errors
+    assert result.duplicates == 0
+    assert result.orphans == 0
+    assert result.extra["disagreements"] == 0  # observe agrees with the cluster
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("component", ["kube-apiserver", "etcd"])
+async def test_component_killed_mid_apply(bench: FaultBench, component: str) -> None:
+    result = await component_restarted(bench, component=component, rounds=2, apps=6)
+    assert result.rounds == 2
+    assert set(result.errors) <= CODES, result.errors
+    _converged(result)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_watch_connections_cut(bench: FaultBench) -> None:
+    result = await watch_resets(bench, resets=6, apps=3)
+    assert result.lost == 0
+    assert result.extra["silent ends"] == 0  # a stream ends with an error, never silently
+    # The cuts reached the watch: it was reopened (from its last version: nothing was missed,
+    # or a MISSED said so) more often than once.
+    assert result.extra["pod watches opened"] > 2
+    assert set(result.errors) <= CODES, result.errors
+    _converged(result)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_latency_and_a_hanging_connection(bench: FaultBench) -> None:
+    result = await latency_and_hang(bench, rounds=1, read_timeout=3.0)
+    assert result.errors, "calls through a hanging connection fail"
+    assert set(result.errors) <= CODES, result.errors
+    assert result.extra["threads stuck"] == 0
+    _converged(result)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_throttled_by_priority_and_fairness(bench: FaultBench) -> None:
+    result = await throttled(bench, apps=12)
+    assert result.extra["server rejected"] > 0, "the priority level rejected requests"
+    assert result.retries > 0  # the adapter waited as Retry-After said and sent again
+    assert set(result.errors) <= {"RATE_LIMITED"}, result.errors
+    # Nothing retried behind the adapter's back: the server saw what the adapter sent.
+    assert result.extra["server saw"] <= result.extra["adapter sent"]
+    _converged(result)

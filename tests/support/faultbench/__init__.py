@@ -8,6 +8,17 @@ Each scenario drives a real Kubernetes adapter while the harness hurts the contr
 from __future__ import annotations
 
 from ._bench import FaultBench, app_plan
-from ._result import ScenarioResult
+from ._result import HEADER, ScenarioResult
+from ._scenarios import component_restarted, flow_counts, latency_and_hang, throttled, watch_resets
 
-__all__ = ["FaultBench", "ScenarioResult", "app_plan"]
+__all__ = [
+    "HEADER",
+    "FaultBench",
+    "ScenarioResult",
+    "app_plan",
+    "component_restarted",
+    "flow_counts",
+    "latency_and_hang",
+    "throttled",
+    "watch_resets",
+]

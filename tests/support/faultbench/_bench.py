@@ -61,8 +61,13 @@ class FaultBench:
 
     @staticmethod
     def new_id(prefix: str) -> str:
-        """A fresh bundle id."""
+        """A fresh bundle id: ``prefix-`` and 8 hex digits."""
         return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+    @staticmethod
+    def run_prefix(scenario: str) -> str:
+        """A prefix of bundle ids for one run of a scenario (its audit looks at those only)."""
+        return f"{scenario}{uuid.uuid4().hex[:4]}"
 
     def settings(self, *, proxied: bool = True, **overrides: Any) -> dict[str, Any]:
         """Adapter settings as the restricted identity, with short timeouts for faults."""
@@ -118,18 +123,19 @@ class FaultBench:
             if not item["metadata"].get("deletionTimestamp")
         }
 
-    def audit(self, expected: dict[str, BundlePlan]) -> tuple[int, int]:
-        """(duplicates, orphans) on the cluster, given the plans applied by namespace.
+    def audit(self, expected: dict[str, BundlePlan], prefix: str) -> tuple[int, int]:
+        """(duplicates, orphans) among the namespaces named ``prefix*``, given the plans
+        applied by namespace.
 
         A duplicate is a workload with more than one live pod; an orphan is a live managed
         pod of a namespace or workload that no plan names, or a managed namespace that no
-        plan names.
+        plan names. Other namespaces (other scenarios') are not looked at.
         """
         live: Counter[tuple[str, str]] = Counter()
         orphans = 0
         for pod in self.managed_pods():
             meta = pod["metadata"]
-            if meta.get("deletionTimestamp"):
+            if meta.get("deletionTimestamp") or not meta["namespace"].startswith(prefix):
                 continue
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue
@@ -143,5 +149,6 @@ class FaultBench:
                 continue
             live[meta["namespace"], workload] += 1
         duplicates = sum(1 for n in live.values() if n > 1)
-        orphans += len(self.managed_namespaces() - set(expected))
+        mine = {ns for ns in self.managed_namespaces() if ns.startswith(prefix)}
+        orphans += len(mine - set(expected))
         return duplicates, orphans

@@ -215,9 +215,10 @@ class LocalCluster:
     def wait_healthy(self, name: str, *, timeout: float = 60.0) -> None:
         """Wait until :meth:`healthy`; :class:`ClusterError` with its log tail otherwise."""
         if not wait_until(lambda: self.healthy(name), timeout=timeout):
+            readyz = self.rest.request("GET", "/readyz?verbose", timeout=5)
             raise ClusterError(
                 f"{name} not healthy {timeout:.0f} s after its restart\n"
-                f"{self.component(name).tail()}"
+                f"readyz: {readyz}\n{self.component(name).tail()}"
             )
 
     # ----------------------------------------------------------------- setup

@@ -9,9 +9,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="localcluster-spawner")
 
 
 def _die_with_parent() -> None:
@@ -102,17 +104,24 @@ class Component:
         preexec: Callable[[], None] | None = None
         if not detach and sys.platform.startswith("linux"):
             preexec = _die_with_parent
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.cwd,
-                env=self.env,
-                start_new_session=True,
-                preexec_fn=preexec,  # noqa: PLW1509 - only calls prctl(2)
-            )
+
+        def spawn() -> subprocess.Popen[bytes]:
+            with self.log_path.open("ab") as log:
+                return subprocess.Popen(
+                    self.argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.cwd,
+                    env=self.env,
+                    start_new_session=True,
+                    preexec_fn=preexec,  # noqa: PLW1509 - only calls prctl(2)
+                )
+
+        # The kernel's parent-death signal follows the *thread* that forked: a component
+        # restarted from a short-lived worker thread would be killed when that thread ends.
+        # One spawner thread lives as long as this process.
+        self.proc = _SPAWNER.submit(spawn).result()
         self.started_at = time.monotonic()
 
     def exit_code(self) -> int | None:

@@ -18,7 +18,8 @@ from localcluster.process import Component
 ENV_BIN = "PANDO_CONSUL_BIN"
 """Environment variable naming a directory that already holds ``consul``."""
 
-PORTS = ("http", "dns", "grpc", "serf-lan", "serf-wan", "server")
+PORTS = ("http", "dns", "grpc", "grpc-tls", "serf-lan", "serf-wan", "server")
+"""Every port the dev agent opens (gRPC over TLS too: its fixed default collides between agents)."""
 
 
 class ConsulError(RuntimeError):

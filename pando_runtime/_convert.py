@@ -273,13 +273,14 @@ def _walk(error: BaseException, path: str, out: list[Problem]) -> None:  # noqa:
                 if not a.name.startswith("_")
             )
         )
+        # A key may be no string at all (YAML reads `1:`, `null:` or `yes:` as others).
         out.extend(
             Problem(
-                _join(path, key),
+                _join(path, key if isinstance(key, str) else f"[{key!r}]"),
                 f"unknown key {key!r}; valid keys are {', '.join(valid)}",
                 "unknown_key",
             )
-            for key in sorted(error.extra_fields)
+            for key in sorted(error.extra_fields, key=repr)
         )
     elif isinstance(error, _InputProblem):
         out.append(Problem(path, str(error), error.code))
@@ -364,7 +365,11 @@ def load_bundle_file(path: str | Path) -> BundlePlan:
     here; call :func:`validate_plan` for the rules of a good plan.
     """
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problem = Problem("", f"not UTF-8 text: byte {exc.start} cannot be decoded", "encoding")
+        raise InvalidPlan(f"bundle file {path.name} is not UTF-8 text", [problem]) from None
     if path.suffix.lower() == ".json":
         return from_json(text, BundlePlan)
     return structure(_yaml_loader()(text), BundlePlan, what=f"bundle file {path.name}")

@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from localconsul.pytest_plugin import node_services
 from pando_runtime_consul import ConsulCatalog, ConsulConfig
 
 import pando_runtime as pr
@@ -41,18 +42,6 @@ async def consul(consul_agent: Any) -> AsyncIterator[ConsulCatalog]:
         await backend.aclose()
 
 
-@pytest.fixture
-async def raw(consul_agent: Any) -> AsyncIterator[httpx.AsyncClient]:
-    """Consul's HTTP API as someone else uses it (edits behind the syncer's back)."""
-    async with httpx.AsyncClient(base_url=consul_agent.http_address) as client:
-        yield client
-
-
-async def _service_ids(raw: httpx.AsyncClient, node: str) -> dict[str, dict[str, Any]]:
-    body = (await raw.get(f"/v1/catalog/node-services/{node}")).json()
-    return {s["ID"]: s for s in body.get("Services") or ()}
-
-
 async def _until(syncer: pr.CatalogSyncer, check: Callable[[], bool]) -> None:
     with anyio.fail_after(30):
         while not check():
@@ -60,15 +49,15 @@ async def _until(syncer: pr.CatalogSyncer, check: Callable[[], bool]) -> None:
 
 
 async def test_register_read_and_deregister_on_a_synthetic_node(
-    consul: ConsulCatalog, raw: httpx.AsyncClient, node: str
+    consul: ConsulCatalog, consul_http: httpx.AsyncClient, node: str
 ) -> None:
     assert await consul.node_services(node) == []
     registration = _reg(1, node, tags=("b", "a", OWNER))
     await consul.register(registration)
     assert await consul.node_services(node) == [registration]
-    body = (await raw.get(f"/v1/catalog/node/{node}")).json()
+    body = (await consul_http.get(f"/v1/catalog/node/{node}")).json()
     assert body["Node"]["Meta"] == {"external-source": "pando-runtime"}
-    by_name = (await raw.get("/v1/catalog/service/svc-1")).json()
+    by_name = (await consul_http.get("/v1/catalog/service/svc-1")).json()
     assert [(s["Node"], s["ServiceAddress"], s["ServicePort"]) for s in by_name] == [
         (node, "10.0.0.1", 8001)
     ]
@@ -79,23 +68,23 @@ async def test_register_read_and_deregister_on_a_synthetic_node(
 
 
 async def test_the_syncer_keeps_consul_equal_to_the_desired_set(
-    consul: ConsulCatalog, raw: httpx.AsyncClient, node: str
+    consul: ConsulCatalog, consul_http: httpx.AsyncClient, node: str
 ) -> None:
     syncer = pr.CatalogSyncer(consul, nodes=(node,), resync_interval=3600, reap_interval=3600)
     async with syncer.running():
         await syncer.sync([_reg(1, node), _reg(2, node)])
         await syncer.wait_applied()
-        assert set(await _service_ids(raw, node)) == {"svc-1:web:80", "svc-2:web:80"}
+        assert set(await node_services(consul_http, node)) == {"svc-1:web:80", "svc-2:web:80"}
         await syncer.sync([_reg(1, node, port=9001)])  # one changes, one goes
         await syncer.wait_applied()
-        services = await _service_ids(raw, node)
+        services = await node_services(consul_http, node)
         assert set(services) == {"svc-1:web:80"}
         assert services["svc-1:web:80"]["Port"] == 9001
         assert services["svc-1:web:80"]["Tags"] == ["web", OWNER]
 
 
 async def test_an_external_edit_is_overwritten_at_the_next_full_sync(
-    consul: ConsulCatalog, raw: httpx.AsyncClient, node: str
+    consul: ConsulCatalog, consul_http: httpx.AsyncClient, node: str
 ) -> None:
     syncer = pr.CatalogSyncer(consul, nodes=(node,), resync_interval=3600)
     async with syncer.running():
@@ -112,14 +101,14 @@ async def test_an_external_edit_is_overwritten_at_the_next_full_sync(
                 "Tags": ["web", OWNER],
             },
         }
-        assert (await raw.put("/v1/catalog/register", json=edit)).status_code == 200
+        assert (await consul_http.put("/v1/catalog/register", json=edit)).status_code == 200
         await syncer.wait_full_sync()
-        service = (await _service_ids(raw, node))["svc-1:web:80"]
+        service = (await node_services(consul_http, node))["svc-1:web:80"]
         assert (service["Address"], service["Port"]) == ("10.0.0.1", 8001)
 
 
 async def test_a_restart_with_a_full_catalog_deregisters_nothing_still_desired(
-    consul_agent: Any, raw: httpx.AsyncClient, node: str
+    consul_agent: Any, consul_http: httpx.AsyncClient, node: str
 ) -> None:
     desired = [_reg(n, node) for n in range(1, 21)]
     config = ConsulConfig(address=consul_agent.http_address)
@@ -129,7 +118,7 @@ async def test_a_restart_with_a_full_catalog_deregisters_nothing_still_desired(
         await syncer.sync(desired)
         await syncer.wait_applied()
     await first.aclose()
-    modify = {k: s["ModifyIndex"] for k, s in (await _service_ids(raw, node)).items()}
+    modify = {k: s["ModifyIndex"] for k, s in (await node_services(consul_http, node)).items()}
     second = ConsulCatalog(config)
     again = pr.CatalogSyncer(second, nodes=(node,), reap_interval=0)
     async with again.running():
@@ -139,12 +128,12 @@ async def test_a_restart_with_a_full_catalog_deregisters_nothing_still_desired(
     await second.aclose()
     assert second.requests["catalog/deregister"] == 0
     assert second.requests["catalog/register"] == 0
-    after = {k: s["ModifyIndex"] for k, s in (await _service_ids(raw, node)).items()}
+    after = {k: s["ModifyIndex"] for k, s in (await node_services(consul_http, node)).items()}
     assert after == modify, "nothing was rewritten"
 
 
 async def test_registrations_made_by_others_are_never_touched(
-    consul: ConsulCatalog, raw: httpx.AsyncClient, node: str
+    consul: ConsulCatalog, consul_http: httpx.AsyncClient, node: str
 ) -> None:
     theirs = {
         "Node": node,
@@ -157,8 +146,8 @@ async def test_registrations_made_by_others_are_never_touched(
         "Service": {"ID": "svc-2:web:80", "Service": "svc-2", "Port": 6},
     }
     for body in (theirs, clash):
-        assert (await raw.put("/v1/catalog/register", json=body)).status_code == 200
-    before = await _service_ids(raw, node)
+        assert (await consul_http.put("/v1/catalog/register", json=body)).status_code == 200
+    before = await node_services(consul_http, node)
     syncer = pr.CatalogSyncer(consul, nodes=(node,), reap_interval=0)
     async with syncer.running():
         await syncer.sync([_reg(1, node), _reg(2, node)])
@@ -167,19 +156,19 @@ async def test_registrations_made_by_others_are_never_touched(
         await syncer.wait_full_sync()
         assert syncer.status.conflicts == 1
         assert await syncer.cleanup() == 0
-    after = await _service_ids(raw, node)
+    after = await node_services(consul_http, node)
     assert after == before
 
 
 async def test_cleanup_removes_everything_it_owns(
-    consul: ConsulCatalog, raw: httpx.AsyncClient, node: str
+    consul: ConsulCatalog, consul_http: httpx.AsyncClient, node: str
 ) -> None:
     syncer = pr.CatalogSyncer(consul, nodes=(node,))
     async with syncer.running():
         await syncer.sync([_reg(n, node) for n in range(1, 4)])
         await syncer.wait_applied()
     assert await pr.CatalogSyncer(consul, nodes=(node,)).cleanup() == 3
-    assert await _service_ids(raw, node) == {}
+    assert await node_services(consul_http, node) == {}
 
 
 async def test_an_unreachable_consul_is_a_coded_error_naming_the_address(node: str) -> None:

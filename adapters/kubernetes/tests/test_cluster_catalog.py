@@ -17,6 +17,7 @@ import anyio.to_thread
 import httpx
 import pytest
 import yaml
+from localconsul.pytest_plugin import node_services
 from pando_runtime_consul import ConsulCatalog, ConsulConfig
 from pando_runtime_kubernetes import (
     ClusterSet,
@@ -95,23 +96,12 @@ async def consul(consul_agent: Any) -> AsyncIterator[ConsulCatalog]:
         await backend.aclose()
 
 
-@pytest.fixture
-async def raw(consul_agent: Any) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=consul_agent.http_address) as client:
-        yield client
-
-
-async def _ids(raw: httpx.AsyncClient, node: str) -> dict[str, dict[str, Any]]:
-    body = (await raw.get(f"/v1/catalog/node-services/{node}")).json()
-    return {s["ID"]: s for s in body.get("Services") or ()}
-
-
 async def _until(
-    raw: httpx.AsyncClient, node: str, check: Callable[[dict[str, Any]], bool]
+    consul_http: httpx.AsyncClient, node: str, check: Callable[[dict[str, Any]], bool]
 ) -> dict[str, Any]:
     """Poll Consul until ``check`` holds for the node's services (a guard bounds it)."""
     with anyio.fail_after(60):
-        while not check(found := await _ids(raw, node)):
+        while not check(found := await node_services(consul_http, node)):
             await anyio.sleep(0.1)
     return found
 
@@ -153,7 +143,7 @@ async def namespaces(admin_api: Any) -> AsyncIterator[tuple[str, str]]:
 async def test_services_appear_follow_changes_and_leave_consul(
     transport: KubeTransport,
     consul: ConsulCatalog,
-    raw: httpx.AsyncClient,
+    consul_http: httpx.AsyncClient,
     admin_api: Any,
     namespaces: tuple[str, str],
 ) -> None:
@@ -180,7 +170,7 @@ async def test_services_appear_follow_changes_and_leave_consul(
     source = ServiceSource(transport, syncer, options)
     web_id = f"{allowed}/web"
     async with syncer.running(), source.running():
-        found = await _until(raw, node, lambda ids: web_id in ids)
+        found = await _until(consul_http, node, lambda ids: web_id in ids)
         assert set(found) == {web_id}, "denied namespace and disabled Service left out"
         web = found[web_id]
         assert (web["Service"], web["Port"]) == ("k-web", 80)
@@ -193,7 +183,7 @@ async def test_services_appear_follow_changes_and_leave_consul(
 
         patch = [{"op": "replace", "path": "/spec/ports/0/port", "value": 8080}]  # a JSON patch
         await _admin(admin_api, core, "patch_namespaced_service", "web", allowed, patch)
-        await _until(raw, node, lambda ids: ids.get(web_id, {}).get("Port") == 8080)
+        await _until(consul_http, node, lambda ids: ids.get(web_id, {}).get("Port") == 8080)
 
         edit = {
             "Node": node,
@@ -206,9 +196,11 @@ async def test_services_appear_follow_changes_and_leave_consul(
                 "Tags": ["k8s", pr.CATALOG_OWNER_TAG],
             },
         }
-        assert (await raw.put("/v1/catalog/register", json=edit)).status_code == 200
+        assert (await consul_http.put("/v1/catalog/register", json=edit)).status_code == 200
         await syncer.wait_full_sync()
-        assert (await _ids(raw, node))[web_id]["Port"] == 8080, "the external edit is overwritten"
+        assert (await node_services(consul_http, node))[web_id]["Port"] == 8080, (
+            "the external edit is overwritten"
+        )
 
         await _admin(
             admin_api, core, "create_namespaced_service", allowed, _service("np", type_="NodePort")
@@ -221,20 +213,20 @@ async def test_services_appear_follow_changes_and_leave_consul(
             if a.type == "InternalIP"
         }
         expected = {f"{allowed}/np/node/{name}" for name in internal}
-        found = await _until(raw, node, lambda ids: expected <= set(ids))
+        found = await _until(consul_http, node, lambda ids: expected <= set(ids))
         np = {k.rsplit("/", 1)[1]: s for k, s in found.items() if k.startswith(f"{allowed}/np/")}
         assert {name: s["Address"] for name, s in np.items()} == internal
         assert len({s["Port"] for s in np.values()}) == 1
 
         await _admin(admin_api, core, "delete_namespaced_service", "web", allowed)
-        await _until(raw, node, lambda ids: web_id not in ids)
+        await _until(consul_http, node, lambda ids: web_id not in ids)
     assert syncer.status.healthy
 
 
 async def test_explicit_enable_and_a_restart_with_a_full_catalog(
     transport: KubeTransport,
     consul: ConsulCatalog,
-    raw: httpx.AsyncClient,
+    consul_http: httpx.AsyncClient,
     admin_api: Any,
     namespaces: tuple[str, str],
 ) -> None:
@@ -248,7 +240,7 @@ async def test_explicit_enable_and_a_restart_with_a_full_catalog(
         source = ServiceSource(transport, syncer, options)
         before = dict(consul.requests)
         async with syncer.running(), source.running():
-            found = await _until(raw, node, lambda ids: f"{allowed}/opted" in ids)
+            found = await _until(consul_http, node, lambda ids: f"{allowed}/opted" in ids)
             await syncer.wait_full_sync()
             await syncer.wait_full_sync()
         assert set(found) == {f"{allowed}/opted"}
@@ -260,7 +252,7 @@ async def test_explicit_enable_and_a_restart_with_a_full_catalog(
 
 
 async def test_bundles_of_the_kubernetes_adapter_appear_and_disappear(
-    adapter_config: dict[str, Any], consul: ConsulCatalog, raw: httpx.AsyncClient
+    adapter_config: dict[str, Any], consul: ConsulCatalog, consul_http: httpx.AsyncClient
 ) -> None:
     node = f"bundles-{uuid.uuid4().hex[:8]}"
     bundle_id = f"Cat_{uuid.uuid4().hex[:6]}"
@@ -277,20 +269,20 @@ async def test_bundles_of_the_kubernetes_adapter_appear_and_disappear(
             source.track(plan)
             await adapter.apply(plan)
             try:
-                found = await _until(raw, node, lambda ids: len(ids) == 1)
+                found = await _until(consul_http, node, lambda ids: len(ids) == 1)
                 (service,) = found.values()
                 url = adapter.upstream(pr.WorkloadRef(bundle_id, "web"), 8080).url
                 assert url == f"http://{service['Address']}:{service['Port']}"
                 assert service["Meta"]["pando-adapter"] == "kubernetes"
             finally:
                 await adapter.destroy(pr.BundleRef(bundle_id))
-            await _until(raw, node, lambda ids: not ids)
+            await _until(consul_http, node, lambda ids: not ids)
 
 
 async def test_the_command_line_syncs_a_clusters_services_once(
     sync_identity: str,
     consul_agent: Any,
-    raw: httpx.AsyncClient,
+    consul_http: httpx.AsyncClient,
     admin_api: Any,
     namespaces: tuple[str, str],
 ) -> None:
@@ -314,4 +306,4 @@ async def test_the_command_line_syncs_a_clusters_services_once(
     )
     assert result.returncode == 0, result.stderr
     assert f"registered {node}/{allowed}/web (web at ".encode() in result.stdout
-    assert set(await _ids(raw, node)) == {f"{allowed}/web"}
+    assert set(await node_services(consul_http, node)) == {f"{allowed}/web"}

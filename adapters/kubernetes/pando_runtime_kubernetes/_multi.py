@@ -65,6 +65,7 @@ from ._clusters import ApiRate, Cluster, ClusterSet
 from ._info import MULTI_DESCRIPTION, KubernetesConfig, MultiClusterConfig
 from ._log import logger
 from ._names import namespace_for
+from ._network import AppNetwork
 from ._session import ClusterSession, transport_to
 from ._volumes import parse_handle
 
@@ -149,6 +150,7 @@ class MultiClusterAdapter(RuntimeAdapter):
         values = {**c.settings, **c.clusters.get(name, {})}
         values.update(kubeconfig=c.kubeconfig, context=name)
         config: KubernetesConfig = structure_config(KubernetesConfig, values)
+        AppNetwork(config)  # the network settings are checked here too, before any I/O
         return config
 
     def _load(self) -> tuple[dict[str, Cluster], str]:
@@ -313,6 +315,15 @@ class MultiClusterAdapter(RuntimeAdapter):
         """What every member supports."""
         members = await self._ready()
         return common_capabilities([await m.capabilities() for m in members.values()])
+
+    async def health_details(self) -> dict[str, str]:
+        """Each member's :meth:`KubernetesAdapter.health_details`, keyed ``<cluster>.<key>``."""
+        members = await self._ready()
+        return {
+            f"{name}.{key}": value
+            for name, member in members.items()
+            for key, value in member.health_details().items()
+        }
 
     async def health_check(self) -> None:
         """Every member's health check; a failure names each member that failed."""

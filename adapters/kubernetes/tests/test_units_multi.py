@@ -59,6 +59,9 @@ def test_member_settings_are_checked_before_any_io() -> None:
     assert [p.path for p in caught.value.problems] == ["api_qps"]
     with pytest.raises(InvalidConfig, match=r"settings\.context"):
         MultiClusterAdapter({"settings": {"context": "a"}})
+    with pytest.raises(InvalidConfig) as caught:
+        MultiClusterAdapter({"contexts": ["a"], "clusters": {"a": {"pod_cidr": "10.0.0.0/99"}}})
+    assert [(p.path, p.code) for p in caught.value.problems] == [("pod_cidr", "invalid_cidr")]
 
 
 def _kubeconfig(path: Path, *contexts: str, current: str) -> Path:
@@ -96,6 +99,9 @@ async def test_every_context_is_a_member_and_the_current_one_is_the_default(
     assert adapter.members["north"].config.api_qps == MultiClusterConfig().settings.get(
         "api_qps", 50.0
     )
+    details = await adapter.health_details()
+    assert details["east.egress_restriction"] == "not verified"
+    assert {k.split(".")[0] for k in details} == {"west", "east", "north"}
     chosen = MultiClusterAdapter(
         {"kubeconfig": str(config), "contexts": ["east", "north"], "default_cluster": "north"}
     )

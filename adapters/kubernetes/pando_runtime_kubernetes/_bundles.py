@@ -366,7 +366,10 @@ class Bundles:
     # -- stop, destroy --------------------------------------------------------------------
 
     async def stop(self, ref: BundleRef) -> None:
-        """Delete running pods; keep finished ones (their logs) and everything else."""
+        """Delete running pods; keep finished ones (their logs) and everything else.
+
+        The egress gateway's pod goes too (the next apply makes it again).
+        """
         ns = namespace_for(ref.bundle_id)
         async with self._session.lock(ns):
             stopped = 0
@@ -374,6 +377,7 @@ class Bundles:
                 if pod.live:
                     await self._session.delete(ns, "pods", pod.name)
                     stopped += 1
+            await self._gateways.stop(ns)
         _LOG.info(
             "stopped %s: pods deleted: %d",
             ref.bundle_id,

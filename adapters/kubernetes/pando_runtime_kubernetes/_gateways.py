@@ -65,6 +65,12 @@ class EgressGateways:
             what=f"create the egress gateway of {ns}",
         )
 
+    async def stop(self, ns: str) -> None:
+        """Delete the namespace's live gateway pods (its other objects stay)."""
+        for pod in await self._session.gateways(ns):
+            if pod.live:
+                await self._session.delete(ns, "pods", pod.name)
+
     async def remove(self, ns: str, pods: list[GatewayFacts] | None = None) -> None:
         """Delete the namespace's gateway: its pods, Service, ConfigMap and policy."""
         session = self._session

@@ -332,6 +332,11 @@ async def test_an_ended_gateway_is_replaced_by_the_next_apply(
         await adapter.apply(plan)
         revived = await _assert_gateway(admin_api, ns, bundle_id, (HOST,))
         assert revived["metadata"]["name"] != ended["metadata"]["name"]
+        # Stopping the app stops its gateway; the next apply starts both again.
+        await adapter.stop(BundleRef(bundle_id))
+        assert await _gateway_pods(admin_api, ns) == []
+        await adapter.apply(plan)
+        await _assert_gateway(admin_api, ns, bundle_id, (HOST,))
     finally:
         await adapter.destroy(BundleRef(bundle_id))
 

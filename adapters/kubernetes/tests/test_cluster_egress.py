@@ -10,6 +10,7 @@ is run for real in ``test_gateway_proxy.py``.
 # ruff: noqa: ASYNC110
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -275,8 +276,9 @@ async def _assert_gateway(
 
 
 async def test_host_rules_get_a_gateway_that_follows_the_plan(
-    adapter: KubernetesAdapter, admin_api: Any
+    adapter: KubernetesAdapter, admin_api: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="pando_runtime.kubernetes.session")
     bundle_id = f"gw-{uuid.uuid4().hex[:8]}"
     ns = namespace_for(bundle_id)
     rules = (CIDR, HOST)
@@ -284,7 +286,8 @@ async def test_host_rules_get_a_gateway_that_follows_the_plan(
     calls = adapter.api_calls
     await adapter.apply(plan)
     try:
-        first = adapter.api_calls - calls
+        retried = sum(getattr(r, "status", None) == 403 for r in caplog.records)
+        first = adapter.api_calls - calls - retried  # RBAC catching up: a write made again
         policy = await _policy(admin_api, ns)
         assert policy is not None
         own, _dns, cidr = policy["spec"]["egress"]
@@ -304,9 +307,8 @@ async def test_host_rules_get_a_gateway_that_follows_the_plan(
         calls = adapter.api_calls
         await adapter.apply(plan)
         assert adapter.api_calls == calls, adapter.session.calls_by_kind
-        # Two workloads' 12, plus the gateway's Service, ConfigMap, policy and pod: 16 (and
-        # a write or two more when RBAC has not yet seen the namespace's RoleBinding).
-        assert first <= 18, f"first apply of a restricted plan: {first} calls"
+        # Two workloads' 12, plus the gateway's Service, ConfigMap, policy and pod.
+        assert first <= 16, f"first apply of a restricted plan: {first} calls"
         # A changed host rule: a new gateway pod with the new configuration; apps follow.
         moved = (CIDR, EgressRule(destination="api.example.com", ports=(8443,)))
         await adapter.apply(_plan(bundle_id, *moved))

@@ -84,6 +84,17 @@ def benchmarks(session: nox.Session) -> None:
 
 
 @nox.session(python="3.11")
+def faults(session: nox.Session) -> None:
+    """The fault report: API server and etcd killed, watches cut, latency and hangs, 429s.
+
+    nox -s faults -- --rounds 10 --apps 20    (any option of the script)
+    """
+    _install(session, "test")
+    env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
+    session.run("python", "benchmarks/faults.py", *session.posargs, env=env)
+
+
+@nox.session(python="3.11")
 def kube_scale(session: nox.Session) -> None:
     """The Kubernetes adapter with 1,000, 5,000 and 10,000 apps beside the naive way (minutes).
 

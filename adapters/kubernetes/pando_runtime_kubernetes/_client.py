@@ -19,6 +19,7 @@ ever sees a body, a query's values or a header.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import json
 import logging
@@ -215,6 +216,11 @@ class KubeTransport:
         """Every API call made so far (requests and opened streams)."""
         self.calls_by_kind: Counter[str] = Counter()
         self.rate_limit_wait = rate_limit_wait
+        self.probes = 0
+        """Liveness probes of the cache (``GET /readyz``), not in :attr:`calls`."""
+        self._probing: contextvars.ContextVar[bool] = contextvars.ContextVar(
+            "probing", default=False
+        )
         self.retries = 0
         """Requests sent again after a 429, as its ``Retry-After`` said."""
         self.bytes_received = 0
@@ -420,7 +426,12 @@ class KubeTransport:
         if self._closed:
             raise ApiError(0, "the adapter is closed")
         await self.bucket.acquire()
-        self._count(method, path)
+        # A liveness probe is counted apart, and not reported as an operation's call.
+        probing = self._probing.get()
+        if probing:
+            self.probes += 1
+        else:
+            self._count(method, path)
         timeout = (self.timeouts[0], read_timeout or self.timeouts[1])
         call = describe_call(method, path, query)
         started = time.perf_counter()
@@ -439,10 +450,24 @@ class KubeTransport:
                 abandon_on_cancel=method == "GET",
             )
         except ApiError as error:
-            self._observed(call, started, error.status, error.retry_after)
+            if not probing:
+                self._observed(call, started, error.status, error.retry_after)
             raise
-        self._observed(call, started, status)
+        if not probing:
+            self._observed(call, started, status)
         return answer
+
+    async def probe(self, timeout: float) -> None:  # noqa: ASYNC109 - the probe's own bound
+        """Ask the API server whether it is ready (``GET /readyz``); raises :class:`ApiError`.
+
+        Counted in :attr:`probes`, not in :attr:`calls`: a probe comes from the cache's
+        silence, not from any operation, and must not blur what an operation costs.
+        """
+        token = self._probing.set(True)
+        try:
+            await self.request("GET", "/readyz", read_timeout=timeout)
+        finally:
+            self._probing.reset(token)
 
     async def get(self, path: str, **query: Any) -> dict[str, Any]:
         """GET ``path`` with ``query``."""

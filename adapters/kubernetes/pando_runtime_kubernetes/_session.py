@@ -306,7 +306,7 @@ class ClusterSession:
             api,
             watch_timeout=self.config.watch_timeout,
             collect=collect,
-            probe=lambda timeout: api.request("GET", "/readyz", read_timeout=timeout),
+            probe=api.probe,
             probe_interval=self.config.cache_probe_interval,
             max_staleness=self.config.cache_max_staleness,
         )

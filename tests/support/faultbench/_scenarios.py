@@ -438,7 +438,8 @@ async def throttled(
             result.extra["throttled applies"] = len(failed)
             result.retries = transport.retries
             after = await anyio.to_thread.run_sync(flow_counts, bench)
-            calls = transport.calls  # every call since the adapter began, after the server's
+            # Every call since the adapter began (its probes too), read after the server's.
+            calls = transport.calls + transport.probes
             result.extra["server rejected"] = int(after["rejected"] - before["rejected"])
             result.extra["server saw"] = int(
                 after["rejected"] - before["rejected"] + after["dispatched"] - before["dispatched"]

@@ -1,7 +1,12 @@
-"""Fixtures of the Kubernetes adapter's tests: the restricted identity, the harness."""
+"""Fixtures of the Kubernetes adapter's tests: the restricted identity, the harness.
+
+Each cluster's part (admin client, volume pool, the adapter's grants) is a context manager of
+its own, so the second cluster of the many-cluster tests is prepared as the first is.
+"""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,18 +27,31 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture(scope="session")
-def admin_api(kube_cluster: Any) -> Iterator[Any]:
-    """An admin ApiClient (tests only; the adapter never uses the admin identity)."""
+@contextlib.contextmanager
+def _admin_client(cluster: Any) -> Iterator[Any]:
     from kubernetes import config  # noqa: PLC0415
 
     client = config.new_client_from_config(
-        config_file=str(kube_cluster.kubeconfig), context=kube_cluster.context
+        config_file=str(cluster.kubeconfig), context=cluster.context
     )
     try:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture(scope="session")
+def admin_api(kube_cluster: Any) -> Iterator[Any]:
+    """An admin ApiClient (tests only; the adapter never uses the admin identity)."""
+    with _admin_client(kube_cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def second_admin_api(second_kube_cluster: Any) -> Iterator[Any]:
+    """An admin ApiClient of the second cluster."""
+    with _admin_client(second_kube_cluster) as client:
+        yield client
 
 
 def _created(call: Any, *args: Any) -> None:
@@ -46,10 +64,8 @@ def _created(call: Any, *args: Any) -> None:
             raise
 
 
-@pytest.fixture(scope="session")
-def volume_pool(
-    kube_cluster: Any, admin_api: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Path]:
+@contextlib.contextmanager
+def _volume_pool(admin_api: Any, root: Path) -> Iterator[Path]:
     """Pre-provisioned volumes, as on a cluster without a dynamic provisioner.
 
     The local control plane has no provisioner: an administrator's pool of hostPath
@@ -60,7 +76,6 @@ def volume_pool(
     """
     from kubernetes import client  # noqa: PLC0415
 
-    root = tmp_path_factory.mktemp("volumes")
     pool = root.name
     core = client.CoreV1Api(admin_api)
     storage = client.StorageV1Api(admin_api)
@@ -93,6 +108,24 @@ def volume_pool(
         yield root / "mounts"
     finally:
         core.delete_collection_persistent_volume(label_selector=f"{POOL_LABEL}={pool}")
+
+
+@pytest.fixture(scope="session")
+def volume_pool(
+    kube_cluster: Any, admin_api: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """The first cluster's volume pool (see :func:`_volume_pool`)."""
+    with _volume_pool(admin_api, tmp_path_factory.mktemp("volumes")) as mounts:
+        yield mounts
+
+
+@pytest.fixture(scope="session")
+def second_volume_pool(
+    second_admin_api: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """The second cluster's volume pool (its own host directories)."""
+    with _volume_pool(second_admin_api, tmp_path_factory.mktemp("volumes")) as mounts:
+        yield mounts
 
 
 def grant_adapter(admin_api: Any, user: str) -> None:
@@ -149,21 +182,19 @@ def adapter_grant() -> Callable[[Any, str], None]:
     return grant_adapter
 
 
-@pytest.fixture(scope="session")
-def adapter_config(
-    kube_cluster: Any, admin_api: Any, volume_pool: Path
-) -> Iterator[dict[str, Any]]:
-    """Settings for an adapter running as the restricted user, bound to exactly our roles."""
+@contextlib.contextmanager
+def _granted(cluster: Any, admin_api: Any, volume_pool: Path) -> Iterator[dict[str, Any]]:
+    """Settings for an adapter running as the cluster's restricted user, bound to our roles."""
     from kubernetes import client  # noqa: PLC0415
 
-    if kube_cluster.restricted_kubeconfig is None:
+    if cluster.restricted_kubeconfig is None:
         pytest.skip("the backend has no restricted identity")
-    grant_adapter(admin_api, kube_cluster.restricted_user)
+    grant_adapter(admin_api, cluster.restricted_user)
     rbac = client.RbacAuthorizationV1Api(admin_api)
     try:
         yield {
-            "kubeconfig": str(kube_cluster.restricted_kubeconfig),
-            "app_subject": f"User:{kube_cluster.restricted_user}",
+            "kubeconfig": str(cluster.restricted_kubeconfig),
+            "app_subject": f"User:{cluster.restricted_user}",
             "trust_network_policy": True,
             "schedule_wait": 10.0,
             "dependency_wait": 30.0,
@@ -176,3 +207,74 @@ def adapter_config(
         }
     finally:
         rbac.delete_cluster_role_binding(BINDING)
+
+
+@pytest.fixture(scope="session")
+def adapter_config(
+    kube_cluster: Any, admin_api: Any, volume_pool: Path
+) -> Iterator[dict[str, Any]]:
+    """Settings for an adapter running as the restricted user, bound to exactly our roles."""
+    with _granted(kube_cluster, admin_api, volume_pool) as settings:
+        yield settings
+
+
+@pytest.fixture(scope="session")
+def second_adapter_config(
+    second_kube_cluster: Any, second_admin_api: Any, second_volume_pool: Path
+) -> Iterator[dict[str, Any]]:
+    """The same for the second cluster (its restricted user, its roles, its volume pool)."""
+    with _granted(second_kube_cluster, second_admin_api, second_volume_pool) as settings:
+        yield settings
+
+
+def _current_context(kubeconfig: Path) -> str:
+    return str(yaml.safe_load(kubeconfig.read_text())["current-context"])
+
+
+@pytest.fixture(scope="session")
+def multi_config(
+    kube_cluster: Any,
+    second_kube_cluster: Any,
+    adapter_config: dict[str, Any],
+    second_adapter_config: dict[str, Any],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, Any]:
+    """Settings of a multi-cluster adapter over both clusters, each as its restricted user.
+
+    One kubeconfig holds both contexts; the default cluster is the second (small) one, so a
+    bundle that is not a first deploy goes there and placement by room has to pick the first.
+    """
+    from localcluster.kubeconfig import merge_kubeconfigs  # noqa: PLC0415
+
+    sources = [Path(adapter_config["kubeconfig"]), Path(second_adapter_config["kubeconfig"])]
+    first, second = (_current_context(s) for s in sources)
+    path = merge_kubeconfigs(tmp_path_factory.mktemp("fleet") / "kubeconfig", sources)
+    per_member = ("kubeconfig", "helper_mount_root")
+    return {
+        "kubeconfig": str(path),
+        "contexts": [first, second],
+        "default_cluster": second,
+        "settings": {k: v for k, v in adapter_config.items() if k not in per_member},
+        "clusters": {
+            first: {"helper_mount_root": adapter_config["helper_mount_root"]},
+            second: {"helper_mount_root": second_adapter_config["helper_mount_root"]},
+        },
+    }
+
+
+@pytest.fixture(scope="session")
+def multi_hooks(
+    kube_cluster: Any,
+    second_kube_cluster: Any,
+    admin_api: Any,
+    second_admin_api: Any,
+    multi_config: dict[str, Any],
+) -> dict[str | None, Any]:
+    """The conformance harness's hooks of each member, by member name."""
+    from _kube_harness import ClusterHooks  # noqa: PLC0415
+
+    first, second = multi_config["contexts"]
+    return {
+        first: ClusterHooks(admin_api, kube_cluster.logs_file),
+        second: ClusterHooks(second_admin_api, second_kube_cluster.logs_file),
+    }

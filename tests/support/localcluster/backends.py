@@ -11,15 +11,15 @@ import importlib.util
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cluster import LocalCluster
+from .cluster import CONTEXT, LocalCluster
 from .errors import ClusterError
-from .nodes import Taint
+from .nodes import DEFAULT_NODES, NodeSpec, Taint
 
 BACKENDS = ("local", "kind", "existing")
 ENV_BACKEND = "PANDO_KUBE_BACKEND"
@@ -121,10 +121,15 @@ def choose_backend(option: str | None, kubeconfig: str | None) -> str:
 
 
 @contextmanager
-def local_backend() -> Iterator[KubeCluster]:
-    """The harness of this package: a real control plane with kwok nodes."""
+def local_backend(
+    name: str = CONTEXT, nodes: Sequence[NodeSpec] = DEFAULT_NODES
+) -> Iterator[KubeCluster]:
+    """The harness of this package: a real control plane with kwok nodes.
+
+    ``name``: its context (and kubeconfig entries); several run at once under distinct names.
+    """
     try:
-        cluster = LocalCluster().start()
+        cluster = LocalCluster(name=name, nodes=nodes).start()
     except ClusterError as exc:
         raise BackendUnavailable(f"local backend failed: {exc}\n\n{HOW_TO_GET_ONE}") from exc
     try:

@@ -66,6 +66,7 @@ class LocalCluster:
         *,
         nodes: Sequence[NodeSpec] = DEFAULT_NODES,
         restricted_user: str = "alice",
+        name: str = CONTEXT,
         work_dir: Path | None = None,
         binaries: Binaries | None = None,
         start_timeout: float = 120.0,
@@ -82,7 +83,10 @@ class LocalCluster:
         )
         self._own_work_dir = work_dir is None
         self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="pando-localcluster-"))
-        self.context = CONTEXT
+        self.name = name
+        self.context = name
+        """The admin kubeconfig's context; every entry of the kubeconfigs is named after it,
+        so the kubeconfigs of several clusters merge without a clash."""
         self.kubeconfig = self.work_dir / "admin.kubeconfig"
         self.restricted_kubeconfig = self.work_dir / "restricted.kubeconfig"
         self.token_kubeconfig = self.work_dir / "admin-token.kubeconfig"
@@ -99,6 +103,7 @@ class LocalCluster:
         self._pki: Pki | None = None
         self._rest: Rest | None = None
         self._detached = False
+        self._stopped = False
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -144,13 +149,48 @@ class LocalCluster:
     def stop(self) -> None:
         """Stop every component in reverse start order (SIGTERM, then SIGKILL)."""
         atexit.unregister(self.stop)
+        self._stop_each()
+        self.components.clear()
+        if self._own_work_dir and not self.keep_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def _stop_each(self) -> None:
         for name in reversed(START_ORDER):
             component = self.components.get(name)
             if component is not None:
                 component.stop(self.stop_timeout)
-        self.components.clear()
-        if self._own_work_dir and not self.keep_work_dir:
-            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def stop_components(self) -> None:
+        """Stop every component as a failed control plane would, keeping everything else.
+
+        The work directory, etcd's data, the certificates and the ports stay, so
+        :meth:`start_components` brings the same cluster back at the same address.
+        """
+        if not self.components:
+            raise ClusterError("cluster not started")
+        self._stop_each()
+        # Unstarted twins: the ended processes must not read as components that died.
+        self.components = {
+            name: Component(c.name, c.argv, c.log_path, cwd=c.cwd, env=c.env)
+            for name, c in self.components.items()
+        }
+        self._stopped = True
+
+    def start_components(self) -> Self:
+        """Start the components of a cluster stopped by :meth:`stop_components` again.
+
+        Same data, same ports, same credentials; returns once the cluster is usable again
+        (its nodes Ready and the metrics API Available).
+        """
+        if not self._stopped:
+            raise ClusterError("cluster not stopped by stop_components()")
+        self._stopped = False
+        try:
+            self._start_components(time.monotonic(), fresh=False)
+        except BaseException as exc:
+            report = self.component_logs()
+            raise ClusterStartError(f"{exc}\n{report}") from exc
+        return self
 
     # ----------------------------------------------------------------- faults
 
@@ -244,8 +284,9 @@ class LocalCluster:
         self._write_kubeconfig(self.restricted_kubeconfig, self.server, restricted=True)
         write_kubeconfig(
             self.token_kubeconfig,
-            user="pando-admin-token",
-            context=f"{CONTEXT}-token",
+            user=f"{self.name}-admin-token",
+            context=f"{self.name}-token",
+            cluster=self.name,
             token=pki.admin_token,
             server=self.server,
             ca_cert=pki.ca.cert,
@@ -276,8 +317,9 @@ class LocalCluster:
         identity = pki.restricted if restricted else pki.admin
         return write_kubeconfig(
             path,
-            user=self.restricted_user if restricted else "pando-admin",
-            context=f"{CONTEXT}-{self.restricted_user}" if restricted else CONTEXT,
+            user=f"{self.name}-{self.restricted_user}" if restricted else f"{self.name}-admin",
+            context=f"{self.name}-{self.restricted_user}" if restricted else self.context,
+            cluster=self.name,
             client_cert=identity.cert,
             client_key=identity.key,
             server=server,
@@ -385,7 +427,9 @@ class LocalCluster:
         }
         return [exe, *args[name]]
 
-    def _start_components(self, t0: float) -> None:
+    def _start_components(self, t0: float, *, fresh: bool = True) -> None:
+        """Start each component and wait for each milestone; ``fresh``: a new cluster (the
+        metrics API and the nodes are written; a restarted one has them in etcd)."""
         comps = self.components
         deadline = t0 + self.start_timeout
 
@@ -403,9 +447,10 @@ class LocalCluster:
         await_("apiserver ready", lambda: self.rest.get("/readyz")[0] == 200)
         for name in ("kube-controller-manager", "kube-scheduler", "kwok", "metrics-server"):
             comps[name].start(detach=self._detached)
-        self._register_metrics_api()
-        for node in self.nodes:
-            self._create_node(node)
+        if fresh:
+            self._register_metrics_api()
+            for node in self.nodes:
+                self._create_node(node)
         for port_name in ("controller-manager", "scheduler"):
             url = f"https://127.0.0.1:{self.ports[port_name]}/healthz"
             await_(f"{port_name} healthy", functools.partial(_http_ok, url))
@@ -535,6 +580,7 @@ class LocalCluster:
         return {
             "work_dir": str(self.work_dir),
             "server": self.server,
+            "name": self.name,
             "context": self.context,
             "kubeconfig": str(self.kubeconfig),
             "restricted_kubeconfig": str(self.restricted_kubeconfig),

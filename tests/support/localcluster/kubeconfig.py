@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 CLUSTER_NAME = "pando-local"
 
@@ -23,6 +25,7 @@ def write_kubeconfig(
     ca_cert: Path,
     user: str,
     context: str,
+    cluster: str = CLUSTER_NAME,
     client_cert: Path | None = None,
     client_key: Path | None = None,
     token: str | None = None,
@@ -41,15 +44,38 @@ def write_kubeconfig(
         "kind": "Config",
         "clusters": [
             {
-                "name": CLUSTER_NAME,
+                "name": cluster,
                 "cluster": {"server": server, "certificate-authority-data": _b64(ca_cert)},
             }
         ],
         "users": [{"name": user, "user": credentials}],
-        "contexts": [{"name": context, "context": {"cluster": CLUSTER_NAME, "user": user}}],
+        "contexts": [{"name": context, "context": {"cluster": cluster, "user": user}}],
         "current-context": context,
         "preferences": {},
     }
     path.write_text(json.dumps(doc, indent=2) + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def merge_kubeconfigs(path: Path, sources: Sequence[Path], *, current: str | None = None) -> Path:
+    """Write one kubeconfig holding every cluster, user and context of ``sources``.
+
+    Names must not repeat across the sources (each :class:`LocalCluster` names its entries
+    after itself). ``current``: the current context (default: the first source's).
+    """
+    merged: dict[str, Any] = {"apiVersion": "v1", "kind": "Config", "preferences": {}}
+    for key in ("clusters", "users", "contexts"):
+        merged[key] = []
+    docs = [json.loads(source.read_text()) for source in sources]
+    for doc in docs:
+        for key in ("clusters", "users", "contexts"):
+            names = {entry["name"] for entry in merged[key]}
+            for entry in doc[key]:
+                if entry["name"] in names:
+                    raise ValueError(f"{key[:-1]} {entry['name']!r} is in several kubeconfigs")
+                merged[key].append(entry)
+    merged["current-context"] = current or (docs[0]["current-context"] if docs else "")
+    path.write_text(json.dumps(merged, indent=2) + "\n")
     path.chmod(0o600)
     return path

@@ -7,19 +7,27 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 
+_handed_out: set[int] = set()
+"""Every port this process has handed out: two clusters of one process never share one."""
+
 
 def free_ports(count: int) -> list[int]:
     """Return ``count`` distinct TCP ports that are free on 127.0.0.1 right now.
 
-    All sockets are held open until every port is chosen, so the ports are distinct; another
-    process can still take one before the component binds it (a start then fails loudly).
+    All sockets are held open until every port is chosen, so the ports are distinct; no port
+    is handed out twice by one process (a stopped cluster keeps its ports for its restart, and
+    a second cluster started meanwhile must not take them). Another process can still take
+    one before the component binds it (a start then fails loudly).
     """
     with ExitStack() as stack:
-        ports = []
-        for _ in range(count):
+        ports: list[int] = []
+        while len(ports) < count:
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             sock.bind(("127.0.0.1", 0))
-            ports.append(int(sock.getsockname()[1]))
+            port = int(sock.getsockname()[1])
+            if port not in _handed_out:
+                ports.append(port)
+        _handed_out.update(ports)
         return ports
 
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -99,10 +100,14 @@ class Component:
         """Start the process in its own session (so a terminal's Ctrl-C does not reach it).
 
         Unless ``detach`` is true, the process is killed by the kernel if this Python process
-        dies without tearing the cluster down.
+        dies without tearing the cluster down (when started from the main thread).
         """
         preexec: Callable[[], None] | None = None
-        if not detach and sys.platform.startswith("linux"):
+        # Linux sends the death signal when the starting *thread* ends: started from a worker
+        # thread (a test restarting a control plane from async code), the process would die
+        # with that thread. There, the atexit teardown alone stops it.
+        main = threading.current_thread() is threading.main_thread()
+        if not detach and main and sys.platform.startswith("linux"):
             preexec = _die_with_parent
 
         def spawn() -> subprocess.Popen[bytes]:

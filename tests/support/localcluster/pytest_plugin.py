@@ -1,4 +1,5 @@
-"""pytest plugin: the ``kube`` marker and the ``kube_cluster`` / ``kube_api`` fixtures.
+"""pytest plugin: the ``kube`` marker and the ``kube_cluster`` / ``kube_api`` fixtures, and
+``second_kube_cluster`` (a second local control plane beside the first, for many-cluster tests).
 
 Load it with ``-p localcluster.pytest_plugin`` (with ``tests/support`` on ``pythonpath``).
 
@@ -33,14 +34,20 @@ from .backends import (
     BackendUnavailable,
     KubeCluster,
     choose_backend,
+    local_backend,
     open_backend,
 )
 from .errors import ClusterError
+from .nodes import NodeSpec
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
 MARKER = "kube: the test needs a Kubernetes cluster (fixtures kube_cluster / kube_api)"
+SECOND_CONTEXT = "pando-local-2"
+"""Context (and kubeconfig entry names) of :func:`second_kube_cluster`."""
+SMALL_NODES = (NodeSpec("kwok-small-0", "2", "4Gi"), NodeSpec("kwok-small-1", "2", "4Gi"))
+"""The second cluster's nodes: half the size of the first's, so placement by room can tell."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -79,6 +86,30 @@ def kube_cluster(request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
     except (BackendUnavailable, ClusterError) as exc:
         failure = f"no Kubernetes cluster: {exc}"
     if failure:  # outside the except block, so pytest shows the message alone
+        pytest.fail(failure, pytrace=False)
+    try:
+        yield cluster
+    finally:
+        manager.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def second_kube_cluster(kube_cluster: KubeCluster) -> Iterator[KubeCluster]:
+    """A second cluster for the session, running at once beside :func:`kube_cluster`.
+
+    Always this package's local control plane (whatever the first's backend), with the nodes
+    of :data:`SMALL_NODES` and the context :data:`SECOND_CONTEXT`: its own work directory,
+    certificates and ports, so both kubeconfigs merge into one. Tests may stop and restart it
+    (``second_kube_cluster.local.stop_components()`` / ``start_components()``); a test that
+    stops it starts it again before it ends.
+    """
+    failure = ""
+    try:
+        manager = local_backend(SECOND_CONTEXT, SMALL_NODES)
+        cluster = manager.__enter__()
+    except (BackendUnavailable, ClusterError) as exc:
+        failure = f"no second Kubernetes cluster: {exc}"
+    if failure:
         pytest.fail(failure, pytrace=False)
     try:
         yield cluster

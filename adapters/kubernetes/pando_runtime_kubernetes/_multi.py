@@ -384,15 +384,30 @@ class MultiClusterAdapter(RuntimeAdapter):
             await members[name].destroy(ref, options)
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
-        """The workload's address in its cluster (known once applied or observed here)."""
-        name = self._placed.get(ref.bundle_id)
-        if name is None:
-            raise NotFound(
-                f"this adapter has not seen bundle {ref.bundle_id!r} yet",
-                remedy="Apply or observe the bundle first: its cluster is found then.",
-                details={"bundle_id": ref.bundle_id},
-            )
-        return self._members[name].upstream(ref, port)
+        """The workload's address in its cluster, computed (no I/O, as the contract says).
+
+        The bundle's cluster as this process knows it (applied or observed here, or in a
+        member's synced cache), else the default cluster, where a bundle that is not a first
+        deploy goes. The address has the same form in every member (only a member's
+        ``cluster_domain`` may differ).
+        """
+        if not self._members:  # not used yet: the settings' address form
+            config = self._member_config(self.config.default_cluster or "")
+            return KubernetesAdapter(config).upstream(ref, port)
+        return self._members[self._known_home(ref.bundle_id)].upstream(ref, port)
+
+    def _known_home(self, bundle_id: str) -> str:
+        """Where the bundle is as far as this process knows without a call (else the default)."""
+        known = self._placed.get(bundle_id)
+        if known is not None:
+            return known
+        ns = namespace_for(bundle_id)
+        for name, member in self._members.items():
+            cache = member.session.cache
+            facts = cache.namespaces.by_name.get(ns) if cache is not None else None
+            if facts is not None and facts.bundle_id == bundle_id:
+                return name
+        return self._default
 
     # -- capacity and usage -------------------------------------------------------------------
 

@@ -118,3 +118,14 @@ async def test_a_context_that_does_not_exist_is_named(tmp_path: Path) -> None:
     adapter = MultiClusterAdapter({"kubeconfig": str(config), "contexts": ["east", "south"]})
     with pytest.raises(AdapterUnavailable, match="south"):
         await adapter.capabilities()
+
+
+def test_upstream_is_computed_before_any_cluster_is_read() -> None:
+    from pando_runtime_kubernetes._multi import MultiClusterAdapter  # noqa: PLC0415
+
+    from pando_runtime import WorkloadRef  # noqa: PLC0415
+
+    adapter = MultiClusterAdapter({"settings": {"cluster_domain": "fleet.local"}})
+    upstream = adapter.upstream(WorkloadRef("shop", "web"), 8080)
+    assert upstream.url == "http://web.pando-shop.svc.fleet.local:8080"
+    assert adapter.members == {}, "no I/O: nothing was loaded"

@@ -1,20 +1,29 @@
 """Benchmark: API calls per operation and cache cost with many apps on a real API server.
 
     python adapters/kubernetes/benchmarks/kube_apps.py [--apps 200] [--kubeconfig PATH]
+    python adapters/kubernetes/benchmarks/kube_apps.py --clusters 2 [--apps 1000]
 
 Without ``--kubeconfig`` it starts the local control plane (tests/support/localcluster).
 Prints API calls per first apply, per re-apply and per observe, the seconds of one observe pass
 over all apps, and the memory one cached pod takes; where the cluster serves the metrics API,
 API calls and seconds of ``usage`` over all apps and of one ``in_use``. Then the same for apps
 whose egress is restricted (a CIDR rule and a host name, so each has an egress gateway),
-first apply and re-apply, with the writes among the calls.
+first apply and re-apply, with the writes among the calls (one cluster only).
+
+With ``--clusters N`` it starts N local control planes at once and drives them through the
+multi-cluster adapter (``kubernetes-multi``): every app is a first deploy, placed by room, so
+the first apply's calls are given as the apply on the app's cluster plus the placement's reads
+(each member's nodes and pods); then the same figures as for one cluster, and where the apps
+went.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -23,6 +32,7 @@ from typing import Any
 import anyio
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._cache import PodStore
+from pando_runtime_kubernetes._multi import MultiClusterAdapter
 from pando_runtime_kubernetes._names import MANAGED_SELECTOR
 
 from pando_runtime import (
@@ -33,6 +43,7 @@ from pando_runtime import (
     NetworkPlan,
     Port,
     Resources,
+    RuntimeAdapter,
     WorkloadPlan,
 )
 
@@ -40,6 +51,10 @@ ROOT = Path(__file__).resolve().parents[3]
 SAMPLE_WAIT = 120
 MIN_SAMPLE = 2**20
 """What a pod uses at least, where kwok simulates usage (1 MiB)."""
+PODS_PER_NODE = 110
+PLACEMENT_READS = ("GET nodes", "GET pods")
+"""What placing a new app reads on each member (the cache holds neither all nodes nor every
+pod); an apply itself makes neither call."""
 
 
 RESTRICTED = EgressPolicy(
@@ -50,7 +65,7 @@ RESTRICTED = EgressPolicy(
 )
 
 
-def plan(i: int, *, restricted: bool = False) -> BundlePlan:
+def plan(i: int, *, first_deploy: bool = False, restricted: bool = False) -> BundlePlan:
     web = WorkloadPlan(
         name="web",
         image="registry.example/bench/app:1",
@@ -61,7 +76,7 @@ def plan(i: int, *, restricted: bool = False) -> BundlePlan:
     if restricted:
         network = NetworkPlan(egress=RESTRICTED)
         return BundlePlan(bundle_id=f"bench-egress-{i:04d}", workloads=(web,), network=network)
-    return BundlePlan(bundle_id=f"bench-{i:04d}", workloads=(web,))
+    return BundlePlan(bundle_id=f"bench-{i:04d}", workloads=(web,), first_deploy=first_deploy)
 
 
 def _writes(adapter: KubernetesAdapter) -> int:
@@ -101,7 +116,23 @@ async def measure_restricted(config: dict[str, Any], apps: int, concurrency: int
                 group.start_soon(adapter.destroy, BundleRef(p.bundle_id))
 
 
-async def measure_usage(adapter: KubernetesAdapter, plans: list[BundlePlan]) -> None:
+def sessions(adapter: RuntimeAdapter) -> list[Any]:
+    """The cluster session of every cluster the adapter drives."""
+    if isinstance(adapter, MultiClusterAdapter):
+        return [m.session for m in adapter.members.values()]
+    assert isinstance(adapter, KubernetesAdapter)
+    return [adapter.session]
+
+
+def api_calls(adapter: RuntimeAdapter) -> int:
+    return sum(s.api_calls for s in sessions(adapter))
+
+
+def placement_calls(adapter: RuntimeAdapter) -> int:
+    return sum(s.calls_by_kind.get(kind, 0) for s in sessions(adapter) for kind in PLACEMENT_READS)
+
+
+async def measure_usage(adapter: Any, plans: list[BundlePlan]) -> None:
     """API calls and seconds of ``usage`` over every app and of one ``in_use``."""
     if not (await adapter.capabilities()).reports_usage:
         print("usage:        the cluster serves no metrics API")
@@ -128,18 +159,65 @@ async def measure_usage(adapter: KubernetesAdapter, plans: list[BundlePlan]) -> 
     )
 
 
-async def run(kubeconfig: str, apps: int, concurrency: int) -> None:
-    config: dict[str, Any] = {
-        "kubeconfig": kubeconfig,
-        "trust_network_policy": True,
-        "api_qps": 1000.0,
-        "api_burst": 200,
-        "schedule_wait": 30.0,
-    }
-    async with KubernetesAdapter(config) as adapter:
-        assert adapter.cache is not None
-        await adapter.cache.wait_synced(30)
-        plans = [plan(i) for i in range(apps)]
+async def report_placement(
+    adapter: MultiClusterAdapter, plans: list[BundlePlan], placing: int
+) -> None:
+    """The placement's reads per new app, and how many apps each cluster got."""
+    where = dict.fromkeys(adapter.members, 0)
+    for p in plans:
+        where[str(await adapter.locate(p.bundle_id))] += 1
+    print(
+        f"placement:    {placing / len(plans):.2f} API calls per new app (nodes and pods of "
+        f"{len(where)} clusters); apps per cluster: "
+        + ", ".join(f"{name} {n}" for name, n in where.items())
+    )
+
+
+async def measure_cache(adapter: RuntimeAdapter) -> None:
+    """The memory one cached pod takes (the first cluster's pods)."""
+    api = await sessions(adapter)[0].transport()
+    items = (await api.get("/api/v1/pods", labelSelector=MANAGED_SELECTOR))["items"]
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    store = PodStore()
+    store.on_list([f for f in map(store.project, items) if f is not None], relist=False)
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    size = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    print(f"cache:        {size / max(1, len(store)):.0f} bytes per cached pod ({len(store)} pods)")
+
+
+async def all_running(adapter: RuntimeAdapter, plans: list[BundlePlan]) -> None:
+    with anyio.fail_after(120):
+        while True:
+            states = [await adapter.observe(BundleRef(p.bundle_id)) for p in plans]
+            if all(s.all_running for s in states):
+                return
+            await anyio.sleep(0.5)
+
+
+SETTINGS: dict[str, Any] = {
+    "trust_network_policy": True,
+    "api_qps": 1000.0,
+    "api_burst": 200,
+    "schedule_wait": 30.0,
+}
+
+
+def build_adapter(kubeconfig: str, clusters: int) -> Any:
+    """The adapter over one cluster, or the multi-cluster one over every context."""
+    if clusters == 1:
+        return KubernetesAdapter({**SETTINGS, "kubeconfig": kubeconfig})
+    return MultiClusterAdapter({"kubeconfig": kubeconfig, "settings": SETTINGS})
+
+
+async def run(kubeconfig: str, apps: int, concurrency: int, clusters: int) -> None:
+    async with build_adapter(kubeconfig, clusters) as adapter:
+        for session in sessions(adapter):
+            assert session.cache is not None
+            await session.cache.wait_synced(30)
+        many = clusters > 1
+        plans = [plan(i, first_deploy=many) for i in range(apps)]
         limiter = anyio.CapacityLimiter(concurrency)
 
         async def each(fn: Any) -> float:
@@ -154,66 +232,69 @@ async def run(kubeconfig: str, apps: int, concurrency: int) -> None:
                     group.start_soon(one)
             return time.perf_counter() - start
 
-        calls = adapter.api_calls
+        calls, placing = api_calls(adapter), placement_calls(adapter)
         seconds = await each(adapter.apply)
-        first = (adapter.api_calls - calls) / apps
+        placing = placement_calls(adapter) - placing
+        first = (api_calls(adapter) - calls - placing) / apps
         print(f"first apply:  {first:.2f} API calls per app ({seconds:.1f} s for {apps} apps)")
-        with anyio.fail_after(120):
-            while True:
-                states = [await adapter.observe(BundleRef(p.bundle_id)) for p in plans]
-                if all(s.all_running for s in states):
-                    break
-                await anyio.sleep(0.5)
-        calls = adapter.api_calls
+        if many:
+            await report_placement(adapter, plans, placing)
+        await all_running(adapter, plans)
+        calls = api_calls(adapter)
         seconds = await each(adapter.apply)
         print(
-            f"re-apply:     {(adapter.api_calls - calls) / apps:.2f} API calls per app "
+            f"re-apply:     {(api_calls(adapter) - calls) / apps:.2f} API calls per app "
             f"({seconds:.2f} s)"
         )
-        calls = adapter.api_calls
+        calls = api_calls(adapter)
         start = time.perf_counter()
         for p in plans:
             await adapter.observe(BundleRef(p.bundle_id))
         seconds = time.perf_counter() - start
         print(
-            f"observe:      {(adapter.api_calls - calls) / apps:.2f} API calls per app; "
-            f"one pass over {apps} apps: {seconds:.4f} s"
+            f"observe:      {(api_calls(adapter) - calls) / apps:.2f} API calls per app; "
+            f"one pass over {apps} apps"
+            + (f" across {clusters} clusters" if many else "")
+            + f": {seconds:.4f} s"
         )
         await measure_usage(adapter, plans)
-        api = await adapter.session.transport()
-        items = (await api.get("/api/v1/pods", labelSelector=MANAGED_SELECTOR))["items"]
-        tracemalloc.start()
-        before = tracemalloc.take_snapshot()
-        store = PodStore()
-        store.on_list([f for f in map(store.project, items) if f is not None], relist=False)
-        after = tracemalloc.take_snapshot()
-        tracemalloc.stop()
-        size = sum(s.size_diff for s in after.compare_to(before, "filename"))
-        print(
-            f"cache:        {size / max(1, len(store)):.0f} bytes per cached pod "
-            f"({len(store)} pods)"
-        )
+        await measure_cache(adapter)
         async with anyio.create_task_group() as group:
             for p in plans:
                 group.start_soon(adapter.destroy, BundleRef(p.bundle_id))
-    await measure_restricted(config, max(1, apps // 4), concurrency)
+    if clusters == 1:
+        config = {**SETTINGS, "kubeconfig": kubeconfig}
+        await measure_restricted(config, max(1, apps // 4), concurrency)
+
+
+def local_clusters(stack: contextlib.ExitStack, count: int, apps: int) -> str:
+    """Start ``count`` local control planes at once; the kubeconfig holding every one."""
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
+    from localcluster import DEFAULT_NODES, LocalCluster, NodeSpec  # noqa: PLC0415
+    from localcluster.kubeconfig import merge_kubeconfigs  # noqa: PLC0415
+
+    if count == 1:
+        return str(stack.enter_context(LocalCluster()).kubeconfig)
+    # Room for every pod wherever placement puts it (an even split, plus a margin).
+    per_node = math.ceil(apps * 1.2 / count / len(DEFAULT_NODES)) + PODS_PER_NODE
+    nodes = [NodeSpec(n.name, n.cpu, "64Gi", pods=per_node) for n in DEFAULT_NODES]
+    clusters = [
+        stack.enter_context(LocalCluster(name=f"bench-{i}", nodes=nodes)) for i in range(count)
+    ]
+    work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kube-apps-")))
+    return str(merge_kubeconfigs(work / "kubeconfig", [c.kubeconfig for c in clusters]))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--apps", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=20)
-    parser.add_argument("--kubeconfig")
+    parser.add_argument("--clusters", type=int, default=1)
+    parser.add_argument("--kubeconfig", help="one cluster's (or, with --clusters, every one's)")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
-        kubeconfig = args.kubeconfig
-        if kubeconfig is None:
-            sys.path.insert(0, str(ROOT / "tests" / "support"))
-            from localcluster import LocalCluster  # noqa: PLC0415
-
-            cluster = stack.enter_context(LocalCluster())
-            kubeconfig = str(cluster.kubeconfig)
-        anyio.run(run, kubeconfig, args.apps, args.concurrency)
+        kubeconfig = args.kubeconfig or local_clusters(stack, args.clusters, args.apps)
+        anyio.run(run, kubeconfig, args.apps, args.concurrency, args.clusters)
 
 
 if __name__ == "__main__":

@@ -837,6 +837,7 @@ class Informer:
         self.reachable = True
         """False while the last probe of the API server got no answer."""
         self.probes = 0
+        self._utc_epoch: datetime | None = None
 
     def unconfirmed_for(self) -> float:
         """Seconds since every watch was last proved current (its oldest proof)."""
@@ -846,8 +847,17 @@ class Informer:
         return max(0.0, anyio.current_time() - oldest)
 
     def confirmed_at(self) -> datetime:
-        """When the cache was last known current, as a UTC time."""
-        return datetime.now(UTC) - timedelta(seconds=self.unconfirmed_for())
+        """When the cache was last known current, as a UTC time.
+
+        The event loop's clock is mapped to UTC once: reading both clocks on every call made
+        two answers with no proof in between differ by the gap between the reads, sometimes
+        going back in time.
+        """
+        now = anyio.current_time()
+        if self._utc_epoch is None:
+            self._utc_epoch = datetime.now(UTC) - timedelta(seconds=now)
+        proved = min((loop.alive_at for loop in self.loops.values()), default=now)
+        return self._utc_epoch + timedelta(seconds=min(proved, now))
 
     @property
     def fresh(self) -> bool:

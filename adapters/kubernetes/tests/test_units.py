@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from pando_runtime_kubernetes import _objects as objects
 from pando_runtime_kubernetes._cache import (
@@ -480,3 +481,20 @@ def test_the_service_store_keeps_each_namespaces_names_once() -> None:
     assert store.names("a") == ("api",)
     assert store.names("b") == ()
     assert "b" not in store.by_namespace
+
+
+@pytest.mark.anyio
+async def test_confirmation_without_a_new_proof_is_the_same_instant() -> None:
+    class Unused:
+        """A source the test never runs: the watch's last proof stays where it is."""
+
+    informer = Informer(None, sources={"pods": Unused()}, kinds=("pods",))  # type: ignore[dict-item]
+    informer.loops["pods"].alive_at = anyio.current_time()
+    answers = set()
+    for _ in range(50):
+        answers.add(informer.confirmed_at())
+        await anyio.lowlevel.checkpoint()
+    assert len(answers) == 1, "never earlier, never later, until the cache is proved again"
+    await anyio.sleep(0.01)
+    informer.loops["pods"].alive_at = anyio.current_time()  # proved again
+    assert informer.confirmed_at() > answers.pop()

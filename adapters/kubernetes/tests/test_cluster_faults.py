@@ -160,7 +160,7 @@ async def test_latency_and_a_hanging_connection(bench: FaultBench) -> None:
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_throttled_by_priority_and_fairness(bench: FaultBench) -> None:
-    result = await throttled(bench, apps=12)
+    result = await throttled(bench, apps=20)
     assert result.extra["server rejected"] > 0, "the priority level rejected requests"
     assert result.retries > 0  # the adapter waited as Retry-After said and sent again
     assert set(result.errors) <= {"RATE_LIMITED"}, result.errors

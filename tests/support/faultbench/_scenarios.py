@@ -258,7 +258,9 @@ async def watch_resets(
                 result.rounds += 1
                 # Every app's new api instance runs; its start must have been heard.
                 await _wait_running(adapter, plans, within=60)
-                with anyio.move_on_after(3):
+                # observe may have read the API while the watch was reconnecting: give the
+                # reopened watch its time (a bound; a start is usually heard at once).
+                with anyio.move_on_after(15):
                     while not all(log.heard(i, began) for i in ids):  # noqa: ASYNC110
                         await anyio.sleep(0.1)
                 result.lost += sum(not log.heard(i, began) for i in ids)

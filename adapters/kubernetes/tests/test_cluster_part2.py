@@ -8,6 +8,7 @@ kwok runs exec on this machine: a volume helper's ``tar`` runs here (on the dire
 from __future__ import annotations
 
 import io
+import logging
 import socket
 import tarfile
 import uuid
@@ -338,13 +339,23 @@ async def test_logs_since_drops_older_lines(adapter: KubernetesAdapter, kube_clu
 
 
 async def test_the_network_policy_canary_cannot_verify_a_cluster_without_network(
-    adapter_config: dict[str, Any],
+    adapter_config: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     # kwok runs pods without a network: the probes never finish, so enforcement stays unverified.
     config = {**adapter_config, "trust_network_policy": False, "canary_wait": 4.0}
+    caplog.set_level(logging.INFO, logger="pando_runtime.kubernetes")
     async with KubernetesAdapter(config) as untrusting:
         with pytest.raises(AdapterUnavailable, match="could not be verified") as refused:
             await untrusting.health_check()
+        said = {(r.name, r.levelname, r.getMessage().split(":")[0]) for r in caplog.records}
+        assert (
+            "pando_runtime.kubernetes.canary",
+            "WARNING",
+            "the NetworkPolicy canary failed",
+        ) in (said), "the canary's result is logged"
+        connected = next(r for r in caplog.records if r.name.endswith(".session"))
+        assert connected.getMessage().startswith("connected to cluster ")
+        assert connected.levelname == "INFO"
         assert "trust_network_policy" in (refused.value.remedy or "")
         assert (await untrusting.capabilities()).private_network is False
         api = await untrusting.session.transport()  # what the canary left behind

@@ -173,7 +173,9 @@ class KubernetesAdapter(RuntimeAdapter):
         ``egress_excluded_from``: whether the cluster's ranges came from the settings or
         every private, shared and link-local range stands in for them;
         ``egress_restriction``: ``enforced`` (verified by the canary), ``trusted``, or
-        ``not verified``.
+        ``not verified``; ``cache_start``: how the cache started (``cold``: listed,
+        ``warm``: resumed from ``cache_dir``, ``relisted``: its saved version had expired)
+        and ``cache_replayed``: the events a warm start caught up with.
         """
         if self.config.trust_egress_policy:
             egress = "trusted"
@@ -181,7 +183,13 @@ class KubernetesAdapter(RuntimeAdapter):
             egress = "enforced"
         else:
             egress = "not verified"
-        return {**self._network.details(), "egress_restriction": egress}
+        start = self.session.start_report()
+        return {
+            **self._network.details(),
+            "egress_restriction": egress,
+            "cache_start": str(start["start"]),
+            "cache_replayed": str(start["replayed"]),
+        }
 
     async def health_check(self) -> None:
         """The API answers, the RuntimeClass exists, NetworkPolicy is enforced (or trusted).

@@ -1,4 +1,8 @@
-"""Bundle events of one cluster, from the pod watch: ``WATCHING`` first, ``MISSED`` after a gap."""
+"""Bundle events of one cluster, from the pod watch: ``WATCHING`` first, ``MISSED`` after a gap.
+
+After a warm start (``cache_dir``), the first stream opened also gets, after ``WATCHING``, the
+events of what changed while the adapter was down (its watches caught up on them).
+"""
 
 from __future__ import annotations
 
@@ -41,6 +45,9 @@ class BundleEvents:
                 raise self._session.down(f"cannot watch pods: {loop.last_error}")
             informer.pods.subscribers.append(send)
             send.send_nowait(BundleEvent(kind=BundleEventKind.WATCHING, at=datetime.now(UTC)))
+            # After a warm start: what changed while the adapter was down, as events.
+            for event in informer.pods.take_replay():
+                send.send_nowait(event)
             try:
                 yield stream
             finally:

@@ -39,6 +39,7 @@ from ._names import (
 from ._watch import ApiListWatch, ListWatchSource, WatchHandler, WatchLoop, WorkQueue
 
 __all__ = [
+    "CacheState",
     "ClaimFacts",
     "ClaimStore",
     "GatewayFacts",
@@ -70,6 +71,9 @@ _PLURALS = {
 }
 """The resource each watch of the cache lists and watches (``/api/v1/<plural>``)."""
 
+
+_REPLAY_MAX = 10_000
+"""Events kept for the first stream after a warm start; past it, one ``MISSED``."""
 
 Limits = tuple[int | None, int | None]
 _Pair = TypeVar("_Pair", bound=Limits)
@@ -354,6 +358,9 @@ class PodStore:
         """Told the namespace of every change (``None``: everything), for a memo."""
         self._clock = clock
         self.changed = anyio.Event()
+        self.replay: list[BundleEvent] | None = None
+        """While not ``None`` (a warm start), the events emitted are also kept here, for the
+        first event stream opened after the start (it opens only once the cache caught up)."""
 
     def __len__(self) -> int:
         return sum(len(pods) for pods in self.by_namespace.values())
@@ -366,8 +373,18 @@ class PodStore:
         self.changed.set()
         self.changed = anyio.Event()
 
+    def take_replay(self) -> list[BundleEvent]:
+        """The events kept since a warm start (once: later calls return none)."""
+        replay, self.replay = self.replay or [], None
+        return replay
+
     def _emit(self, events: Iterable[BundleEvent]) -> None:
         for event in events:
+            if self.replay is not None:
+                if len(self.replay) < _REPLAY_MAX:
+                    self.replay.append(event)
+                else:  # too many to tell one by one: the stream says MISSED instead
+                    self.replay = [BundleEvent(kind=BundleEventKind.MISSED, at=event.at)]
             for subscriber in list(self.subscribers):
                 try:
                     subscriber.send_nowait(event)
@@ -505,6 +522,8 @@ class ServiceStore:
 
     def __init__(self) -> None:
         self.by_namespace: dict[str, tuple[str, ...]] = {}
+        self.forget: Callable[[str | None], None] = _ignore
+        """Told the namespace of every change (``None``: everything)."""
 
     def names(self, namespace: str) -> tuple[str, ...]:
         """Service names of ``namespace``."""
@@ -515,6 +534,7 @@ class ServiceStore:
         names = self.by_namespace.get(namespace, ())
         if name not in names:
             self.by_namespace[_intern(namespace)] = (*names, name)
+            self.forget(namespace)
 
     def remove(self, namespace: str, name: str) -> None:
         """Forget a Service (it was deleted)."""
@@ -523,6 +543,7 @@ class ServiceStore:
             self.by_namespace[namespace] = names
         else:
             self.by_namespace.pop(namespace, None)
+        self.forget(namespace)
 
     @staticmethod
     def project(obj: dict[str, Any]) -> tuple[str, str]:
@@ -536,6 +557,7 @@ class ServiceStore:
         for namespace, name in items:
             fresh.setdefault(namespace, []).append(name)
         self.by_namespace = {ns: tuple(dict.fromkeys(names)) for ns, names in fresh.items()}
+        self.forget(None)
 
     def on_event(self, kind: str, obj: dict[str, Any]) -> None:
         """Apply one watch event."""
@@ -772,6 +794,29 @@ class NamespaceStore:
             self.put(facts)
 
 
+class CacheState:
+    """The stores' facts and each watch's version: what a warm start resumes from."""
+
+    __slots__ = ("claims", "gateways", "namespaces", "pods", "services", "versions")
+
+    def __init__(
+        self,
+        *,
+        versions: dict[str, str],
+        pods: list[PodFacts],
+        gateways: list[GatewayFacts],
+        services: list[tuple[str, str]],
+        namespaces: list[NamespaceFacts],
+        claims: list[ClaimFacts],
+    ) -> None:
+        self.versions = versions
+        self.pods = pods
+        self.gateways = gateways
+        self.services = services
+        self.namespaces = namespaces
+        self.claims = claims
+
+
 class Informer:
     """The three watches and their stores, run in one task group while :meth:`running`.
 
@@ -799,8 +844,12 @@ class Informer:
         self.claims = ClaimStore()
         self.observed = ObservedMemo()
         """What observe answered per namespace, until one of its facts changes."""
+        self.journal: Callable[[str | None], None] = _ignore
+        """Told the namespace of every change of any store (``None``: all), for a disk copy."""
         for store in (self.pods, self.namespaces, self.claims):
-            store.forget = self.observed.forget
+            store.forget = self._changed
+        for other in (self.gateways, self.services):
+            other.forget = self._journal
         paths = {kind: f"/api/v1/{plural}" for kind, plural in _PLURALS.items()}
         handlers: dict[str, WatchHandler] = {
             "pods": _PodHandler(self.pods, self.gateways),
@@ -838,6 +887,54 @@ class Informer:
         """False while the last probe of the API server got no answer."""
         self.probes = 0
         self._utc_epoch: datetime | None = None
+
+    def _changed(self, namespace: str | None) -> None:
+        self.observed.forget(namespace)
+        self.journal(namespace)
+
+    def _journal(self, namespace: str | None) -> None:
+        self.journal(namespace)
+
+    def resume(self, state: CacheState) -> None:
+        """Before :meth:`running`: hold ``state`` (saved earlier) and watch on from its versions.
+
+        Until each watch has caught up the cache is not synced (reads wait, then read the
+        API); the pod events of the catch-up are kept for the first event stream.
+        """
+        self.pods.on_list(state.pods, relist=False)
+        self.gateways.on_list(state.gateways, relist=False)
+        self.services.on_list(state.services, relist=False)
+        self.namespaces.on_list(state.namespaces, relist=False)
+        self.claims.on_list(state.claims, relist=False)
+        self.pods.replay = []
+        for kind, loop in self.loops.items():
+            loop.resume(state.versions[kind])
+
+    def state(self) -> CacheState:
+        """What the stores hold now, with each watch's version (nothing copied but lists)."""
+        return CacheState(
+            versions={kind: loop.resource_version for kind, loop in self.loops.items()},
+            pods=[f for pods in self.pods.by_namespace.values() for f in pods.values()],
+            gateways=[f for kept in self.gateways.by_namespace.values() for f in kept.values()],
+            services=[(ns, n) for ns, names in self.services.by_namespace.items() for n in names],
+            namespaces=list(self.namespaces.by_name.values()),
+            claims=[f for kept in self.claims.by_namespace.values() for f in kept.values()],
+        )
+
+    def start_report(self) -> dict[str, Any]:
+        """How the cache started, for the operator.
+
+        ``start`` is ``cold`` (listed), ``warm`` (every watch resumed from the saved cache)
+        or ``relisted`` (some saved version had expired); ``replayed``: the events the
+        resumed watches caught up with; ``watches``: each watch's own start.
+        """
+        starts = {loop.start for loop in self.loops.values()}
+        start = "relisted" if "relisted" in starts else ("warm" if "warm" in starts else "cold")
+        return {
+            "start": start,
+            "replayed": sum(loop.replayed for loop in self.loops.values()),
+            "watches": {kind: loop.start for kind, loop in self.loops.items()},
+        }
 
     def unconfirmed_for(self) -> float:
         """Seconds since every watch was last proved current (its oldest proof)."""
@@ -934,7 +1031,7 @@ class Informer:
             return False
         # Asked by every read (several per observe): plain attributes, no event lookups.
         for loop in self.loops.values():  # noqa: SIM110 - the loop is the fast form here
-            if not (loop.lists and loop.healthy):
+            if not (loop.ready and loop.healthy):
                 return False
         return True
 

@@ -72,6 +72,11 @@ class KubernetesConfig:
         default=5.0,
         help="Seconds of watch silence after which the cache asks the API server if it is there.",
     )
+    cache_dir: str | None = setting(
+        default=None,
+        help="Directory where the cache is kept on disk (one SQLite file per cluster), so a "
+        "restarted adapter resumes its watches instead of listing everything; unset: not kept.",
+    )
     server_namespace: str = setting(
         default="pando", help="Namespace of the host's server pods (admitted into every app)."
     )

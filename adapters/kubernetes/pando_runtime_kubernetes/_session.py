@@ -25,6 +25,7 @@ import contextvars
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -60,6 +61,7 @@ from ._clusters import ApiRate, Cluster
 from ._info import KubernetesConfig
 from ._log import logger
 from ._names import LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY, MANAGED_SELECTOR, ROLE_EGRESS_GATEWAY
+from ._warm import SCHEMA, DiskCache, WarmCache, adapter_version
 
 __all__ = ["ClusterSession", "api_path", "build_transport", "transport_to"]
 
@@ -302,6 +304,19 @@ class ClusterSession:
         """
         api = await self.transport()
         stack = contextlib.AsyncExitStack()
+        try:
+            await self._start(api, stack, collect)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await stack.aclose()
+            raise
+
+    async def _start(
+        self,
+        api: KubeTransport,
+        stack: contextlib.AsyncExitStack,
+        collect: Callable[[tuple[str, str]], Awaitable[None]] | None,
+    ) -> None:
         informer = Informer(
             api,
             watch_timeout=self.config.watch_timeout,
@@ -310,8 +325,33 @@ class ClusterSession:
             probe_interval=self.config.cache_probe_interval,
             max_staleness=self.config.cache_max_staleness,
         )
+        if self.config.cache_dir:
+            disk = DiskCache(Path(self.config.cache_dir), self.name or api.cluster)
+            await anyio.to_thread.run_sync(disk.open)
+            stack.callback(disk.close)
+            identity = {
+                "schema": SCHEMA,
+                "adapter": adapter_version(),
+                "cluster_uid": await self._cluster_uid(),
+            }
+            state = await anyio.to_thread.run_sync(lambda: disk.load(identity))
+            if state is not None and set(state.versions) >= set(informer.loops):
+                informer.resume(state)
+            await stack.enter_async_context(WarmCache(disk, informer).running())
         await stack.enter_async_context(informer.running())
         self._stack, self._informer = stack, informer
+
+    async def _cluster_uid(self) -> str:
+        """The cluster's identity: the UID of its ``kube-system`` namespace."""
+        body = await self.get(api_path(None, "namespaces", "kube-system"), "identify the cluster")
+        return str((body.get("metadata") or {}).get("uid") or "")
+
+    def start_report(self) -> dict[str, Any]:
+        """How the cache started (``start``: cold, warm or relisted; events ``replayed``)."""
+        informer = self._informer
+        if informer is None:
+            return {"start": "none", "replayed": 0, "watches": {}}
+        return informer.start_report()
 
     async def close(self) -> None:
         """Stop the watches and close the connection pools. Safe to call twice."""

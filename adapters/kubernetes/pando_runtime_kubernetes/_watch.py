@@ -17,6 +17,12 @@ It logs on ``pando_runtime.kubernetes.watch``: INFO for a relist (after 410, or
 when asked), WARNING when a list or watch fails (events may be missed until it
 is back), DEBUG for a first list and a watch the server ended; and tells its
 ``on_restart`` each start over (``gone``, ``error``, ``requested``).
+
+A loop may also :meth:`~WatchLoop.resume` from a version its handler's state was saved at
+(a warm start): it then watches from there without listing, and counts as synced only once
+the server has confirmed it caught up (its first bookmark, or the clean end of a first short
+watch that needed none); a ``410 Gone`` falls back to a
+list, which the handler learns as a relist (events may have been missed while it was down).
 """
 
 from __future__ import annotations
@@ -69,12 +75,12 @@ class ListWatchSource(Protocol):
         ...
 
     def watch(
-        self, resource_version: str
+        self, resource_version: str, timeout_seconds: int | None = None
     ) -> AbstractAsyncContextManager[AsyncIterator[dict[str, Any]]]:
         """Events after ``resource_version`` (``{"type": ..., "object": ...}``).
 
-        They last until the server ends the watch; raises :class:`Gone` when the
-        version is too old.
+        They last until the server ends the watch (after ``timeout_seconds``, when given);
+        raises :class:`Gone` when the version is too old.
         """
         ...
 
@@ -109,10 +115,18 @@ def _version(obj: Mapping[str, Any]) -> str | None:
 class WatchLoop:
     """List, then watch; reopen, relist and back off as needed, until cancelled.
 
-    ``synced`` is set once the first list is in the handler; ``healthy`` is
-    false while the loop cannot reach the API (readers then fall back to a
-    direct read, which reports the outage).
+    ``synced`` is set once the first list is in the handler (or, resumed, once the
+    server confirmed the watch caught up: ``ready``); ``healthy`` is false while the
+    loop cannot reach the API (readers then fall back to a direct read, which reports
+    the outage). ``start`` says how it started: ``cold`` (listed), ``warm`` (resumed
+    and caught up, ``replayed`` events on the way) or ``relisted`` (the resumed version
+    had expired).
     """
+
+    catch_up_timeout = 3
+    """Seconds of a resumed loop's first watches: the server sends a bookmark 2 s before a
+    watch's end (else only every minute) unless the watch is already at its newest version;
+    that bookmark, or that clean end, proves the loop caught up."""
 
     def __init__(
         self,
@@ -137,6 +151,10 @@ class WatchLoop:
         """When (``anyio.current_time()``) the API last proved this watch current: a list, an
         opened watch, an event or a bookmark (or a probe answered while it was connected)."""
         self.resource_version = ""
+        self.ready = False
+        self.start = "cold"
+        self.replayed = 0
+        self._resuming = False
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
         self._relist_after = relist_after_failures
@@ -150,6 +168,12 @@ class WatchLoop:
     def _restarted(self, reason: str) -> None:
         if self._on_restart is not None:
             self._on_restart(reason)
+
+    def resume(self, resource_version: str) -> None:
+        """Before :meth:`run`: the handler holds the state at ``resource_version``; watch on."""
+        self.resource_version = resource_version
+        self._resuming = True
+        self.start = "warm"
 
     def request_relist(self) -> None:
         """Relist now: the current watch is left at once."""
@@ -179,7 +203,10 @@ class WatchLoop:
     async def _list(self) -> None:
         items, version = await self.source.list(self.handler.project)
         self.resource_version = version
-        relist = self.lists > 0
+        relist = self.lists > 0 or self._resuming
+        if self._resuming:
+            self._resuming = False
+            self.start = "relisted"
         self.handler.on_list(items, relist=relist)
         _LOG.log(
             logging.INFO if relist else logging.DEBUG,
@@ -190,14 +217,32 @@ class WatchLoop:
             extra={**self._extra, "objects": len(items), "reason": self._relist_reason},
         )
         self.lists += 1
+        self.ready = True
         self.healthy = True
         self.alive_at = anyio.current_time()
         self._failures = 0
         self.synced.set()
 
+    def _caught_up(self) -> None:
+        self._resuming = False
+        self.ready = True
+        self._failures = 0
+        self.synced.set()
+        _LOG.info(
+            "the %s watch resumed from the saved cache and caught up: events replayed: %d",
+            self.name,
+            self.replayed,
+            extra={**self._extra, "replayed": self.replayed, "version": self.resource_version},
+        )
+
     async def _watch_once(self) -> None:
         """One watch, from the last version to the server's end of it."""
-        async with self.source.watch(self.resource_version) as events:
+        watch = (
+            self.source.watch(self.resource_version, self.catch_up_timeout)
+            if self._resuming
+            else self.source.watch(self.resource_version)
+        )
+        async with watch as events:
             self.healthy = True
             self.alive_at = anyio.current_time()
             async for event in events:
@@ -214,14 +259,18 @@ class WatchLoop:
                 if version:
                     self.resource_version = version
                 if kind == "BOOKMARK":
+                    if self._resuming:
+                        self._caught_up()
                     continue
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
                     self.handler.on_event(kind, obj)
+                    if self._resuming:
+                        self.replayed += 1
                 self._failures = 0
 
     async def run(self) -> None:
         """Run until cancelled."""
-        need_list = True
+        need_list = not self._resuming
         while True:
             if need_list or self._relist_requested:
                 self._relist_requested = False
@@ -249,7 +298,11 @@ class WatchLoop:
                 need_list = self._failures >= self._relist_after
                 self._relist_reason = "failures"
             else:
-                if not self._relist_requested:
+                if self._resuming and not self._relist_requested:
+                    # The server marks a watch 2 s before its end unless the watch already
+                    # holds the newest version it has: a clean end unmarked is caught up too.
+                    self._caught_up()
+                elif not self._relist_requested:
                     _LOG.debug(
                         "the %s watch ended; reopening from version %s",
                         self.name,
@@ -306,13 +359,15 @@ class ApiListWatch:
                 return items, str((page.get("metadata") or {}).get("resourceVersion", ""))
 
     @asynccontextmanager
-    async def watch(self, resource_version: str) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+    async def watch(
+        self, resource_version: str, timeout_seconds: int | None = None
+    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
         """Watch from ``resource_version`` with bookmarks.
 
-        The server ends it after a timeout with jitter; a client read timeout
-        above it catches a silent connection.
+        The server ends it after a timeout (``timeout_seconds``, else the source's with
+        jitter); a client read timeout above it catches a silent connection.
         """
-        timeout = int(self.timeout_seconds * (0.9 + random.random() / 5))  # noqa: S311
+        timeout = timeout_seconds or int(self.timeout_seconds * (0.9 + random.random() / 5))  # noqa: S311
         query = {
             "watch": "true",
             "resourceVersion": resource_version,

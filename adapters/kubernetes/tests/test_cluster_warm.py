@@ -1,0 +1,241 @@
+"""A warm start on a real API server: the cache kept on disk, resumed from its versions."""
+
+# ruff: noqa: ASYNC110, ASYNC220
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from pando_runtime_kubernetes import KubernetesAdapter
+from pando_runtime_kubernetes._names import namespace_for
+
+from pando_runtime import BundleEvent, BundleEventKind, BundlePlan, BundleRef, WorkloadPlan
+
+pytestmark = [pytest.mark.kube, pytest.mark.anyio]
+
+IMAGE = "registry.example/warm/app:1"
+CACHED = ("GET pods", "GET services", "GET persistentvolumeclaims")
+"""The lists a cold start makes (a warm one reads only the kube-system namespace)."""
+
+
+def _run() -> str:
+    """A suffix making each test's app names its own (tests run once per async backend)."""
+    return uuid.uuid4().hex[:6]
+
+
+def _plan(bundle_id: str) -> BundlePlan:
+    return BundlePlan(bundle_id=bundle_id, workloads=(WorkloadPlan(name="web", image=IMAGE),))
+
+
+async def _until_running(adapter: KubernetesAdapter, bundle_id: str) -> None:
+    with anyio.fail_after(30):
+        while not (await adapter.observe(BundleRef(bundle_id))).all_running:
+            await anyio.sleep(0.1)
+
+
+@pytest.fixture
+def cached(adapter_config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    return {**adapter_config, "cache_dir": str(tmp_path / "cache")}
+
+
+@pytest.fixture
+async def other(adapter_config: dict[str, Any]) -> AsyncIterator[KubernetesAdapter]:
+    """Another adapter (no cache kept), making changes while the cached one is down."""
+    async with KubernetesAdapter(adapter_config) as adapter:
+        yield adapter
+
+
+def _store(config: dict[str, Any]) -> Path:
+    (path,) = Path(config["cache_dir"]).glob("cache-*.sqlite")
+    return path
+
+
+def _lists(adapter: KubernetesAdapter) -> dict[str, int]:
+    calls = adapter.session.calls_by_kind
+    return {kind: calls.get(kind, 0) for kind in (*CACHED, "GET namespaces")}
+
+
+async def _first_events(
+    adapter: KubernetesAdapter, until: set[tuple[BundleEventKind, str | None]]
+) -> tuple[dict[str, int], list[BundleEvent]]:
+    """The list calls made until the first stream opened, and its events until ``until``."""
+    seen: list[BundleEvent] = []
+    async with adapter.watch_bundles() as events:
+        lists = _lists(adapter)
+        with anyio.fail_after(60):
+            async for event in events:
+                seen.append(event)
+                until.discard((event.kind, event.bundle_id))
+                if not until:
+                    break
+    return lists, seen
+
+
+async def test_a_warm_restart_lists_nothing_and_reports_what_changed_while_down(
+    cached: dict[str, Any], other: KubernetesAdapter, admin_api: Any
+) -> None:
+    kept, gone, new = (f"Warm{what}{_run()}" for what in ("Kept", "Gone", "New"))
+    async with KubernetesAdapter(cached) as first:
+        assert first.health_details()["cache_start"] == "cold"
+        for bundle_id in (kept, gone):
+            await first.apply(_plan(bundle_id))
+            await _until_running(first, bundle_id)
+        before = await first.observe(BundleRef(kept))
+    # While it is down: one app removed, one made.
+    await other.destroy(BundleRef(gone))
+    await other.apply(_plan(new))
+    await _until_running(other, new)
+
+    async with KubernetesAdapter(cached) as second:
+        lists, events = await _first_events(
+            second, {(BundleEventKind.REMOVED, gone), (BundleEventKind.STARTED, new)}
+        )
+        assert lists == {**dict.fromkeys(CACHED, 0), "GET namespaces": 1}  # identity only
+        assert events[0].kind is BundleEventKind.WATCHING
+        assert BundleEventKind.MISSED not in {e.kind for e in events}
+        details = second.health_details()
+        assert details["cache_start"] == "warm"
+        assert int(details["cache_replayed"]) >= 2
+        assert await second.observe(BundleRef(kept)) == before
+        assert (await second.observe(BundleRef(new))).all_running
+        with anyio.fail_after(30):
+            while (await second.observe(BundleRef(gone))).exists:
+                await anyio.sleep(0.2)
+        await second.destroy(BundleRef(kept))
+        await second.destroy(BundleRef(new))
+
+
+def _expire_history(kube_cluster: Any) -> None:
+    """Drop etcd's history up to now (as its periodic compaction does) and the API server's
+    watch cache (a restart): a watch from an older version then gets 410 Gone."""
+    if kube_cluster.local is None:
+        pytest.skip("compacting etcd needs the local control plane")
+    url = f"http://127.0.0.1:{kube_cluster.local.ports['etcd']}/v3/kv"
+
+    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        request = urllib.request.Request(  # noqa: S310 - loopback etcd
+            f"{url}/{path}", data=json.dumps(body).encode(), method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310
+            return dict(json.load(answer))
+
+    revision = post("range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"]
+    post("compaction", {"revision": revision, "physical": True})
+    kube_cluster.local.restart("kube-apiserver", crash=False)
+
+
+async def test_an_expired_version_relists_and_says_missed(
+    cached: dict[str, Any], kube_cluster: Any
+) -> None:
+    bundle_id = f"WarmExpired{_run()}"
+    async with KubernetesAdapter(cached) as first:
+        await first.apply(_plan(bundle_id))
+        await _until_running(first, bundle_id)
+    await anyio.to_thread.run_sync(_expire_history, kube_cluster)
+    async with KubernetesAdapter(cached) as second:
+        lists, _ = await _first_events(second, {(BundleEventKind.MISSED, None)})
+        assert lists["GET pods"] >= 1
+        assert second.health_details()["cache_start"] == "relisted"
+        assert set(second.session.start_report()["watches"].values()) == {"relisted"}
+        assert (await second.observe(BundleRef(bundle_id))).all_running
+        await second.destroy(BundleRef(bundle_id))
+
+
+async def test_a_store_of_another_cluster_is_ignored(cached: dict[str, Any]) -> None:
+    bundle_id = f"WarmForeign{_run()}"
+    async with KubernetesAdapter(cached) as first:
+        await first.apply(_plan(bundle_id))
+        await _until_running(first, bundle_id)
+    with sqlite3.connect(_store(cached)) as db:
+        db.execute("UPDATE meta SET value = 'another-cluster' WHERE key = 'cluster_uid'")
+        db.execute("DELETE FROM facts")  # were it used, the app would be missing
+    async with KubernetesAdapter(cached) as second:
+        lists, events = await _first_events(second, set())
+        assert lists["GET pods"] == 1
+        assert [e.kind for e in events] == [BundleEventKind.WATCHING]
+        assert second.health_details()["cache_start"] == "cold"
+        assert (await second.observe(BundleRef(bundle_id))).all_running
+        await second.destroy(BundleRef(bundle_id))
+
+
+CHURN = """
+import json, sys, anyio
+from pando_runtime import BundlePlan, WorkloadPlan
+from pando_runtime_kubernetes import KubernetesAdapter
+
+async def main() -> None:
+    async with KubernetesAdapter(json.loads(sys.argv[1])) as adapter:
+        for i in range(1000):
+            plan = BundlePlan(
+                bundle_id=f"{sys.argv[3]}{i % 6}",
+                workloads=(WorkloadPlan(name="web", image=f"{sys.argv[2]}-{i}"),),
+            )
+            await adapter.apply(plan)
+            print(i, flush=True)
+
+anyio.run(main)
+"""
+
+
+async def test_a_process_killed_mid_write_leaves_a_store_the_next_start_can_trust(
+    cached: dict[str, Any], admin_api: Any
+) -> None:
+    from kubernetes import client  # noqa: PLC0415
+
+    churn = f"WarmChurn{_run()}"
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHURN, json.dumps(cached), IMAGE, churn],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert child.stdout is not None
+    try:
+        # Killed while it applies (and its flusher writes) several apps a second.
+        for _ in range(15):
+            line = await anyio.to_thread.run_sync(child.stdout.readline)
+            assert line, "the churning adapter ended early"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+    core = client.CoreV1Api(admin_api)
+    async with KubernetesAdapter(cached) as after:  # the dead process's lock is released
+        assert after.health_details()["cache_start"] in ("warm", "cold")
+        with anyio.fail_after(60):
+            async with after.watch_bundles():
+                pass  # synced: caught up
+        for i in range(6):
+            ns = namespace_for(f"{churn}{i}")
+            truth = await anyio.to_thread.run_sync(
+                lambda ns=ns: core.list_namespaced_pod(
+                    ns, label_selector="app.kubernetes.io/managed-by=pando"
+                )
+            )
+            names = {pod.metadata.name for pod in truth.items}
+            cached_pods = {p.name for p in await after.session.pods(ns)}
+            # The cache agrees with the API server (it may be a moment behind: wait for it).
+            with anyio.fail_after(30):
+                while cached_pods != names:
+                    await anyio.sleep(0.2)
+                    truth = await anyio.to_thread.run_sync(
+                        lambda ns=ns: core.list_namespaced_pod(
+                            ns, label_selector="app.kubernetes.io/managed-by=pando"
+                        )
+                    )
+                    names = {pod.metadata.name for pod in truth.items}
+                    cached_pods = {p.name for p in await after.session.pods(ns)}
+        for i in range(6):
+            await after.destroy(BundleRef(f"{churn}{i}"))

@@ -1,0 +1,250 @@
+"""The cache kept on disk (pure logic): the SQLite store, its safety checks, a resumed watch."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from pando_runtime_kubernetes._cache import Informer, project_namespace, project_pod
+from pando_runtime_kubernetes._warm import SCHEMA, DiskCache, WarmCache
+from pando_runtime_kubernetes._watch import WatchLoop
+
+from pando_runtime import AdapterUnavailable, BundleEventKind
+
+pytestmark = pytest.mark.anyio
+
+IDENTITY = {"schema": SCHEMA, "adapter": "1.0", "cluster_uid": "uid-a"}
+
+
+def _pod(ns: str, name: str, *, running: bool = True, version: int = 5) -> dict[str, Any]:
+    return {
+        "kind": "Pod",
+        "metadata": {
+            "namespace": ns,
+            "name": name,
+            "uid": f"u-{name}",
+            "resourceVersion": str(version),
+            "labels": {"pando.dev/workload": "web", "pando.dev/bundle": "A"},
+            "annotations": {"pando.dev/bundle-id": "A", "pando.dev/created": "7"},
+        },
+        "spec": {
+            "nodeName": "n1",
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "c1"}}],
+            "containers": [
+                {"name": "web", "resources": {"limits": {"cpu": "250m", "memory": "64Mi"}}}
+            ],
+        },
+        "status": {
+            "phase": "Running" if running else "Pending",
+            "containerStatuses": [
+                {"name": "web", "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}
+                if running
+                else {"name": "web", "state": {"waiting": {}}}
+            ],
+        },
+    }
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    return {
+        "kind": "Namespace",
+        "metadata": {
+            "name": name,
+            "resourceVersion": "3",
+            "annotations": {"pando.dev/bundle-id": "A", "pando.dev/workloads": "web,db"},
+        },
+    }
+
+
+class ScriptedSource:
+    """A list/watch source scripted by the test: the watches it was asked for, and how."""
+
+    def __init__(self, scripts: list[list[dict[str, Any]]]) -> None:
+        self.lists = 0
+        self.watches: list[tuple[str, int | None]] = []
+        self.scripts = scripts
+
+    async def list(self, project: Any) -> tuple[list[Any], str]:
+        self.lists += 1
+        return [], "100"
+
+    @asynccontextmanager
+    async def watch(
+        self, resource_version: str, timeout_seconds: int | None = None
+    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        self.watches.append((resource_version, timeout_seconds))
+        script = self.scripts.pop(0) if self.scripts else []
+
+        async def events() -> AsyncIterator[dict[str, Any]]:
+            for event in script:
+                yield event
+            await anyio.sleep_forever()
+
+        yield events()
+
+
+def _informer(sources: dict[str, Any]) -> Informer:
+    return Informer(None, sources=sources, kinds=tuple(sources))
+
+
+def _filled() -> Informer:
+    informer = _informer({"pods": ScriptedSource([]), "namespaces": ScriptedSource([])})
+    informer.pods.on_list([f for f in (project_pod(_pod("app-a", "web-1")),) if f], relist=False)
+    informer.namespaces.on_list([project_namespace(_namespace("app-a"))], relist=False)
+    informer.services.put("app-a", "web")
+    for loop in informer.loops.values():
+        loop.resource_version = "42"
+    return informer
+
+
+async def test_store_round_trip_keeps_every_fact(tmp_path: Path) -> None:
+    informer = _filled()
+    disk = DiskCache(tmp_path, "dev")
+    disk.open()
+    assert disk.load(IDENTITY) is None  # a new file: nothing to resume
+    warm = WarmCache(disk, informer)
+    informer.journal(None)
+    await warm.flush()
+    disk.close()
+
+    again = DiskCache(tmp_path, "dev")
+    again.open()
+    state = again.load(IDENTITY)
+    again.close()
+    assert state is not None
+    assert state.versions == {"pods": "42", "namespaces": "42"}
+    (pod,) = state.pods
+    original = informer.pods.pods("app-a")[0]
+    for name in type(pod).__slots__:
+        assert getattr(pod, name) == getattr(original, name), name
+    assert pod.claims == ("c1",)
+    assert pod.limits == (250, 64 * 1024**2)
+    (ns,) = state.namespaces
+    assert ns.workloads == ("web", "db")
+    assert state.services == [("app-a", "web")]
+
+
+async def test_flush_writes_only_what_changed_and_deletes_what_went(tmp_path: Path) -> None:
+    informer = _filled()
+    disk = DiskCache(tmp_path)
+    disk.open()
+    disk.load(IDENTITY)
+    warm = WarmCache(disk, informer)
+    informer.journal(None)
+    await warm.flush()
+    await warm.flush()
+    assert warm.flushes == 1  # nothing changed: nothing written
+    informer.pods.on_event("ADDED", _pod("app-b", "web-2", version=9))
+    informer.namespaces.on_event("DELETED", _namespace("app-a"))
+    informer.pods.on_event("DELETED", _pod("app-a", "web-1"))
+    informer.services.remove("app-a", "web")
+    await warm.flush()
+    assert warm.flushes == 2
+    disk.close()
+    rows = sqlite3.connect(disk.path).execute("SELECT namespace FROM facts").fetchall()
+    assert rows == [("app-b",)]
+
+
+@pytest.mark.parametrize(
+    ("sql", "why"),
+    [
+        ("UPDATE meta SET value = 'uid-b' WHERE key = 'cluster_uid'", "another cluster uid"),
+        ("UPDATE meta SET value = '0.1' WHERE key = 'adapter'", "another adapter"),
+        ("UPDATE meta SET value = '0:old' WHERE key = 'schema'", "another schema"),
+        ("UPDATE meta SET value = '0' WHERE key = 'flushed'", "never completely written"),
+        ("DROP TABLE versions", "never completely written"),
+    ],
+)
+async def test_a_store_of_another_kind_is_ignored_and_replaced(
+    tmp_path: Path, sql: str, why: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    informer = _filled()
+    disk = DiskCache(tmp_path)
+    disk.open()
+    disk.load(IDENTITY)
+    informer.journal(None)
+    await WarmCache(disk, informer).flush()
+    disk.close()
+    with sqlite3.connect(disk.path) as db:
+        db.execute(sql)
+    again = DiskCache(tmp_path)
+    again.open()
+    assert again.load(IDENTITY) is None
+    again.close()
+    assert why in caplog.text
+    # replaced by an empty store of this identity: not loadable until a first flush
+    meta = dict(sqlite3.connect(again.path).execute("SELECT key, value FROM meta").fetchall())
+    assert meta == {**IDENTITY, "flushed": "0"}
+
+
+async def test_a_corrupt_file_is_discarded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    disk = DiskCache(tmp_path)
+    disk.path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
+    disk.open()
+    assert disk.load(IDENTITY) is None
+    disk.close()
+    assert "is not used" in caplog.text
+    assert sqlite3.connect(disk.path).execute("PRAGMA quick_check").fetchone() == ("ok",)
+
+
+async def test_a_second_process_on_the_same_file_is_refused(tmp_path: Path) -> None:
+    first = DiskCache(tmp_path, "dev")
+    first.open()
+    second = DiskCache(tmp_path, "dev")
+    with pytest.raises(AdapterUnavailable) as refused:
+        second.open()
+    assert refused.value.code == "ADAPTER_UNAVAILABLE"
+    assert "another process" in refused.value.message
+    assert refused.value.details["cache_dir"] == str(tmp_path)
+    DiskCache(tmp_path, "other").open()  # another cluster's file is another lock
+    first.close()
+    second.open()  # released on close
+    second.close()
+
+
+async def test_a_resumed_loop_watches_from_its_version_and_syncs_on_the_bookmark() -> None:
+    informer = _filled()
+    state = informer.state()
+    source = ScriptedSource(
+        [
+            [
+                {"type": "MODIFIED", "object": _pod("app-a", "web-1", running=False, version=50)},
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "60"}}},
+            ]
+        ]
+    )
+    resumed = _informer({"pods": source})
+    resumed.resume(state)
+    loop = resumed.loops["pods"]
+    async with resumed.running():
+        assert not resumed.synced
+        with anyio.fail_after(5):
+            await loop.synced.wait()
+        assert resumed.synced
+    assert source.lists == 0
+    assert source.watches == [("42", WatchLoop.catch_up_timeout)]
+    assert loop.resource_version == "60"
+    assert resumed.start_report() == {"start": "warm", "replayed": 1, "watches": {"pods": "warm"}}
+    assert resumed.pods.pods("app-a")[0].running is False
+    assert resumed.pods.take_replay() == []  # no transition worth an event; kept once only
+
+
+async def test_an_expired_version_relists_and_says_missed() -> None:
+    state = _filled().state()
+    source = ScriptedSource([[{"type": "ERROR", "object": {"code": 410, "message": "too old"}}]])
+    resumed = _informer({"pods": source})
+    resumed.resume(state)
+    async with resumed.running():
+        with anyio.fail_after(5):
+            await resumed.loops["pods"].synced.wait()
+    assert source.lists == 1
+    assert resumed.start_report()["start"] == "relisted"
+    assert [e.kind for e in resumed.pods.take_replay()] == [BundleEventKind.MISSED]
+    assert resumed.pods.pods("app-a") == []  # the list's answer, not the saved state

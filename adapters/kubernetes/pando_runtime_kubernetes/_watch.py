@@ -20,8 +20,8 @@ is back), DEBUG for a first list and a watch the server ended; and tells its
 
 A loop may also :meth:`~WatchLoop.resume` from a version its handler's state was saved at
 (a warm start): it then watches from there without listing, and counts as synced only once
-the server has confirmed it caught up (its first bookmark, or the clean end of a first short
-watch that needed none); a ``410 Gone`` falls back to a
+the server has confirmed it caught up (its first bookmark, or a short watch the server ended
+with nothing to send); a ``410 Gone`` falls back to a
 list, which the handler learns as a relist (events may have been missed while it was down).
 """
 
@@ -123,10 +123,11 @@ class WatchLoop:
     had expired).
     """
 
-    catch_up_timeout = 3
+    catch_up_timeout = 2
     """Seconds of a resumed loop's first watches: the server sends a bookmark 2 s before a
-    watch's end (else only every minute) unless the watch is already at its newest version;
-    that bookmark, or that clean end, proves the loop caught up."""
+    watch's end (else only every minute) unless the watch already holds its newest version.
+    That bookmark proves the loop caught up, and so does such a watch ended by the server
+    with nothing sent at all (one that sent events but no bookmark is opened again)."""
 
     def __init__(
         self,
@@ -155,6 +156,7 @@ class WatchLoop:
         self.start = "cold"
         self.replayed = 0
         self._resuming = False
+        self._sent = 0
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
         self._relist_after = relist_after_failures
@@ -242,6 +244,7 @@ class WatchLoop:
             if self._resuming
             else self.source.watch(self.resource_version)
         )
+        self._sent = 0
         async with watch as events:
             self.healthy = True
             self.alive_at = anyio.current_time()
@@ -264,6 +267,7 @@ class WatchLoop:
                     continue
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
                     self.handler.on_event(kind, obj)
+                    self._sent += 1
                     if self._resuming:
                         self.replayed += 1
                 self._failures = 0
@@ -298,9 +302,8 @@ class WatchLoop:
                 need_list = self._failures >= self._relist_after
                 self._relist_reason = "failures"
             else:
-                if self._resuming and not self._relist_requested:
-                    # The server marks a watch 2 s before its end unless the watch already
-                    # holds the newest version it has: a clean end unmarked is caught up too.
+                if self._resuming and not self._relist_requested and not self._sent:
+                    # Nothing newer to send, not even a bookmark: the version is the newest.
                     self._caught_up()
                 elif not self._relist_requested:
                     _LOG.debug(

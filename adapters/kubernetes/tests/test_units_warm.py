@@ -64,7 +64,9 @@ def _namespace(name: str) -> dict[str, Any]:
 class ScriptedSource:
     """A list/watch source scripted by the test: the watches it was asked for, and how."""
 
-    def __init__(self, scripts: list[list[dict[str, Any]]]) -> None:
+    def __init__(self, scripts: list[list[dict[str, Any]]], *, ends: bool = False) -> None:
+        self.ends = ends
+        """Each scripted watch ends after its script (as the server ends one at its timeout)."""
         self.lists = 0
         self.watches: list[tuple[str, int | None]] = []
         self.scripts = scripts
@@ -78,12 +80,14 @@ class ScriptedSource:
         self, resource_version: str, timeout_seconds: int | None = None
     ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
         self.watches.append((resource_version, timeout_seconds))
-        script = self.scripts.pop(0) if self.scripts else []
+        scripted = bool(self.scripts)
+        script = self.scripts.pop(0) if scripted else []
 
         async def events() -> AsyncIterator[dict[str, Any]]:
             for event in script:
                 yield event
-            await anyio.sleep_forever()
+            if not (self.ends and scripted):
+                await anyio.sleep_forever()
 
         yield events()
 
@@ -248,3 +252,18 @@ async def test_an_expired_version_relists_and_says_missed() -> None:
     assert resumed.start_report()["start"] == "relisted"
     assert [e.kind for e in resumed.pods.take_replay()] == [BundleEventKind.MISSED]
     assert resumed.pods.pods("app-a") == []  # the list's answer, not the saved state
+
+
+async def test_a_resumed_loop_at_the_newest_version_syncs_on_a_watch_with_nothing_sent() -> None:
+    state = _filled().state()
+    modified = _pod("app-a", "web-1", running=False, version=50)
+    # Events but no bookmark prove nothing: opened again; then a watch with nothing to send.
+    source = ScriptedSource([[{"type": "MODIFIED", "object": modified}], []], ends=True)
+    resumed = _informer({"pods": source})
+    resumed.resume(state)
+    async with resumed.running():
+        with anyio.fail_after(5):
+            await resumed.loops["pods"].synced.wait()
+    assert source.lists == 0
+    assert [version for version, _ in source.watches[:2]] == ["42", "50"]
+    assert resumed.start_report()["replayed"] == 1

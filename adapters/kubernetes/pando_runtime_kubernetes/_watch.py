@@ -123,11 +123,13 @@ class WatchLoop:
     had expired).
     """
 
-    catch_up_timeout = 2
+    catch_up_timeout = 1
     """Seconds of a resumed loop's first watches: the server sends a bookmark 2 s before a
-    watch's end (else only every minute) unless the watch already holds its newest version.
-    That bookmark proves the loop caught up, and so does such a watch ended by the server
-    with nothing sent at all (one that sent events but no bookmark is opened again)."""
+    watch's end (at once, for so short a watch; else only every minute) unless the watch
+    already holds its newest version. That bookmark proves the loop caught up, and so does
+    such a watch ended by the server with nothing sent at all; one that sent events but no
+    bookmark (the last event may be the newest, or the watch ended mid-way) is opened again
+    from its last event."""
 
     def __init__(
         self,

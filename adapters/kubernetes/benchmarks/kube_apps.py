@@ -89,6 +89,11 @@ async def measure_restricted(config: dict[str, Any], apps: int, concurrency: int
     async with KubernetesAdapter(restricted) as adapter:
         assert adapter.cache is not None
         await adapter.cache.wait_synced(30)
+        api = await adapter.session.transport()
+        # The nodes' pod slots come back only once the first apps' deleted pods are gone.
+        with anyio.move_on_after(SAMPLE_WAIT):
+            while (await api.get("/api/v1/pods", labelSelector=MANAGED_SELECTOR))["items"]:  # noqa: ASYNC110 - polls the cluster
+                await anyio.sleep(1)
         plans = [plan(i, restricted=True) for i in range(apps)]
         limiter = anyio.CapacityLimiter(concurrency)
 

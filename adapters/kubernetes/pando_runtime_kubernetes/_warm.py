@@ -376,7 +376,7 @@ class WarmCache:
                 finally:
                     group.cancel_scope.cancel()
             with anyio.CancelScope(shield=True):
-                await self.flush()
+                await self._flush_or_warn()
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self.disk.close)
@@ -384,11 +384,14 @@ class WarmCache:
     async def _flusher(self) -> None:
         while True:
             await anyio.sleep(self.interval)
-            try:
-                await self.flush()
-            except sqlite3.Error as error:  # a full disk: the cache still serves from memory
-                _LOG.warning(
-                    "cannot write the saved cache (%s): retrying",
-                    type(error).__name__,
-                    extra={"file": self.disk.path.name},
-                )
+            await self._flush_or_warn()
+
+    async def _flush_or_warn(self) -> None:
+        try:
+            await self.flush()
+        except (sqlite3.Error, OSError) as error:  # a full disk: the cache serves from memory
+            _LOG.warning(
+                "cannot write the saved cache (%s): the next flush writes it whole",
+                type(error).__name__,
+                extra={"file": self.disk.path.name},
+            )

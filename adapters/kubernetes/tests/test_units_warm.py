@@ -267,3 +267,20 @@ async def test_a_resumed_loop_at_the_newest_version_syncs_on_a_watch_with_nothin
     assert source.lists == 0
     assert [version for version, _ in source.watches[:2]] == ["42", "50"]
     assert resumed.start_report()["replayed"] == 1
+
+
+async def test_a_failed_write_is_a_warning_not_an_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    informer = _filled()
+    disk = DiskCache(tmp_path)
+    disk.open()
+    disk.load(IDENTITY)
+    warm = WarmCache(disk, informer)
+    informer.journal(None)
+    with sqlite3.connect(disk.path) as other:
+        other.execute("DROP TABLE facts")  # every write now fails
+    async with warm.running():
+        pass  # the last flush on exit fails: a warning, no error
+    assert "cannot write the saved cache" in caplog.text
+    assert warm.flushes == 0

@@ -21,13 +21,8 @@ pytestmark = pytest.mark.kube
 
 
 class TestMultiClusterConformance(ConformanceSuite):
-    xfail: ClassVar[dict[str, str]] = {
-        "test_largest_fit_counts_the_bundles_own_use_as_free": (
-            "a bundle never moves, so its fit is its own cluster's roomiest node (here the "
-            "small default cluster's), smaller than the fleet's roomiest, which the kit "
-            "expects it to reach; test_cluster_multi checks the fit of a placed bundle"
-        ),
-    }
+    # A bundle never moves: its fit is its own cluster's (test_cluster_multi checks which).
+    single_pool: ClassVar[bool] = False
 
     @pytest.fixture
     async def adapter(self, multi_config: dict[str, Any]) -> AsyncIterator[MultiClusterAdapter]:

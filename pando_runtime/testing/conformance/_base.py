@@ -200,7 +200,8 @@ class ConformanceBase:
 
     An adapter's suite overrides ``adapter`` (required) and, optionally,
     ``harness``, ``anyio_backend`` (asyncio and trio by default) and the
-    class attributes ``xfail`` (test name -> reason) and ``conformance_version``.
+    class attributes ``xfail`` (test name -> reason), ``conformance_version`` and
+    ``single_pool``.
     """
 
     pytestmark: ClassVar[list[pytest.MarkDecorator]] = [pytest.mark.anyio]
@@ -208,6 +209,10 @@ class ConformanceBase:
     """Capabilities every test *defined in* this class needs (not inherited by subclasses)."""
     xfail: ClassVar[dict[str, str]] = {}
     conformance_version: ClassVar[str] = CONFORMANCE_VERSION
+    single_pool: ClassVar[bool] = True
+    """Whether a bundle may be placed anywhere ``capacity`` counts. ``False`` for adapters over
+    several pools (clusters, regions) where a bundle stays in the one it was placed in: its
+    largest fit is then its own pool's, which may be smaller than another bundle's."""
 
     @pytest.fixture(params=["asyncio", "trio"])
     def anyio_backend(self, request: pytest.FixtureRequest) -> str:

@@ -171,6 +171,14 @@ def describe_call(
     return _VERBS.get(method, method.lower()), resource, namespace
 
 
+def _body(response: urllib3.BaseHTTPResponse) -> bytes:
+    """A response's body; a connection cut while it is read is an :class:`ApiError` too."""
+    try:
+        return response.data
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise ApiError(0, f"{type(error).__name__} reading the response: {error}") from error
+
+
 def _retry_after(response: urllib3.BaseHTTPResponse) -> float | None:
     value = response.headers.get("Retry-After")
     try:
@@ -366,7 +374,7 @@ class KubeTransport:
             except ClientApiException as error:  # the client's wrapping of a TLS failure
                 raise ApiError(0, f"{error.reason}".replace("\n", ": ")) from error
             try:
-                data = response.data
+                data = _body(response)
             finally:
                 response.release_conn()
         finally:
@@ -501,8 +509,10 @@ class KubeTransport:
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise ApiError(0, f"{type(error).__name__}: {error}") from error
         if not 200 <= response.status < 300:  # noqa: PLR2004
-            data = response.data
-            response.release_conn()
+            try:
+                data = _body(response)
+            finally:
+                response.release_conn()
             raise ApiError(
                 response.status, response.reason or "", _decode(data), _retry_after(response)
             )

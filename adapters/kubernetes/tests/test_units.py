@@ -498,3 +498,20 @@ async def test_confirmation_without_a_new_proof_is_the_same_instant() -> None:
     await anyio.sleep(0.01)
     informer.loops["pods"].alive_at = anyio.current_time()  # proved again
     assert informer.confirmed_at() > answers.pop()
+
+
+def test_a_connection_cut_while_a_body_is_read_is_a_coded_api_error() -> None:
+    # The official client opens responses without reading them: the body is read later, and a
+    # connection reset there must come out as the transport's own error, like any other cut.
+    import urllib3  # noqa: PLC0415
+    from pando_runtime_kubernetes._client import ApiError, _body  # noqa: PLC0415
+
+    class CutResponse:
+        @property
+        def data(self) -> bytes:
+            raise urllib3.exceptions.ProtocolError("Connection broken: reset by peer")
+
+    with pytest.raises(ApiError) as caught:
+        _body(CutResponse())  # type: ignore[arg-type]
+    assert caught.value.status == 0
+    assert "reset by peer" in caught.value.message

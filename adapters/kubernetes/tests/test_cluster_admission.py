@@ -21,6 +21,7 @@ import anyio
 import anyio.to_thread
 import pytest
 import yaml
+from _admin_calls import core_call
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import namespace_for
 
@@ -246,18 +247,11 @@ FORBIDDEN_PODS = {
 }
 
 
-async def _admin(admin_api: Any, fn: str, *args: Any, **kwargs: Any) -> Any:
-    from kubernetes import client  # noqa: PLC0415
-
-    core = client.CoreV1Api(admin_api)
-    return await anyio.to_thread.run_sync(lambda: getattr(core, fn)(*args, **kwargs))
-
-
 async def _refused(admin_api: Any, fn: str, *args: Any, **kwargs: Any) -> tuple[int, str]:
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
     with pytest.raises(ApiException) as caught:
-        await _admin(admin_api, fn, *args, **kwargs)
+        await core_call(admin_api, fn, *args, **kwargs)
     return _status(caught.value)
 
 
@@ -289,7 +283,7 @@ async def test_a_forbidden_pod_is_denied_with_the_policys_message(
     assert "pando:" in message
     assert says in message
     # An ordinary pod in the same namespace is admitted (dry run: nothing is left behind).
-    await _admin(admin_api, "create_namespaced_pod", PROBE_NAMESPACE, _pod("ok"), dry_run="All")
+    await core_call(admin_api, "create_namespaced_pod", PROBE_NAMESPACE, _pod("ok"), dry_run="All")
 
 
 async def test_in_an_app_namespace_every_forbidden_object_is_denied(
@@ -327,10 +321,10 @@ async def test_in_an_app_namespace_every_forbidden_object_is_denied(
             assert status == 403, label
             assert "may change the managed-by or pod-security labels" in message
         # Other labels stay the administrator's to change.
-        await _admin(admin_api, "patch_namespace", ns, {"metadata": {"labels": {"team": "a"}}})
+        await core_call(admin_api, "patch_namespace", ns, {"metadata": {"labels": {"team": "a"}}})
     finally:
         await adapter.destroy(BundleRef(bundle_id))
-    namespace = await _admin(admin_api, "read_namespace", ns)
+    namespace = await core_call(admin_api, "read_namespace", ns)
     assert namespace.metadata.deletion_timestamp is not None, "the adapter may delete it"
 
 
@@ -338,10 +332,10 @@ async def test_namespaces_the_adapter_does_not_manage_stay_the_administrators(
     admin_api: Any, backstop: list[dict[str, Any]]
 ) -> None:
     ns = f"pando-unmanaged-{uuid.uuid4().hex[:6]}"
-    await _admin(admin_api, "create_namespace", {"metadata": {"name": ns}})
-    await _admin(admin_api, "patch_namespace", ns, {"metadata": {"labels": {"team": "a"}}})
-    await _admin(admin_api, "delete_namespace", ns)
-    namespace = await _admin(admin_api, "read_namespace", ns)
+    await core_call(admin_api, "create_namespace", {"metadata": {"name": ns}})
+    await core_call(admin_api, "patch_namespace", ns, {"metadata": {"labels": {"team": "a"}}})
+    await core_call(admin_api, "delete_namespace", ns)
+    namespace = await core_call(admin_api, "read_namespace", ns)
     assert namespace.metadata.deletion_timestamp is not None
 
 
@@ -428,7 +422,8 @@ async def test_the_egress_gateway_is_admitted(
     async with KubernetesAdapter(config) as adapter:
         await adapter.apply(plan)
         try:
-            pods = (await _admin(admin_api, "list_namespaced_pod", namespace_for(bundle_id))).items
+            listed = await core_call(admin_api, "list_namespaced_pod", namespace_for(bundle_id))
+            pods = listed.items
             roles = sorted((p.metadata.labels or {}).get("pando.dev/role", "app") for p in pods)
             assert roles == ["app", "egress-gateway"]
             result = await adapter.trial(

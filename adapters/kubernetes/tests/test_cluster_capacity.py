@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
+from _admin_calls import core_call
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._capacity import NodeRoom, node_rooms, pod_reservation
 from pando_runtime_kubernetes._names import (
@@ -42,13 +43,6 @@ IMAGE = "registry.example/capacity/app:1"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-async def _core(admin_api: Any, fn: str, *args: Any, **kwargs: Any) -> Any:
-    from kubernetes import client  # noqa: PLC0415
-
-    api = client.CoreV1Api(admin_api)
-    return await anyio.to_thread.run_sync(lambda: getattr(api, fn)(*args, **kwargs))
 
 
 def _pod(name: str, cpu: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -92,7 +86,7 @@ async def _every_room(admin_api: Any, adapter: KubernetesAdapter) -> list[NodeRo
     """Each eligible node's room by the same arithmetic over every live pod, listed whole."""
 
     async def items(fn: str) -> list[dict[str, Any]]:
-        response = await _core(admin_api, fn, _preload_content=False)
+        response = await core_call(admin_api, fn, _preload_content=False)
         return list(json.loads(response.data)["items"])
 
     nodes = await items("list_node")
@@ -107,7 +101,7 @@ async def _placed(admin_api: Any, *namespaces: str) -> None:
         while True:
             placed = []
             for ns in namespaces:
-                pods = (await _core(admin_api, "list_namespaced_pod", ns)).items
+                pods = (await core_call(admin_api, "list_namespaced_pod", ns)).items
                 placed.append(bool(pods) and all(p.spec.node_name for p in pods))
             if all(placed):
                 return

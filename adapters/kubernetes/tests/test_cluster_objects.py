@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
+from _admin_calls import core_call
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import namespace_for
 
@@ -57,13 +58,6 @@ async def _until_running(adapter: KubernetesAdapter, bundle_id: str) -> None:
             await anyio.sleep(0.1)
 
 
-async def _admin(admin_api: Any, fn: str, *args: Any, **kwargs: Any) -> Any:
-    from kubernetes import client  # noqa: PLC0415
-
-    core = client.CoreV1Api(admin_api)
-    return await anyio.to_thread.run_sync(lambda: getattr(core, fn)(*args, **kwargs))
-
-
 async def test_objects_are_labelled_private_and_carry_no_env(
     adapter: KubernetesAdapter, admin_api: Any
 ) -> None:
@@ -72,7 +66,7 @@ async def test_objects_are_labelled_private_and_carry_no_env(
     await adapter.apply(_plan(bundle_id))
     try:
         await _until_running(adapter, bundle_id)
-        pods = (await _admin(admin_api, "list_namespaced_pod", ns)).items
+        pods = (await core_call(admin_api, "list_namespaced_pod", ns)).items
         assert len(pods) == 1
         pod = admin_api.sanitize_for_serialization(pods[0])
         spec = pod["spec"]
@@ -89,12 +83,12 @@ async def test_objects_are_labelled_private_and_carry_no_env(
         assert container["resources"]["requests"] == container["resources"]["limits"]
         assert all("hostPort" not in p for p in container.get("ports", []))
         assert SECRET_VALUE not in json.dumps(pod), "env values never in pod specs/annotations"
-        services = (await _admin(admin_api, "list_namespaced_service", ns)).items
+        services = (await core_call(admin_api, "list_namespaced_service", ns)).items
         assert [s.spec.type for s in services] == ["ClusterIP"]
         assert services[0].spec.cluster_ip == "None"
-        account = await _admin(admin_api, "read_namespaced_service_account", "default", ns)
+        account = await core_call(admin_api, "read_namespaced_service_account", "default", ns)
         assert account.automount_service_account_token is False, "written by the adapter"
-        quota = await _admin(admin_api, "read_namespaced_resource_quota", "pando-quota", ns)
+        quota = await core_call(admin_api, "read_namespaced_resource_quota", "pando-quota", ns)
         assert quota.spec.hard == {"services.nodeports": "0", "services.loadbalancers": "0"}
         from kubernetes import client  # noqa: PLC0415
 
@@ -109,7 +103,7 @@ async def test_objects_are_labelled_private_and_carry_no_env(
         from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
         with pytest.raises(ApiException) as refused:
-            await _admin(admin_api, "create_namespaced_service", ns, bad)
+            await core_call(admin_api, "create_namespaced_service", ns, bad)
         assert refused.value.status == 403
     finally:
         await adapter.destroy(BundleRef(bundle_id))
@@ -152,15 +146,15 @@ async def test_second_apply_writes_only_the_pull_secret(
 async def test_foreign_namespace_is_refused(adapter: KubernetesAdapter, admin_api: Any) -> None:
     bundle_id = f"foreign-{id(adapter) % 100000}"
     ns = namespace_for(bundle_id)
-    await _admin(admin_api, "create_namespace", {"metadata": {"name": ns}})
+    await core_call(admin_api, "create_namespace", {"metadata": {"name": ns}})
     try:
         with pytest.raises(AdapterFailed):
             await adapter.apply(_plan(bundle_id))
         # And destroy leaves it alone.
         await adapter.destroy(BundleRef(bundle_id))
-        assert (await _admin(admin_api, "read_namespace", ns)).status.phase == "Active"
+        assert (await core_call(admin_api, "read_namespace", ns)).status.phase == "Active"
     finally:
-        await _admin(admin_api, "delete_namespace", ns)
+        await core_call(admin_api, "delete_namespace", ns)
 
 
 async def test_the_transport_counts_the_bytes_it_receives(adapter_config: dict[str, Any]) -> None:

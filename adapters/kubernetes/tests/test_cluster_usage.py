@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
+from _admin_calls import core_call
 from localcluster import USAGE_CPU_ANNOTATION, USAGE_MEMORY_ANNOTATION
 from localcluster.backends import KubeCluster
 from pando_runtime_kubernetes import KubernetesAdapter
@@ -57,13 +58,6 @@ async def adapter(adapter_config: dict[str, Any]) -> AsyncIterator[KubernetesAda
         yield adapter
 
 
-async def _core(admin_api: Any, fn: str, *args: Any, **kwargs: Any) -> Any:
-    from kubernetes import client  # noqa: PLC0415
-
-    api = client.CoreV1Api(admin_api)
-    return await anyio.to_thread.run_sync(lambda: getattr(api, fn)(*args, **kwargs))
-
-
 async def _measured(adapter: KubernetesAdapter, bundle_id: str, *names: str) -> BundleUsage:
     """The bundle's usage once every named workload runs and has a sample."""
     with anyio.fail_after(SCRAPE_WAIT):
@@ -105,7 +99,7 @@ async def test_usage_reports_what_each_workload_uses_with_its_limits(
                 "annotations": {USAGE_CPU_ANNOTATION: "120m", USAGE_MEMORY_ANNOTATION: "200Mi"}
             }
         }
-        await _core(admin_api, "patch_namespaced_pod", pods["web"], ns, body)
+        await core_call(admin_api, "patch_namespaced_pod", pods["web"], ns, body)
         usage = await _measured(adapter, bundle_id, "web", "worker")
         by_name = {w.workload: w for w in usage.workloads}
         assert list(by_name) == ["web", "worker"], "plan order"
@@ -128,7 +122,7 @@ async def test_usage_reports_what_each_workload_uses_with_its_limits(
         assert total.memory_bytes >= 201 * MI
         assert total.cpu_millis >= web.cpu_millis + worker.cpu_millis - 2
 
-        await _core(
+        await core_call(
             admin_api,
             "patch_namespaced_pod",
             pods["worker"],

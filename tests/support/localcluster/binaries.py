@@ -76,6 +76,29 @@ def build_script() -> Path:
     return repo_root() / "tools" / "controlplane" / "build.sh"
 
 
+def go_tool(tool: str, binary: str, env: str, *, timeout: float) -> Path:
+    """``binary`` of the Go-built ``tool``: from the directory ``env`` names, else the one
+    ``tools/<tool>/build.sh`` builds (or finds in its cache) and prints last."""
+    named = os.environ.get(env)
+    if named:
+        found = Path(named).expanduser() / binary
+        if not os.access(found, os.X_OK):
+            raise BinariesNotFoundError(f"{env}={named} holds no executable {binary}")
+        return found
+    script = repo_root() / "tools" / tool / "build.sh"
+    proc = subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, check=False, timeout=timeout
+    )
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join(proc.stderr.splitlines()[-20:])
+        raise BinariesNotFoundError(f"{script} failed ({proc.returncode}):\n{tail}")
+    found = Path(lines[-1]) / binary
+    if not os.access(found, os.X_OK):
+        raise BinariesNotFoundError(f"{script} printed {found.parent}, which holds no {binary}")
+    return found
+
+
 def find_binaries(*, build: bool = True, stream_output: bool = False) -> Binaries:
     """Return the binaries, building them first if they are missing and ``build`` is true.
 

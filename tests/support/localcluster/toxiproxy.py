@@ -12,8 +12,6 @@ into a cache outside the repository).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import tempfile
 import urllib.error
 import urllib.request
@@ -23,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from .binaries import repo_root
+from .binaries import go_tool
 from .cluster import LocalCluster
-from .errors import BinariesNotFoundError, ClusterError
+from .errors import ClusterError
 from .net import free_ports, wait_until
 from .process import Component
 
@@ -35,21 +33,7 @@ ENV_TOXIPROXY_BIN = "PANDO_TOXIPROXY_BIN"
 
 def find_toxiproxy() -> Path:
     """The ``toxiproxy-server`` binary, built first by ``tools/toxiproxy/build.sh`` if needed."""
-    named = os.environ.get(ENV_TOXIPROXY_BIN)
-    if named:
-        server = Path(named).expanduser() / "toxiproxy-server"
-        if not os.access(server, os.X_OK):
-            raise BinariesNotFoundError(f"{ENV_TOXIPROXY_BIN}={named} lacks toxiproxy-server")
-        return server
-    script = repo_root() / "tools" / "toxiproxy" / "build.sh"
-    proc = subprocess.run(
-        ["bash", str(script)], capture_output=True, text=True, check=False, timeout=900
-    )
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        tail = "\n".join(proc.stderr.splitlines()[-20:])
-        raise BinariesNotFoundError(f"{script} failed ({proc.returncode}):\n{tail}")
-    return Path(lines[-1]) / "toxiproxy-server"
+    return go_tool("toxiproxy", "toxiproxy-server", ENV_TOXIPROXY_BIN, timeout=900)
 
 
 class ToxiproxyError(ClusterError):

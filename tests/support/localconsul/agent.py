@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import tempfile
 import urllib.error
@@ -12,6 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from localcluster.binaries import go_tool
 from localcluster.net import free_ports, wait_until
 from localcluster.process import Component
 
@@ -26,29 +26,9 @@ class ConsulError(RuntimeError):
     """Consul could not be built, found or started."""
 
 
-def _repo_root() -> Path:
-    return Path(__file__).resolve().parents[3]
-
-
 def find_consul() -> Path:
     """The ``consul`` binary: from ``PANDO_CONSUL_BIN``, else built by the build script."""
-    named = os.environ.get(ENV_BIN)
-    if named:
-        binary = Path(named).expanduser() / "consul"
-        if not os.access(binary, os.X_OK):
-            raise ConsulError(f"{ENV_BIN}={named} holds no executable consul")
-        return binary
-    script = _repo_root() / "tools" / "consul" / "build.sh"
-    proc = subprocess.run(
-        ["bash", str(script)], capture_output=True, text=True, check=False, timeout=3600
-    )
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.splitlines()[-20:])
-        raise ConsulError(f"{script} failed ({proc.returncode}):\n{tail}")
-    binary = Path(proc.stdout.strip().splitlines()[-1]) / "consul"
-    if not os.access(binary, os.X_OK):
-        raise ConsulError(f"{script} printed {binary.parent}, which holds no consul")
-    return binary
+    return go_tool("consul", "consul", ENV_BIN, timeout=3600)
 
 
 class ConsulAgent:

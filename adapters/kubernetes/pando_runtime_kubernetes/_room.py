@@ -15,9 +15,11 @@ from datetime import UTC, datetime
 from pando_runtime import Capacity, Fit, scoped_read
 
 from ._capacity import NodeRoom, Reservation, node_rooms, pod_reservation
+from ._client import KubeTransport
 from ._info import KubernetesConfig
 from ._names import LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY, MANAGED_SELECTOR, namespace_for
 from ._session import ClusterSession
+from ._watch import ApiListWatch, Gone
 
 __all__ = ["LIVE_PODS", "ClusterCapacity", "largest_fit"]
 
@@ -62,22 +64,23 @@ class ClusterCapacity:
 
     async def _listed(self, label_selector: str | None) -> list[Reservation]:
         """What the live pods ``label_selector`` picks reserve, read page by page."""
-        found: list[Reservation] = []
-        token: str | None = None
-        selector = {} if label_selector is None else {"labelSelector": label_selector}
-        while True:
-            page = await self._session.get(
+
+        async def read(api: KubeTransport) -> list[Reservation]:
+            pods = ApiListWatch(
+                api,
                 "/api/v1/pods",
-                "list pods",
-                limit=PAGE,
-                fieldSelector=LIVE_PODS,
-                **selector,
-                **{"continue": token},
+                label_selector=label_selector,
+                field_selector=LIVE_PODS,
+                page_size=PAGE,
             )
-            found.extend(r for r in map(pod_reservation, page.get("items") or ()) if r)
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return found
+            while True:
+                try:
+                    reservations, _ = await pods.list(pod_reservation)
+                except Gone:  # the continue token expired mid-way: the list starts over
+                    continue
+                return reservations
+
+        return await self._session.read("list pods", read)
 
     async def capacity(self) -> Capacity:
         """Eligible nodes' allocatable minus what other pods request; the roomiest node."""

@@ -339,7 +339,7 @@ class ApiListWatch:
         self.timeout_seconds = timeout_seconds
 
     async def list(self, project: Project) -> tuple[list[Any], str]:
-        """Every object projected, in pages; a continue token that expired restarts the list."""
+        """Every object projected, in pages; an expired continue token raises :class:`Gone`."""
         items: list[Any] = []
         token: str | None = None
         while True:

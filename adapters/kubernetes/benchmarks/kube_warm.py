@@ -1,15 +1,20 @@
 """Benchmark: a cold start against a warm one (``cache_dir``), with apps changed while down.
 
-    python adapters/kubernetes/benchmarks/kube_warm.py [--apps 200] [--churn 20] [--down 5]
+    python adapters/kubernetes/benchmarks/kube_warm.py [--apps 200] [--churn 20] [--downs 5,60,300]
+    python adapters/kubernetes/benchmarks/kube_warm.py --apps 1000 --churn-rate 2 --downs 60,300
 
-It starts the local control plane (tests/support/localcluster) with kwok nodes for every pod,
-applies N one-workload apps, and runs a fresh adapter process with ``cache_dir`` once so the
-store holds them. Then, for each restart, while no adapter runs it re-applies ``--churn`` apps
-with a new image (their pods are replaced) and waits ``--down`` seconds; then a fresh adapter
-process starts, cold (no ``cache_dir``) or warm (the store), and the figures are the seconds
-from its start to its first answered observe, its API calls (the lists among them) and the
-bytes it received, and for the warm one how its cache started and the events it replayed.
-Prints figures; asserts only that the run did what it says (the warm start listed nothing).
+It starts the local control plane (tests/support/localcluster) with kwok nodes for every pod and
+applies N one-workload apps. Then, for each down time D: a fresh adapter process with
+``cache_dir`` brings the store up to date and stops; while no adapter runs, ``--churn`` apps
+(or ``--churn-rate`` apps a second) are re-applied with a new image, spread over the first 90% of
+D (their pods are replaced: about six watch events each); at D a fresh adapter process starts
+warm (the store), then one cold (no store). The figures are the seconds from its start to its
+first answered observe, its API calls (the lists among them), the bytes it received, for the
+warm one how its cache started (``warm``, or ``relisted`` once the API server no longer holds
+the saved version) and the events it replayed, and the API server's watch cache for pods: its
+capacity in events, and how many it had received since the store was saved.
+Prints figures; asserts only that the run did what it says (a warm start either resumed and
+listed nothing, or relisted because its version was gone).
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ import argparse
 import contextlib
 import json
 import math
+import re
 import subprocess
 import sys
 import tempfile
 import time
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -120,14 +127,6 @@ async def setup(kubeconfig: str, apps: int, concurrency: int) -> None:
                 await anyio.sleep(0.5)
 
 
-async def churn(kubeconfig: str, count: int, round_: int, concurrency: int) -> None:
-    from pando_runtime_kubernetes import KubernetesAdapter  # noqa: PLC0415
-
-    image = f"registry.example/bench/app:{round_ + 2}"
-    async with KubernetesAdapter(config(kubeconfig, None)) as adapter:
-        await each(count, concurrency, lambda i: adapter.apply(plan(i, image)))
-
-
 def print_start(label: str, r: dict[str, Any]) -> None:
     print(
         f"{label:13s} {r['seconds']:.2f} s to the first observe, {r['calls']} calls "
@@ -136,7 +135,68 @@ def print_start(label: str, r: dict[str, Any]) -> None:
     )
 
 
-def local_cluster(stack: contextlib.ExitStack, apps: int) -> str:
+_GAUGE = re.compile(
+    r"^apiserver_watch_cache_(?P<name>capacity|events_received_total)\{(?P<labels>[^}]*)\} "
+    r"(?P<value>\S+)$",
+    re.MULTILINE,
+)
+
+
+def pods_watch_cache(cluster: Any) -> dict[str, int]:
+    """The API server's watch cache for pods: ``capacity`` and ``events_received_total``."""
+    status, text = cluster.rest.get("/metrics")
+    assert status == HTTPStatus.OK, f"metrics: HTTP {status}"
+    found: dict[str, int] = {}
+    for match in _GAUGE.finditer(text):
+        if 'resource="pods"' in match["labels"]:
+            found[match["name"]] = found.get(match["name"], 0) + round(float(match["value"]))
+    return found
+
+
+async def churn_spread(kubeconfig: str, count: int, image: str, spread: float) -> None:
+    """Re-apply the first ``count`` apps with ``image``, in ten waves over ``spread`` seconds."""
+    from pando_runtime_kubernetes import KubernetesAdapter  # noqa: PLC0415
+
+    waves = [range(w * count // 10, (w + 1) * count // 10) for w in range(10)]
+    started = anyio.current_time()
+    async with KubernetesAdapter(config(kubeconfig, None)) as adapter:
+        for w, wave in enumerate(waves):
+            await anyio.sleep_until(started + spread * w / 10)
+            async with anyio.create_task_group() as group:
+                for i in wave:
+                    group.start_soon(adapter.apply, plan(i, image))
+
+
+def restart(cluster: Any, cache_dir: str, args: Any, round_: int, down: float) -> None:
+    """One restart of ``down`` seconds with churn: the warm start, then a cold one."""
+    kubeconfig = str(cluster.kubeconfig)
+    run_child(kubeconfig, cache_dir, args.apps)  # the store as of now
+    before = pods_watch_cache(cluster)
+    started = time.perf_counter()
+    count = round(args.churn_rate * down) if args.churn_rate else args.churn
+    count = min(count, args.apps)
+    anyio.run(
+        churn_spread, kubeconfig, count, f"registry.example/bench/app:{round_ + 2}", down * 0.9
+    )
+    time.sleep(max(0.0, down - (time.perf_counter() - started)))
+    seen = pods_watch_cache(cluster)
+    warm = run_child(kubeconfig, cache_dir, args.apps)
+    cold = run_child(kubeconfig, None, args.apps)
+    print(f"down {down:.0f} s, {count} apps re-applied while down:")
+    print_start("  warm:", warm)
+    print_start("  cold:", cold)
+    events = seen.get("events_received_total", 0) - before.get("events_received_total", 0)
+    print(
+        f"  speed-up {cold['seconds'] / warm['seconds']:.1f}x; the API server's pod watch cache: "
+        f"capacity {seen.get('capacity', 0)} events, {events} received while down"
+    )
+    if warm["start"] == "warm":
+        assert warm["lists"] == 0, "a resumed start lists nothing"
+    else:
+        assert warm["start"] == "relisted", warm
+
+
+def local_cluster(stack: contextlib.ExitStack, apps: int) -> Any:
     sys.path.insert(0, str(ROOT / "tests" / "support"))
     from localcluster import LocalCluster, NodeSpec  # noqa: PLC0415
 
@@ -145,14 +205,17 @@ def local_cluster(stack: contextlib.ExitStack, apps: int) -> str:
         NodeSpec(f"kwok-node-{i}", cpu="64", memory="256Gi", pods=PODS_PER_NODE)
         for i in range(count)
     ]
-    return str(stack.enter_context(LocalCluster(nodes=nodes)).kubeconfig)
+    return stack.enter_context(LocalCluster(nodes=nodes))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--apps", type=int, default=200)
     parser.add_argument("--churn", type=int, default=20, help="apps re-applied while down")
-    parser.add_argument("--down", type=float, default=5.0, help="seconds down after the churn")
+    parser.add_argument(
+        "--churn-rate", type=float, default=0.0, help="apps re-applied a second while down"
+    )
+    parser.add_argument("--downs", default="5", help="seconds down, comma-separated")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -162,25 +225,17 @@ def main() -> None:
             json.dumps(child_start(kubeconfig, None if cache_dir == "-" else cache_dir, int(apps)))
         )
         return
+    downs = [float(d) for d in args.downs.split(",")]
     with contextlib.ExitStack() as stack:
-        kubeconfig = local_cluster(stack, args.apps)
+        cluster = local_cluster(stack, args.apps)
+        kubeconfig = str(cluster.kubeconfig)
         cache_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="kube-warm-"))
         anyio.run(setup, kubeconfig, args.apps, args.concurrency)
-        first = run_child(kubeconfig, cache_dir, args.apps)  # fills the store
-        print_start("first (cold):", first)
-        results: dict[str, dict[str, Any]] = {}
-        for round_, label in enumerate(("cold", "warm")):
-            anyio.run(churn, kubeconfig, args.churn, round_, args.concurrency)
-            time.sleep(args.down)
-            results[label] = run_child(
-                kubeconfig, cache_dir if label == "warm" else None, args.apps
-            )
-            print_start(f"{label}:", results[label])
-        warm = results["warm"]
-        assert warm["lists"] == 0, "a warm start after a short restart lists nothing"
-        assert warm["start"] == "warm", warm
-        print(f"speed-up:     {results['cold']['seconds'] / warm['seconds']:.1f}x")
-        print(f"apps: {args.apps}, re-applied while down: {args.churn}, down {args.down:.0f} s")
+        print_start("first (cold):", run_child(kubeconfig, cache_dir, args.apps))
+        for round_, down in enumerate(downs):
+            restart(cluster, cache_dir, args, round_, down)
+        churn = f"{args.churn_rate:g} a second" if args.churn_rate else str(args.churn)
+        print(f"apps: {args.apps}, re-applied while down: {churn}, downs: {args.downs} s")
 
 
 if __name__ == "__main__":

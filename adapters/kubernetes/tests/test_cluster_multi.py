@@ -263,3 +263,49 @@ async def test_a_member_down_then_back(
         await _eventually(healthy, f"{second} to be healthy again")
         assert (await _running(fleet, down)).exists
         assert (await fleet.apply(down)).details["cluster"] == second
+
+
+@pytest.mark.anyio
+async def test_a_warm_restart_of_the_fleet_resumes_every_member(
+    multi_config: dict[str, Any], made: list[BundlePlan], tmp_path: Any
+) -> None:
+    """With ``cache_dir``, each member keeps its own store and resumes from it: no member
+    lists, and what changed on either cluster while the fleet was down is reported."""
+    first, second = multi_config["contexts"]
+    cached = {**multi_config, "settings": {**multi_config["settings"], "cache_dir": str(tmp_path)}}
+    kept, gone, new = _plan("warm-kept"), _plan("warm-gone"), _plan("warm-new")
+    made.extend((kept, gone, new))
+    peer_config = {**multi_config, "default_cluster": first}
+    async with MultiClusterAdapter(cached) as fleet:
+        assert (await fleet.apply(kept)).details["cluster"] == second
+        await _running(fleet, kept)
+    async with MultiClusterAdapter(peer_config) as peer:
+        assert (await peer.apply(gone)).details["cluster"] == first
+        await _running(peer, gone)
+    async with MultiClusterAdapter(cached) as fleet:
+        await _running(fleet, gone)  # the store now holds both clusters' apps
+    # While the fleet is down: an app removed from the first cluster, one made on the second.
+    async with MultiClusterAdapter(multi_config) as other:
+        await other.destroy(BundleRef(gone.bundle_id), DestroyOptions(keep_volumes=False))
+        assert (await other.apply(new)).details["cluster"] == second
+        await _running(other, new)
+    assert sorted(p.name for p in tmp_path.glob("cache-*.sqlite")) == sorted(
+        f"cache-{name}.sqlite" for name in (first, second)
+    ), "one store per member"
+    async with MultiClusterAdapter(cached) as fleet, fleet.watch_bundles() as events:
+        want = {(BundleEventKind.REMOVED, gone.bundle_id), (BundleEventKind.STARTED, new.bundle_id)}
+        seen: list[BundleEvent] = []
+        with anyio.fail_after(WAIT):
+            async for event in events:
+                seen.append(event)
+                want.discard((event.kind, event.bundle_id))
+                if not want:
+                    break
+        assert BundleEventKind.MISSED not in {e.kind for e in seen}
+        details = await fleet.health_details()
+        for name in (first, second):
+            assert details[f"{name}.cache_start"] == "warm", details
+            calls = fleet.members[name].session.calls_by_kind
+            assert calls.get("GET pods", 0) == 0, f"{name} listed its pods: {calls}"
+        assert (await fleet.observe(BundleRef(kept.bundle_id))).all_running
+        assert (await fleet.observe(BundleRef(new.bundle_id))).all_running

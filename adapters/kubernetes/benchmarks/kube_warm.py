@@ -136,7 +136,7 @@ def print_start(label: str, r: dict[str, Any]) -> None:
 
 
 _GAUGE = re.compile(
-    r"^apiserver_watch_cache_(?P<name>capacity|events_received_total)\{(?P<labels>[^}]*)\} "
+    r"^(?:apiserver_)?watch_cache_(?P<name>capacity|events_received_total)\{(?P<labels>[^}]*)\} "
     r"(?P<value>\S+)$",
     re.MULTILINE,
 )

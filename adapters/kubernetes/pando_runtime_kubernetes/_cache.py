@@ -36,7 +36,15 @@ from ._names import (
     MANAGED_SELECTOR,
     ROLE_EGRESS_GATEWAY,
 )
-from ._watch import ApiListWatch, ListWatchSource, WatchHandler, WatchLoop, WorkQueue
+from ._watch import (
+    ApiListWatch,
+    ListWatchSource,
+    NewestVersion,
+    SharedAnswer,
+    WatchHandler,
+    WatchLoop,
+    WorkQueue,
+)
 
 __all__ = [
     "CacheState",
@@ -836,6 +844,7 @@ class Informer:
         probe: Callable[[float], Awaitable[object]] | None = None,
         probe_interval: float = 5.0,
         max_staleness: float = 30.0,
+        newest_version: NewestVersion | None = None,
     ) -> None:
         self.pods = PodStore()
         self.gateways = GatewayStore()
@@ -875,6 +884,10 @@ class Informer:
                 on_restart=self._restart_reporter(transport, _PLURALS[kind]),
                 log_extra={"cluster": transport.cluster if transport is not None else None},
             )
+        if newest_version is None and transport is not None:
+            newest_version = ApiListWatch(transport, paths["pods"]).newest_version
+        self._newest_version = newest_version
+        """Asked once by a resumed start: the version every resumed watch must reach."""
         self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
         self._collect = collect
         if collect is not None:
@@ -907,8 +920,9 @@ class Informer:
         self.namespaces.on_list(state.namespaces, relist=False)
         self.claims.on_list(state.claims, relist=False)
         self.pods.replay = []
+        newest = SharedAnswer(self._newest_version) if self._newest_version else None
         for kind, loop in self.loops.items():
-            loop.resume(state.versions[kind])
+            loop.resume(state.versions[kind], newest)
 
     def state(self) -> CacheState:
         """What the stores hold now, with each watch's version (nothing copied but lists)."""

@@ -20,9 +20,10 @@ is back), DEBUG for a first list and a watch the server ended; and tells its
 
 A loop may also :meth:`~WatchLoop.resume` from a version its handler's state was saved at
 (a warm start): it then watches from there without listing, and counts as synced only once
-the server has confirmed it caught up (its first bookmark, or a short watch the server ended
-with nothing to send); a ``410 Gone`` falls back to a
-list, which the handler learns as a relist (events may have been missed while it was down).
+the server has confirmed it caught up: its first bookmark, an event at or past the newest
+version the server had when the loop resumed (events come in order, so every earlier one has
+been sent), or a short watch the server ended with nothing to send; a ``410 Gone`` falls back
+to a list, which the handler learns as a relist (events may have been missed while it was down).
 """
 
 from __future__ import annotations
@@ -61,6 +62,44 @@ class Gone(Exception):
 
 Project = Callable[[dict[str, Any]], Any]
 """What a handler keeps of one listed object (``None``: nothing)."""
+
+NewestVersion = Callable[[], Awaitable[str | None]]
+"""The newest version the server holds now (``None``: it cannot say)."""
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+"""The annotation of the bookmark that ends a streaming list's initial events."""
+
+_NOTHING_CARRIES = "pando.dev/newest-version-probe"
+"""A label no object carries: a streaming list selecting it sends only its closing bookmark."""
+
+
+def at_or_past(version: str, newest: str) -> bool:
+    """Whether ``version`` is ``newest`` or later.
+
+    Versions are compared only as the integers (etcd revisions) the API server gives;
+    anything else is never taken as proof.
+    """
+    try:
+        return int(version) >= int(newest)
+    except ValueError:
+        return False
+
+
+class SharedAnswer:
+    """One awaited answer for every caller: the first call asks, the others wait for it."""
+
+    def __init__(self, ask: NewestVersion) -> None:
+        self._ask = ask
+        self._lock = anyio.Lock()
+        self._asked = False
+        self._answer: str | None = None
+
+    async def __call__(self) -> str | None:
+        async with self._lock:
+            if not self._asked:
+                self._answer = await self._ask()
+                self._asked = True
+        return self._answer
 
 
 class ListWatchSource(Protocol):
@@ -124,12 +163,12 @@ class WatchLoop:
     """
 
     catch_up_timeout = 1
-    """Seconds of a resumed loop's first watches: the server sends a bookmark 2 s before a
-    watch's end (at once, for so short a watch; else only every minute) unless the watch
-    already holds its newest version. That bookmark proves the loop caught up, and so does
-    such a watch ended by the server with nothing sent at all; one that sent events but no
-    bookmark (the last event may be the newest, or the watch ended mid-way) is opened again
-    from its last event."""
+    """Seconds of a resumed loop's first watches. The server sends a bookmark only when its
+    own newest version for the kind is past the watch's, so a bookmark, or an event at or past
+    the newest version it had when the loop resumed (a busy cluster sends one soon), proves
+    the loop caught up; so does such a watch ended by the server with nothing sent at all.
+    One that sent only older events (the last may be the newest, or the server may have ended
+    it before it had sent them all) is opened again from its last event."""
 
     def __init__(
         self,
@@ -158,6 +197,8 @@ class WatchLoop:
         self.start = "cold"
         self.replayed = 0
         self._resuming = False
+        self._newest_version: NewestVersion | None = None
+        self._newest: str | None = None
         self._sent = 0
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -173,10 +214,15 @@ class WatchLoop:
         if self._on_restart is not None:
             self._on_restart(reason)
 
-    def resume(self, resource_version: str) -> None:
-        """Before :meth:`run`: the handler holds the state at ``resource_version``; watch on."""
+    def resume(self, resource_version: str, newest_version: NewestVersion | None = None) -> None:
+        """Before :meth:`run`: the handler holds the state at ``resource_version``; watch on.
+
+        ``newest_version``, when given, is asked once as the loop starts: an event at or past
+        its answer proves the loop caught up.
+        """
         self.resource_version = resource_version
         self._resuming = True
+        self._newest_version = newest_version
         self.start = "warm"
 
     def request_relist(self) -> None:
@@ -268,15 +314,22 @@ class WatchLoop:
                         self._caught_up()
                     continue
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
-                    self.handler.on_event(kind, obj)
-                    self._sent += 1
-                    if self._resuming:
-                        self.replayed += 1
+                    self._changed(kind, obj, version)
                 self._failures = 0
+
+    def _changed(self, kind: str, obj: dict[str, Any], version: str | None) -> None:
+        self.handler.on_event(kind, obj)
+        self._sent += 1
+        if self._resuming:
+            self.replayed += 1
+            if version and self._newest and at_or_past(version, self._newest):
+                self._caught_up()
 
     async def run(self) -> None:
         """Run until cancelled."""
         need_list = not self._resuming
+        if self._resuming and self._newest_version is not None:
+            self._newest = await self._newest_version()
         while True:
             if need_list or self._relist_requested:
                 self._relist_requested = False
@@ -362,6 +415,33 @@ class ApiListWatch:
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items, str((page.get("metadata") or {}).get("resourceVersion", ""))
+
+    async def newest_version(self) -> str | None:
+        """The newest version of the collection now: every change made before the call is under.
+
+        Asked as a streaming list of what a label no object carries: the server waits until
+        its cache is current, sends no object and at once the bookmark that ends the initial
+        events, with that version. ``None`` when it cannot say (a server without streaming
+        lists sends no such bookmark: the watch ends after a second).
+        """
+        query = {
+            "watch": "true",
+            "sendInitialEvents": "true",
+            "resourceVersionMatch": "NotOlderThan",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": 1,
+            "labelSelector": _NOTHING_CARRIES,
+        }
+        try:
+            async with self.transport.stream(self.path, query=query, read_timeout=31) as stream:
+                async for event in _events(stream.receive):
+                    meta = (event.get("object") or {}).get("metadata") or {}
+                    ended = (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true"
+                    if event.get("type") == "BOOKMARK" and ended:
+                        return str(meta.get("resourceVersion") or "") or None
+        except (ApiError, OSError, ValueError) as error:
+            _LOG.debug("the newest version is unknown (%s)", _why(error), extra={"path": self.path})
+        return None
 
     @asynccontextmanager
     async def watch(

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
+from _admin_calls import core_call
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import namespace_for
 
@@ -169,6 +170,30 @@ async def test_a_store_of_another_cluster_is_ignored(cached: dict[str, Any]) -> 
         assert second.health_details()["cache_start"] == "cold"
         assert (await second.observe(BundleRef(bundle_id))).all_running
         await second.destroy(BundleRef(bundle_id))
+
+
+async def test_the_server_tells_its_newest_version_in_one_watch_call(
+    other: KubernetesAdapter, admin_api: Any
+) -> None:
+    """The catch-up proof's version: at or past every change made before it was asked."""
+    from pando_runtime_kubernetes._watch import ApiListWatch, at_or_past  # noqa: PLC0415
+
+    bundle_id = f"WarmNewest{_run()}"
+    await other.apply(_plan(bundle_id))
+    try:
+        namespace = await core_call(admin_api, "read_namespace", namespace_for(bundle_id))
+        written = namespace.metadata.resource_version
+        before = dict(other.session.calls_by_kind)
+        newest = await ApiListWatch(
+            await other.session.transport(), "/api/v1/pods"
+        ).newest_version()
+        after = other.session.calls_by_kind
+        made = {k: n - before.get(k, 0) for k, n in after.items() if n != before.get(k, 0)}
+        assert newest is not None, "the API server answers a streaming list"
+        assert at_or_past(newest, written), (newest, written)
+        assert made == {"STREAM pods": 1}, "one watch call, no list"
+    finally:
+        await other.destroy(BundleRef(bundle_id))
 
 
 CHURN = """

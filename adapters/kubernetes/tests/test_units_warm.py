@@ -12,7 +12,7 @@ import anyio
 import pytest
 from pando_runtime_kubernetes._cache import Informer, project_namespace, project_pod
 from pando_runtime_kubernetes._warm import SCHEMA, DiskCache, WarmCache
-from pando_runtime_kubernetes._watch import WatchLoop
+from pando_runtime_kubernetes._watch import SharedAnswer, WatchLoop, at_or_past
 
 from pando_runtime import AdapterUnavailable, BundleEventKind
 
@@ -267,6 +267,82 @@ async def test_a_resumed_loop_at_the_newest_version_syncs_on_a_watch_with_nothin
     assert source.lists == 0
     assert [version for version, _ in source.watches[:2]] == ["42", "50"]
     assert resumed.start_report()["replayed"] == 1
+
+
+def _busy(count: int) -> list[list[dict[str, Any]]]:
+    """Watches that each send one new event, as on a cluster whose pods change every second."""
+    return [
+        [{"type": "MODIFIED", "object": _pod("app-a", "web-1", version=50 + i)}]
+        for i in range(count)
+    ]
+
+
+async def test_on_a_busy_cluster_a_resumed_loop_syncs_on_an_event_past_the_newest_version() -> None:
+    state = _filled().state()
+    asked: list[str] = []
+
+    async def newest() -> str | None:
+        asked.append("newest")
+        return "52"
+
+    source = ScriptedSource(_busy(10), ends=True)
+    resumed = Informer(None, sources={"pods": source}, kinds=("pods",), newest_version=newest)
+    resumed.resume(state)
+    async with resumed.running():
+        with anyio.fail_after(5):
+            await resumed.loops["pods"].synced.wait()
+    assert asked == ["newest"]
+    assert source.lists == 0
+    # Versions 50 and 51 prove nothing; 52 is the newest the server had: caught up there.
+    assert [version for version, _ in source.watches[:3]] == ["42", "50", "51"]
+    assert resumed.start_report()["start"] == "warm"
+
+
+async def test_without_the_newest_version_a_busy_cluster_never_proves_a_catch_up() -> None:
+    """What the newest version is for: each watch sends something, so none comes back empty."""
+    state = _filled().state()
+
+    async def unknown() -> str | None:
+        return None
+
+    source = ScriptedSource(_busy(20), ends=True)
+    resumed = Informer(None, sources={"pods": source}, kinds=("pods",), newest_version=unknown)
+    resumed.resume(state)
+    async with resumed.running():
+        with anyio.move_on_after(0.5):
+            await resumed.loops["pods"].synced.wait()
+        assert not resumed.loops["pods"].synced.is_set()
+        assert len(source.watches) >= 20, "reopened after each watch"
+    assert resumed.start_report()["replayed"] == 20
+
+
+def test_versions_are_compared_only_as_integers() -> None:
+    assert at_or_past("52", "52")
+    assert at_or_past("100", "99")  # as numbers, not as text
+    assert not at_or_past("51", "52")
+    assert not at_or_past("abc", "52")
+    assert not at_or_past("52", "")
+
+
+async def test_the_newest_version_is_asked_once_for_every_watch() -> None:
+    calls: list[int] = []
+
+    async def ask() -> str | None:
+        calls.append(1)
+        await anyio.sleep(0.01)
+        return "7"
+
+    shared = SharedAnswer(ask)
+    answers: list[str | None] = []
+
+    async def one() -> None:
+        answers.append(await shared())
+
+    async with anyio.create_task_group() as group:
+        for _ in range(4):
+            group.start_soon(one)
+    assert calls == [1]
+    assert answers == ["7"] * 4
 
 
 async def test_a_failed_write_is_a_warning_not_an_error(

@@ -554,13 +554,12 @@ class KubeTransport:
 
     @property
     def configuration(self) -> Configuration:
-        """The cluster's client configuration (exec sessions build their own client on it).
+        """A copy of the cluster's client configuration, for exec sessions' own clients.
 
-        With the client's default retries, unlike this transport's calls: with them off, the
-        exec that restores a volume lost its exit status (found by the conformance kit).
+        The WebSocket they open never retries, so the transport's no-retries setting does not
+        matter there.
         """
         config: Configuration = copy.copy(self._client.configuration)
-        config.retries = None
         return config
 
     @contextlib.asynccontextmanager

@@ -32,7 +32,7 @@ from kubernetes.client import ApiClient, Configuration, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import stream as ws_stream
 from kubernetes.stream.ws_client import V5_CHANNEL_PROTOCOL
-from websocket import ABNF
+from websocket import ABNF, WebSocketException
 
 from pando_runtime import ExecRequest, ExecSession, MemoryByteReceiveStream
 
@@ -169,7 +169,13 @@ class KubeExecSession(ExecSession):
         if not ready(timeout):
             return out
         for _ in range(256):
-            opcode, frame = sock.recv_data_frame(control_frame=True)
+            try:
+                opcode, frame = sock.recv_data_frame(control_frame=True)
+            except (WebSocketException, OSError):
+                # Closed right after its last frames (the exit status among them, often):
+                # keep what was read; raising here would drop it and the exit with it.
+                ws._connected = False  # noqa: SLF001
+                break
             if opcode == ABNF.OPCODE_CLOSE:
                 ws._connected = False  # noqa: SLF001
                 break

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import socket
 import threading
+import types
 from typing import Any
 
 import anyio
@@ -12,6 +14,7 @@ from pando_runtime_kubernetes._exec import KubeExecSession, exit_code_of, with_e
 from pando_runtime_kubernetes._names import claim_name, edge_object_name, helper_name
 from pando_runtime_kubernetes._trial import listening_ports
 from pando_runtime_kubernetes._volumes import claim_body, helper_pod, parse_handle, volume_handle
+from websocket import ABNF, WebSocketConnectionClosedException
 
 from pando_runtime import EdgeMount, EdgePlan, EdgePort, NotFound, Port, Protocol, VolumeHandle
 
@@ -113,6 +116,59 @@ async def test_closing_a_session_stops_its_thread_and_unknown_exit_is_none() -> 
             await session.aclose()
         assert await session.wait() is None
     assert not ws.open
+
+
+class ClosingSocket:
+    """A WebSocket whose frames come from a script and which then drops the connection."""
+
+    def __init__(self, frames: list[bytes]) -> None:
+        self.frames = frames
+        self.ends, peer = socket.socketpair()
+        peer.send(b"x")  # always readable: select() says a frame is there
+        self.sock = self.ends
+        self._peer = peer
+        self.connected = True
+
+    def recv_data_frame(self, control_frame: bool = False) -> tuple[int, Any]:
+        if not self.frames:
+            raise WebSocketConnectionClosedException("Connection to remote host was lost.")
+        return ABNF.OPCODE_BINARY, types.SimpleNamespace(data=self.frames.pop(0))
+
+    def close(self) -> None:
+        self.ends.close()
+        self._peer.close()
+
+
+class SocketWs:
+    """The client around :class:`ClosingSocket`, as ``kubernetes.stream`` builds it."""
+
+    subprotocol = "v5.channel.k8s.io"
+
+    def __init__(self, sock: ClosingSocket) -> None:
+        self.sock = sock
+        self._connected = True
+
+    def is_open(self) -> bool:
+        return self._connected
+
+    def close(self) -> None:
+        self._connected = False
+        self.sock.close()
+
+
+async def test_an_exit_status_sent_just_before_the_connection_drops_is_kept() -> None:
+    status = (
+        b'{"status":"Failure","reason":"NonZeroExitCode",'
+        b'"details":{"causes":[{"reason":"ExitCode","message":"4"}]}}'
+    )
+    ws = SocketWs(ClosingSocket([b"\x01done", b"\x03" + status]))
+    session = KubeExecSession(ws, want_stdin=False, limiter=anyio.CapacityLimiter(2))
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(anyio.to_thread.run_sync, session.pump)
+            out = b"".join([c async for c in session.stdout])
+            assert await session.wait() == 4, "read in the same batch as the drop: not lost"
+    assert out == b"done"
 
 
 def test_socket_tables() -> None:

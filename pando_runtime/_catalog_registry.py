@@ -13,7 +13,8 @@ from typing import Any
 import attrs
 
 from ._catalog import CatalogBackend, CatalogInfo
-from ._errors import CatalogNotInstalled, InvalidConfig, UnknownCatalog
+from ._config import structure_config
+from ._errors import CatalogNotInstalled, UnknownCatalog
 from ._registry import import_attr, plugin_targets, register_target
 
 __all__ = [
@@ -75,7 +76,8 @@ def load_catalog(name: str, config: Mapping[str, Any] | Any | None = None) -> Ca
     Raises:
         UnknownCatalog: no backend has that name; the message lists those installed.
         CatalogNotInstalled: its code or a dependency is missing.
-        InvalidConfig: ``config`` has unknown keys or wrong types; each is named.
+        InvalidConfig: ``config`` has unknown keys, wrong types or numbers out of range;
+            each is named.
     """
     targets = _targets()
     if name not in targets:
@@ -85,16 +87,7 @@ def load_catalog(name: str, config: Mapping[str, Any] | Any | None = None) -> Ca
             details={"catalog": name, "installed": sorted(targets)},
         )
     info = _info_from(name, targets[name])
-    settings = config
-    if not isinstance(config, info.config_class):
-        from ._convert import structure  # noqa: PLC0415 - cattrs is imported on first use
-
-        settings = structure(
-            config if config is not None else {},
-            info.config_class,
-            error=InvalidConfig,
-            what=f"{name} catalog config",
-        )
+    settings = structure_config(info.config_class, config, what=f"{name} catalog config")
     try:
         factory = import_attr(info.factory)
     except ImportError as error:

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 import cattrs
 from cattrs.errors import (
     AttributeValidationNote,
@@ -249,6 +250,13 @@ def _join(path: str, part: str) -> str:
     return f"{path}{part}" if part.startswith("[") or not path else f"{path}.{part}"
 
 
+def _own_problems(error: _InputProblem | InvalidInput, path: str) -> list[Problem]:
+    """The problems a hook found, or a class's own checks raised as it was made, at ``path``."""
+    if isinstance(error, _InputProblem):
+        return [Problem(path, str(error), error.code)]
+    return [attrs.evolve(p, path=_join(path, p.path) if p.path else path) for p in error.problems]
+
+
 def _walk(error: BaseException, path: str, out: list[Problem]) -> None:  # noqa: C901 - a branch per cattrs error kind
     if isinstance(error, ClassValidationError):
         with_notes, without = error.group_exceptions()
@@ -282,8 +290,8 @@ def _walk(error: BaseException, path: str, out: list[Problem]) -> None:  # noqa:
             )
             for key in sorted(error.extra_fields, key=repr)
         )
-    elif isinstance(error, _InputProblem):
-        out.append(Problem(path, str(error), error.code))
+    elif isinstance(error, _InputProblem | InvalidInput):
+        out.extend(_own_problems(error, path))
     elif isinstance(error, KeyError):
         out.append(Problem(path, "required key is missing", "missing"))
     elif isinstance(error, BaseExceptionGroup):

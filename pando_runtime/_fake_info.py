@@ -10,18 +10,28 @@ from ._info import AdapterInfo
 __all__ = ["FAKE", "FakeConfig"]
 
 GIB = 1024**3
+MAX_NODES = 10_000
+"""The most nodes the fake makes from its settings (each is an object in memory)."""
 
 
 @attrs.frozen(kw_only=True)
 class FakeConfig:
     """Settings of the fake adapter, for ``load_adapter("fake", {...})``."""
 
-    nodes: int = setting(default=2, help="How many equal nodes the fake runtime has.")
-    node_cpu_millis: int = setting(default=4000, help="CPU of each node, in millicores.")
-    node_memory_bytes: int = setting(default=8 * GIB, help="Memory of each node, in bytes.")
+    nodes: int = setting(
+        default=2,
+        minimum=0,
+        maximum=MAX_NODES,
+        help="How many equal nodes the fake runtime has (0: no room at all).",
+    )
+    node_cpu_millis: int = setting(default=4000, minimum=0, help="CPU of each node, in millicores.")
+    node_memory_bytes: int = setting(
+        default=8 * GIB, minimum=0, help="Memory of each node, in bytes."
+    )
     platform: str = setting(default="linux/amd64", help="The platform the fake reports.")
     max_staleness: float = setting(
         default=30.0,
+        exclusive_minimum=0,
         help="Seconds observe may answer from unconfirmed state (simulate_cache_down) "
         "before it raises AdapterUnavailable.",
     )

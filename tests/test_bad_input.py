@@ -28,17 +28,20 @@ from bad_input import (
     VALID_EXEC,
     VALID_FAKE_SETTINGS,
     VALID_KUBE_SETTINGS,
+    VALID_MULTI_SETTINGS,
     VALID_TRIAL,
     VALID_VOLUME,
     assert_refused_well,
     mutated,
+    out_of_range,
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from setting_ranges import assert_within_ranges
 
 import pando_runtime as pr
 from pando_runtime._cli import main as cli_main
-from pando_runtime.testing import FakeAdapter
+from pando_runtime.testing import FakeAdapter, FakeConfig
 
 CORPUS = settings(
     max_examples=500,
@@ -84,6 +87,7 @@ def test_fake_settings(doc: Any) -> None:
         assert_refused_well(error)
         return
     assert adapter.kind == "fake"
+    assert_within_ranges(adapter.config)
 
 
 @SMALLER
@@ -95,6 +99,54 @@ def test_kubernetes_settings(doc: Any) -> None:
         assert_refused_well(error)
         return
     assert adapter.kind == "kubernetes"
+    assert_within_ranges(adapter.config)
+
+
+@SMALLER
+@given(doc=mutated(VALID_MULTI_SETTINGS, max_mutations=4) | JSON)
+def test_multi_cluster_settings(doc: Any) -> None:
+    try:
+        adapter = pr.load_adapter("kubernetes-multi", doc)  # no I/O until it is used
+    except pr.InvalidInput as error:
+        assert_refused_well(error)
+        return
+    assert adapter.kind == "kubernetes-multi"
+    for name in adapter.config.contexts or ():
+        assert_within_ranges(adapter._member_config(name))
+
+
+def _kube_config() -> type[Any]:
+    from pando_runtime_kubernetes._info import KubernetesConfig  # noqa: PLC0415
+
+    return KubernetesConfig
+
+
+@SMALLER
+@given(
+    fake=out_of_range(FakeConfig, VALID_FAKE_SETTINGS),
+    kube=out_of_range(_kube_config(), VALID_KUBE_SETTINGS),
+    member=out_of_range(_kube_config(), VALID_MULTI_SETTINGS["clusters"]["east"]),
+    shared=out_of_range(_kube_config(), VALID_MULTI_SETTINGS["settings"]),
+)
+def test_numbers_out_of_range_are_refused_at_their_paths(
+    fake: tuple[dict[str, Any], str],
+    kube: tuple[dict[str, Any], str],
+    member: tuple[dict[str, Any], str],
+    shared: tuple[dict[str, Any], str],
+) -> None:
+    multi = {**VALID_MULTI_SETTINGS, "settings": shared[0]}
+    multi["clusters"] = {**multi["clusters"], "east": member[0]}
+    cases = [
+        ("fake", fake[0], fake[1]),
+        ("kubernetes", kube[0], kube[1]),
+        ("kubernetes-multi", multi, f"settings.{shared[1]}"),
+        ("kubernetes-multi", multi, f"clusters['east'].{member[1]}"),
+    ]
+    for kind, doc, path in cases:
+        with pytest.raises(pr.InvalidConfig) as caught:
+            pr.load_adapter(kind, doc)
+        assert_refused_well(caught.value)
+        assert (path, "out_of_range") in [(p.path, p.code) for p in caught.value.problems]
 
 
 def _refused_or_done(call: Any) -> pr.InvalidInput | None:

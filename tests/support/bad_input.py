@@ -13,14 +13,22 @@ from collections.abc import Callable
 from typing import Any
 
 from hypothesis import strategies as st
+from setting_ranges import NUMERIC, in_range, out_of_range_values
 
 import pando_runtime as pr
+from pando_runtime._config import config_fields
 
+EDGE_NUMBERS = st.sampled_from(
+    [0, -1, 1, 2, 0.0, -0.0, 0.5, 1e-300, -1e-300, 10_000, 10_001, 86_400, 86_401, 2**63,
+     float("nan"), float("inf"), float("-inf")]
+)  # fmt: skip
+"""Numbers at and just past the edges settings and plans have (0, 1, a day, 10,000 nodes)."""
 JSON_SCALARS = (
     st.none()
     | st.booleans()
     | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats(allow_nan=True, allow_infinity=True)
+    | EDGE_NUMBERS
     | st.text(max_size=30)
     | st.sampled_from(["", "-", "a" * 300, "../..", "/", "0644", "web", "sha256:x", "Ü🙂", "\x00"])
 )
@@ -71,15 +79,50 @@ VALID_EXEC: dict[str, Any] = {"command": ["sh", "-c", "true"], "env": {"A": "b"}
 VALID_FAKE_SETTINGS: dict[str, Any] = {
     "nodes": 2,
     "node_cpu_millis": 4000,
+    "max_staleness": 30.0,
     "platform": "linux/amd64",
 }
 VALID_KUBE_SETTINGS: dict[str, Any] = {
     "api_qps": 50.0,
+    "api_burst": 100,
+    "max_threads": 16,
     "read_timeout": 30.0,
+    "watch_timeout": 290,
+    "cache_max_staleness": 30.0,
+    "schedule_wait": 20.0,
     "node_selector": {"pool": "apps"},
     "app_subject": "User:alice",
     "edge_service_type": "NodePort",
 }
+VALID_MULTI_SETTINGS: dict[str, Any] = {
+    "contexts": ["east", "west"],
+    "settings": {"read_timeout": 30.0, "api_qps": 50.0, "watch_timeout": 290},
+    "clusters": {"east": {"api_qps": 20.0, "api_burst": 40}, "west": {}},
+}
+
+
+@st.composite
+def out_of_range(
+    draw: Callable[..., Any], config_class: type[Any], valid: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
+    """``valid`` with one numeric setting of ``config_class`` set out of its range.
+
+    Returns the document and the key set; just past an edge, far past it, NaN or an infinity.
+    """
+    fields = [f for f in config_fields(config_class) if f.type in NUMERIC]
+    field = draw(st.sampled_from(fields))
+    numbers = (
+        st.integers(min_value=-(2**70), max_value=2**70)
+        if field.type == "integer"
+        else st.floats(allow_nan=True, allow_infinity=True)
+    )
+    value = draw(
+        st.sampled_from(out_of_range_values(field))
+        | numbers.filter(lambda v: not in_range(field, v))
+    )
+    doc = copy.deepcopy(valid)
+    doc[field.key] = value
+    return doc, field.key
 
 
 def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

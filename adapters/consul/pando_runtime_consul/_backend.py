@@ -13,16 +13,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import httpx
 
-from pando_runtime import (
-    CatalogRegistration,
-    CatalogUnavailable,
-    InvalidConfig,
-    Problem,
-)
+from pando_runtime import CatalogRegistration, CatalogUnavailable, structure_config
 
 from ._info import ConsulConfig
 
@@ -35,22 +30,6 @@ EXTERNAL_SOURCE = "pando-runtime"
 """Node metadata ``external-source`` of the synthetic nodes (Consul's UI shows it)."""
 
 
-def _check(config: ConsulConfig) -> list[Problem]:
-    problems = []
-    parts = urlsplit(config.address)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        problems.append(
-            Problem("address", f"{config.address!r} is not an http(s)://host:port URL", "invalid")
-        )
-    elif parts.path not in ("", "/") or parts.query:
-        problems.append(Problem("address", "must not have a path or query", "invalid"))
-    if not config.timeout > 0:
-        problems.append(Problem("timeout", "must be above 0", "out_of_range"))
-    if not config.node_address:
-        problems.append(Problem("node_address", "must not be empty", "required"))
-    return problems
-
-
 class ConsulCatalog:
     """A :class:`~pando_runtime.CatalogBackend` over Consul's catalog HTTP API.
 
@@ -59,9 +38,9 @@ class ConsulCatalog:
     """
 
     def __init__(self, config: ConsulConfig | None = None) -> None:
-        self.config = config or ConsulConfig()
-        if problems := _check(self.config):
-            raise InvalidConfig("the consul catalog settings are not valid", problems)
+        self.config = structure_config(
+            ConsulConfig, config or ConsulConfig(), what="consul catalog config"
+        )
         headers = {"X-Consul-Token": self.config.token} if self.config.token else {}
         self._client = httpx.AsyncClient(
             base_url=self.config.address.rstrip("/"),

@@ -10,6 +10,7 @@ import httpx
 import pytest
 from localconsul.pytest_plugin import node_services
 from pando_runtime_consul import ConsulCatalog, ConsulConfig
+from setting_ranges import assert_out_of_range, check_edges, declared_ranges
 
 import pando_runtime as pr
 
@@ -195,10 +196,26 @@ def test_bad_settings_are_coded_errors_naming_each_setting() -> None:
     with pytest.raises(pr.InvalidConfig) as caught:
         pr.load_catalog("consul", {"address": "ftp://x", "timeout": 0, "node_address": ""})
     assert caught.value.code == "INVALID_CONFIG"
-    assert {p.path for p in caught.value.problems} == {"address", "timeout", "node_address"}
+    assert [(p.path, p.code) for p in caught.value.problems] == [
+        ("address", "invalid"),
+        ("node_address", "required"),
+        ("timeout", "out_of_range"),
+    ]
+    assert_out_of_range(caught.value, "timeout", "timeout")
     with pytest.raises(pr.InvalidConfig) as unknown:
         pr.load_catalog("consul", {"adress": "http://127.0.0.1:8500"})
     assert [p.path for p in unknown.value.problems] == ["adress"]
+
+
+def test_the_timeout_s_range_is_enforced_however_the_backend_is_made() -> None:
+    assert declared_ranges(ConsulConfig) == {"timeout": (None, 0, 86_400, None)}
+    assert check_edges(ConsulConfig, lambda s: pr.load_catalog("consul", s)) == 7
+    with pytest.raises(pr.InvalidConfig) as caught:
+        ConsulCatalog(ConsulConfig(timeout=float("nan")))
+    assert [(p.path, p.code) for p in caught.value.problems] == [("timeout", "out_of_range")]
+    with pytest.raises(pr.InvalidConfig) as made:
+        ConsulConfig(address="http://", node_address="")
+    assert [p.path for p in made.value.problems] == ["address", "node_address"]
 
 
 def test_the_token_is_never_shown() -> None:

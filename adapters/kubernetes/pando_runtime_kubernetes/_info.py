@@ -18,6 +18,7 @@ __all__ = [
     "DESCRIPTION",
     "MULTI_ADAPTER",
     "MULTI_DESCRIPTION",
+    "SOCKET_TIMEOUT_MAX",
     "KubernetesConfig",
     "MultiClusterConfig",
 ]
@@ -26,6 +27,11 @@ DESCRIPTION = "Runs each app in its own Kubernetes namespace as bare pods."
 MULTI_DESCRIPTION = (
     "Runs each app on one of several Kubernetes clusters, placed by room on its first deploy."
 )
+
+
+SOCKET_TIMEOUT_MAX = 86_400
+"""The most seconds a timeout of a socket read or connect may be (a day): an API answer is
+never waited for longer, and the operating system refuses socket timeouts not far above."""
 
 
 def _dns_labels() -> dict[str, str]:
@@ -47,29 +53,49 @@ class KubernetesConfig:
     context: str | None = setting(
         default=None, help="Context (cluster) of the kubeconfig to use; unset: its current one."
     )
-    api_qps: float = setting(default=50.0, help="API requests per second, sustained.")
-    api_burst: int = setting(default=100, help="API requests allowed in a burst.")
-    max_threads: int = setting(default=16, help="Worker threads for blocking API calls.")
-    max_streams: int = setting(
-        default=16, help="Worker threads for long-lived streams (watches, followed logs)."
+    api_qps: float = setting(
+        default=50.0, exclusive_minimum=0, help="API requests per second, sustained."
     )
-    connect_timeout: float = setting(default=5.0, help="Seconds to connect to the API server.")
-    read_timeout: float = setting(default=30.0, help="Seconds to wait for an API answer.")
+    api_burst: int = setting(default=100, minimum=1, help="API requests allowed in a burst.")
+    max_threads: int = setting(default=16, minimum=1, help="Worker threads for blocking API calls.")
+    max_streams: int = setting(
+        default=16,
+        minimum=1,
+        help="Worker threads for long-lived streams (watches, followed logs).",
+    )
+    connect_timeout: float = setting(
+        default=5.0,
+        exclusive_minimum=0,
+        maximum=SOCKET_TIMEOUT_MAX,
+        help="Seconds to connect to the API server.",
+    )
+    read_timeout: float = setting(
+        default=30.0,
+        exclusive_minimum=0,
+        maximum=SOCKET_TIMEOUT_MAX,
+        help="Seconds to wait for an API answer.",
+    )
     watch_timeout: int = setting(
-        default=290, help="Seconds after which the API server ends a watch (it is reopened)."
+        default=290,
+        minimum=1,
+        maximum=SOCKET_TIMEOUT_MAX,
+        help="Seconds after which the API server ends a watch (it is reopened).",
     )
     rate_limit_wait: float = setting(
         default=10.0,
+        minimum=0,
         help="Seconds a call may wait in all, as the API server's Retry-After says, when "
-        "throttled (429) before it raises RateLimited.",
+        "throttled (429) before it raises RateLimited (0: raise at once).",
     )
     cache_max_staleness: float = setting(
         default=30.0,
+        exclusive_minimum=0,
         help="Seconds the cache may go unconfirmed (no watch event, bookmark or answered probe) "
         "while the API server cannot be reached before observe raises AdapterUnavailable.",
     )
     cache_probe_interval: float = setting(
         default=5.0,
+        exclusive_minimum=0,
         help="Seconds of watch silence after which the cache asks the API server if it is there.",
     )
     cache_dir: str | None = setting(
@@ -132,23 +158,32 @@ class KubernetesConfig:
     )
     canary_wait: float = setting(
         default=120.0,
+        exclusive_minimum=0,
         help="Seconds the health check's NetworkPolicy canary may take (unless trusted).",
     )
     schedule_wait: float = setting(
-        default=20.0, help="Seconds apply waits for a new pod to be scheduled."
+        default=20.0,
+        minimum=0,
+        help="Seconds apply waits for a new pod to be scheduled (0: it does not wait, so an "
+        "unschedulable pod is not reported by apply).",
     )
     dependency_wait: float = setting(
-        default=120.0, help="Seconds apply waits for a workload's dependencies to be ready."
+        default=120.0,
+        minimum=0,
+        help="Seconds apply waits for a workload's dependencies to be ready (0: it does not wait).",
     )
     field_manager: str = setting(default="pando-runtime", help="Server-side apply field manager.")
     storage_class: str | None = setting(
         default=None, help="StorageClass of volume claims; unset: the cluster's default class."
     )
     volume_size_bytes: int = setting(
-        default=10 * 1024**3, help="Size of a volume whose request names none (bytes)."
+        default=10 * 1024**3,
+        minimum=1,
+        help="Size of a volume whose request names none (bytes).",
     )
     volume_bind_wait: float = setting(
         default=10.0,
+        minimum=0,
         help="Seconds create_volume waits for its claim to bind (to set the volume to Retain); "
         "a claim bound later (WaitForFirstConsumer) is set to Retain by the next apply or backup.",
     )
@@ -161,7 +196,9 @@ class KubernetesConfig:
         help="Directory under which the volume helper mounts a claim (at <root>/<claim name>).",
     )
     helper_wait: float = setting(
-        default=120.0, help="Seconds to wait for a volume helper or trial pod to start."
+        default=120.0,
+        exclusive_minimum=0,
+        help="Seconds to wait for a volume helper or trial pod to start.",
     )
     edge_namespace: str = setting(
         default="pando-edge",

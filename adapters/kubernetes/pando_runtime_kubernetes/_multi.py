@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Self
@@ -47,6 +48,7 @@ from pando_runtime import (
     LogOptions,
     NotFound,
     ObservedBundle,
+    Problem,
     RuntimeAdapter,
     RuntimeCapabilities,
     TrialRequest,
@@ -107,6 +109,20 @@ def _naming(error: AdapterUnavailable, cluster: str) -> AdapterUnavailable:
     )
 
 
+def _located(error: InvalidConfig, name: str | None, override: Mapping[str, Any]) -> InvalidConfig:
+    """``error`` with each problem's path where its setting was given in the adapter's config."""
+
+    def where(path: str) -> str:
+        key = re.split(r"[.\[]", path, maxsplit=1)[0]
+        if key in _PER_MEMBER:
+            return path  # the adapter's own top-level setting
+        base = f"clusters[{name!r}]" if key in override else "settings"
+        return f"{base}.{path}" if path else base
+
+    problems = [attrs.evolve(p, path=where(p.path)) for p in error.problems]
+    return InvalidConfig("the member settings are not valid", problems, remedy=error.remedy)
+
+
 def _largest_request(plan: BundlePlan) -> tuple[int, int]:
     """The largest single workload's CPU and memory request: what one node must hold."""
     cpu = max((w.resources.cpu_millis or 0 for w in plan.workloads), default=0)
@@ -124,12 +140,21 @@ class MultiClusterAdapter(RuntimeAdapter):
 
     def __init__(self, config: Mapping[str, Any] | MultiClusterConfig | None = None) -> None:
         super().__init__(config)
-        for key in _PER_MEMBER:
-            if key in self.config.settings:
-                raise InvalidConfig(
-                    f"settings.{key} is set by the multi-cluster adapter for each cluster",
-                    remedy="Use the top-level 'kubeconfig' and 'contexts'.",
-                )
+        reserved = [
+            Problem(
+                f"settings.{key}",
+                "is set by the multi-cluster adapter for each cluster",
+                "conflict",
+            )
+            for key in _PER_MEMBER
+            if key in self.config.settings
+        ]
+        if reserved:
+            raise InvalidConfig(
+                "the member settings are not valid",
+                reserved,
+                remedy="Use the top-level 'kubeconfig' and 'contexts'.",
+            )
         self._members: dict[str, KubernetesAdapter] = {}
         self._default = ""
         self._ready_lock = anyio.Lock()
@@ -138,19 +163,48 @@ class MultiClusterAdapter(RuntimeAdapter):
         self._placing: dict[str, anyio.Lock] = {}
         self._entered: contextlib.AsyncExitStack | None = None
         self._observer: ApiObserver = NO_API_OBSERVER
-        if self.config.contexts is not None:
-            # Bad settings of a named cluster are refused now, before any I/O.
-            for name in self.config.contexts:
-                self._member_config(name)
+        self._check_members()
 
     # -- members ------------------------------------------------------------------------------
 
-    def _member_config(self, name: str) -> KubernetesConfig:
+    def _check_members(self) -> None:
+        """Refuse bad member settings now, before any I/O, every problem at once.
+
+        Those of ``settings`` alone first, then of each cluster named (in ``contexts`` or
+        ``clusters``).
+        """
         c = self.config
-        values = {**c.settings, **c.clusters.get(name, {})}
-        values.update(kubeconfig=c.kubeconfig, context=name)
-        config: KubernetesConfig = structure_config(KubernetesConfig, values)
-        AppNetwork(config)  # the network settings are checked here too, before any I/O
+        names = [None, *dict.fromkeys([*(c.contexts or ()), *c.clusters])]
+        problems: list[Problem] = []
+        remedies: list[str] = []
+        for name in names:
+            try:
+                self._member_config(name)
+            except InvalidConfig as error:
+                problems += [p for p in error.problems if p not in problems]
+                remedies += [error.remedy] if error.remedy not in remedies else []
+        if problems:
+            raise InvalidConfig(
+                "the member settings are not valid", problems, remedy=" ".join(remedies)
+            )
+
+    def _member_config(self, name: str | None) -> KubernetesConfig:
+        """The settings of member ``name`` (``None``: ``settings`` alone).
+
+        Raises:
+            InvalidConfig: each problem located where it was given, as ``settings.<key>`` or
+                ``clusters['<name>'].<key>``.
+        """
+        c = self.config
+        override = c.clusters.get(name, {}) if name is not None else {}
+        values = {**c.settings, **override, "kubeconfig": c.kubeconfig, "context": name}
+        try:
+            config: KubernetesConfig = structure_config(
+                KubernetesConfig, values, what="member settings"
+            )
+            AppNetwork(config)  # the network settings are checked here too, before any I/O
+        except InvalidConfig as error:
+            raise _located(error, name, override) from None
         return config
 
     def _load(self) -> tuple[dict[str, Cluster], str]:

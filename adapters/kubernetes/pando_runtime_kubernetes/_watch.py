@@ -49,6 +49,7 @@ __all__ = [
     "WatchHandler",
     "WatchLoop",
     "WorkQueue",
+    "jittered",
 ]
 
 K = TypeVar("K", bound=Hashable)
@@ -371,6 +372,15 @@ class WatchLoop:
                 self._watch_scope = None
 
 
+def jittered(timeout_seconds: int, draw: float) -> int:
+    """A watch's timeout: ``timeout_seconds`` within ±10 % (``draw`` in [0, 1)), at least 1.
+
+    Jitter spreads the reopening of many watches; 0 would leave the server's own (much
+    longer) timeout in effect, past the client's read timeout.
+    """
+    return max(1, int(timeout_seconds * (0.9 + draw / 5)))
+
+
 class ApiListWatch:
     """A :class:`ListWatchSource` over the API: one collection path and its selectors."""
 
@@ -452,7 +462,7 @@ class ApiListWatch:
         The server ends it after a timeout (``timeout_seconds``, else the source's with
         jitter); a client read timeout above it catches a silent connection.
         """
-        timeout = timeout_seconds or int(self.timeout_seconds * (0.9 + random.random() / 5))  # noqa: S311
+        timeout = timeout_seconds or jittered(self.timeout_seconds, random.random())  # noqa: S311
         query = {
             "watch": "true",
             "resourceVersion": resource_version,

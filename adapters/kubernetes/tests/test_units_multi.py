@@ -56,12 +56,23 @@ def test_member_settings_are_checked_before_any_io() -> None:
 
     with pytest.raises(InvalidConfig) as caught:
         MultiClusterAdapter({"contexts": ["a"], "clusters": {"a": {"api_qps": "fast"}}})
-    assert [p.path for p in caught.value.problems] == ["api_qps"]
-    with pytest.raises(InvalidConfig, match=r"settings\.context"):
+    assert [p.path for p in caught.value.problems] == ["clusters['a'].api_qps"]
+    with pytest.raises(InvalidConfig) as caught:
         MultiClusterAdapter({"settings": {"context": "a"}})
+    assert [(p.path, p.code) for p in caught.value.problems] == [("settings.context", "conflict")]
     with pytest.raises(InvalidConfig) as caught:
         MultiClusterAdapter({"contexts": ["a"], "clusters": {"a": {"pod_cidr": "10.0.0.0/99"}}})
-    assert [(p.path, p.code) for p in caught.value.problems] == [("pod_cidr", "invalid_cidr")]
+    assert [(p.path, p.code) for p in caught.value.problems] == [
+        ("clusters['a'].pod_cidr", "invalid_cidr")
+    ]
+    with pytest.raises(InvalidConfig) as caught:  # contexts unset: settings are checked anyway
+        MultiClusterAdapter({"settings": {"dns_namespace": "Not A Name", "api_qps": -1}})
+    assert [(p.path, p.code) for p in caught.value.problems] == [
+        ("settings.api_qps", "out_of_range")
+    ]
+    with pytest.raises(InvalidConfig) as caught:
+        MultiClusterAdapter({"clusters": {"b": {"dns_namespace": "Not A Name"}}})
+    assert [p.path for p in caught.value.problems] == ["clusters['b'].dns_namespace"]
 
 
 def _kubeconfig(path: Path, *contexts: str, current: str) -> Path:

@@ -17,10 +17,15 @@ class LocalProcessConfig:
         default=None, help="Directory for sandboxes, logs and volumes (default: a new temp dir)."
     )
     poll_seconds: float = pr.setting(
-        default=0.05, help="How often the event stream looks at the processes."
+        default=0.05,
+        exclusive_minimum=0,
+        help="How often the event stream looks at the processes (seconds).",
     )
     stop_grace_seconds: float = pr.setting(
-        default=2.0, help="How long a stopped process may take to end before it is killed."
+        default=2.0,
+        minimum=0,
+        help="How long a stopped process may take to end before it is killed (seconds; "
+        "0: no grace).",
     )
 
 

@@ -1,7 +1,9 @@
 """The conformance kit's hooks on the local control plane (kwok), for one cluster or several.
 
 A hook about a workload acts on the cluster that holds it: the single-cluster adapter's one, or
-the member a multi-cluster adapter has placed the bundle on.
+the member a multi-cluster adapter has placed the bundle on. The cache hooks act on every
+cluster the adapter reaches: each is behind a Toxiproxy proxy of the adapter's own, disabled to
+cut the adapter off (its watches end, its probes are refused) while the API server carries on.
 """
 
 from __future__ import annotations
@@ -18,18 +20,26 @@ from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._multi import MultiClusterAdapter
 from pando_runtime_kubernetes._names import namespace_for
 
-from pando_runtime import RuntimeAdapter, WorkloadRef
+from pando_runtime import AdapterUnavailable, RuntimeAdapter, WorkloadRef
 from pando_runtime.testing.conformance import ConformanceHarness
 
 EXIT_CODE = "test.pando.dev/exit-code"
+CACHE_HOOKS = ("cache_goes_stale", "cache_recovers")
+STALE_MARGIN = 15.0
+"""Seconds past the adapter's ``cache_max_staleness`` within which its cache must refuse."""
 
 
 @dataclass(frozen=True)
 class ClusterHooks:
-    """What the harness needs of one cluster: an admin client and the fake pods' log file."""
+    """What the harness needs of one cluster: an admin client and the fake pods' log file.
+
+    ``proxy``: the ``ProxiedApiServer`` the adapter reaches this cluster through, if it does
+    (the cache hooks need one for every cluster).
+    """
 
     admin_api: Any
     logs_file: Path
+    proxy: Any = None
 
 
 class KubeHarness(ConformanceHarness):
@@ -46,6 +56,43 @@ class KubeHarness(ConformanceHarness):
 
     def __init__(self, clusters: Mapping[str | None, ClusterHooks]) -> None:
         self.clusters = dict(clusters)
+
+    def can(self, hook: str) -> bool:
+        """The cache hooks only where the adapter reaches every cluster through a proxy."""
+        if hook in CACHE_HOOKS:
+            return all(h.proxy is not None for h in self.clusters.values())
+        return super().can(hook)
+
+    def _members(self, adapter: RuntimeAdapter) -> list[KubernetesAdapter]:
+        if isinstance(adapter, KubernetesAdapter):
+            return [adapter]
+        assert isinstance(adapter, MultiClusterAdapter)
+        return list(adapter.members.values())
+
+    async def _set_proxies(self, *, enabled: bool) -> None:
+        for hooks in self.clusters.values():
+            proxied = hooks.proxy
+            assert proxied is not None, "a cache hook without a proxy (see can())"
+            await anyio.to_thread.run_sync(
+                lambda p=proxied: p.toxiproxy.set_enabled(p.proxy.name, enabled)
+            )
+
+    async def cache_goes_stale(self, adapter: RuntimeAdapter) -> None:
+        """Cut the adapter off every API server, and wait until each member's cache refuses.
+
+        Refuses as ``observe`` does: unconfirmed past ``cache_max_staleness`` while the API
+        server does not answer the cache's probe (:class:`AdapterUnavailable`).
+        """
+        await self._set_proxies(enabled=False)
+        for member in self._members(adapter):
+            bound = member.config.cache_max_staleness + STALE_MARGIN
+            with anyio.fail_after(bound):
+                while not await _refuses(member):  # noqa: ASYNC110 - no event says so
+                    await anyio.sleep(0.1)
+
+    async def cache_recovers(self, adapter: RuntimeAdapter) -> None:
+        """Let the adapter reach its API servers again (the kit waits for observe to answer)."""
+        await self._set_proxies(enabled=True)
 
     async def _where(
         self, adapter: RuntimeAdapter, bundle_id: str
@@ -132,3 +179,12 @@ class KubeHarness(ConformanceHarness):
         assert isinstance(adapter, MultiClusterAdapter)
         others = [m for n, m in adapter.members.items() if n != adapter.default_cluster]
         (others or list(adapter.members.values()))[0].session.force_relist()
+
+
+async def _refuses(member: KubernetesAdapter) -> bool:
+    """Whether the member's cache refuses to answer, as ``observe`` would find it."""
+    try:
+        await member.session.synced()
+    except AdapterUnavailable as error:
+        return "confirmed_at" in error.details
+    return False

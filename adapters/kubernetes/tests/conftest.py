@@ -7,6 +7,7 @@ its own, so the second cluster of the many-cluster tests is prepared as the firs
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -277,4 +278,88 @@ def multi_hooks(
     return {
         first: ClusterHooks(admin_api, kube_cluster.logs_file),
         second: ClusterHooks(second_admin_api, second_kube_cluster.logs_file),
+    }
+
+
+# -- the conformance kit's adapters: through a fault proxy, so their cache can really go stale ----
+
+CONFORMANCE_CACHE = {"cache_max_staleness": 2.0, "cache_probe_interval": 0.5}
+"""The conformance adapters' cache bounds: a cut-off cache is refused within seconds (the kit's
+stale-cache test waits that long), and a silent one is probed twice a second meanwhile."""
+
+
+@pytest.fixture(scope="session")
+def toxiproxy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Toxiproxy for the session: the conformance adapters reach their API servers through it."""
+    from localcluster import ToxiproxyServer  # noqa: PLC0415
+
+    with ToxiproxyServer(log_dir=tmp_path_factory.mktemp("toxiproxy")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def apiserver_proxy(kube_cluster: Any, request: pytest.FixtureRequest) -> Any:
+    """The first cluster's API server behind a Toxiproxy proxy (``None`` unless local).
+
+    Only the adapters given its kubeconfig go through it: disabling it cuts them off while the
+    API server itself, and every other client, carries on. On another backend there is none:
+    the harness then lacks the cache hooks and their tests skip, saying so.
+    """
+    from localcluster import proxy_apiserver  # noqa: PLC0415
+
+    if kube_cluster.local is None:
+        return None
+    server = request.getfixturevalue("toxiproxy_server")
+    return proxy_apiserver(kube_cluster.local, server, name="apiserver")
+
+
+@pytest.fixture(scope="session")
+def second_apiserver_proxy(second_kube_cluster: Any, toxiproxy_server: Any) -> Any:
+    """The second cluster's API server behind a proxy of its own (it is always local)."""
+    from localcluster import proxy_apiserver  # noqa: PLC0415
+
+    return proxy_apiserver(second_kube_cluster.local, toxiproxy_server, name="apiserver-2")
+
+
+def _through(config: dict[str, Any], proxy: Any) -> dict[str, Any]:
+    if proxy is None:
+        return config
+    return {**config, "kubeconfig": str(proxy.restricted_kubeconfig), **CONFORMANCE_CACHE}
+
+
+@pytest.fixture(scope="session")
+def conformance_config(adapter_config: dict[str, Any], apiserver_proxy: Any) -> dict[str, Any]:
+    """:func:`adapter_config` through the proxy, with :data:`CONFORMANCE_CACHE`."""
+    return _through(adapter_config, apiserver_proxy)
+
+
+@pytest.fixture(scope="session")
+def multi_conformance_config(
+    multi_config: dict[str, Any],
+    apiserver_proxy: Any,
+    second_apiserver_proxy: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, Any]:
+    """:func:`multi_config` with each member through its proxy, with :data:`CONFORMANCE_CACHE`."""
+    from localcluster.kubeconfig import merge_kubeconfigs  # noqa: PLC0415
+
+    proxies = (apiserver_proxy, second_apiserver_proxy)
+    if None in proxies:
+        return multi_config
+    sources = [Path(p.restricted_kubeconfig) for p in proxies]
+    assert [_current_context(s) for s in sources] == multi_config["contexts"]
+    path = merge_kubeconfigs(tmp_path_factory.mktemp("fleet-proxied") / "kubeconfig", sources)
+    settings = {**multi_config["settings"], **CONFORMANCE_CACHE}
+    return {**multi_config, "kubeconfig": str(path), "settings": settings}
+
+
+@pytest.fixture(scope="session")
+def multi_conformance_hooks(
+    multi_hooks: dict[str | None, Any], apiserver_proxy: Any, second_apiserver_proxy: Any
+) -> dict[str | None, Any]:
+    """:func:`multi_hooks`, each member's with its proxy."""
+    first, second = multi_hooks
+    return {
+        first: dataclasses.replace(multi_hooks[first], proxy=apiserver_proxy),
+        second: dataclasses.replace(multi_hooks[second], proxy=second_apiserver_proxy),
     }

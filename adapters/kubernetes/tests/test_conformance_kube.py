@@ -1,4 +1,9 @@
-"""The Kubernetes adapter passes the conformance kit on the local control plane (kwok)."""
+"""The Kubernetes adapter passes the conformance kit on the local control plane (kwok).
+
+The kit's adapter reaches the API server through a Toxiproxy proxy of its own, with a cache
+bound of 2 s (``CONFORMANCE_CACHE``): the stale-cache hooks disable that proxy, so the adapter's
+watches and probes really fail while the shared API server serves every other client.
+"""
 
 from __future__ import annotations
 
@@ -18,21 +23,29 @@ from pando_runtime.testing.conformance import (
 pytestmark = pytest.mark.kube
 
 
-def _harness(kube_cluster: Any, admin_api: Any) -> ConformanceHarness:
+def _harness(kube_cluster: Any, admin_api: Any, proxy: Any = None) -> ConformanceHarness:
     if kube_cluster.logs_file is None:
         pytest.skip("the backend cannot script pods")
-    return KubeHarness({None: ClusterHooks(admin_api, kube_cluster.logs_file)})
+    return KubeHarness({None: ClusterHooks(admin_api, kube_cluster.logs_file, proxy)})
 
 
 class TestKubernetesConformance(ConformanceSuite):
     @pytest.fixture
-    async def adapter(self, adapter_config: dict[str, Any]) -> AsyncIterator[KubernetesAdapter]:
-        async with KubernetesAdapter(adapter_config) as adapter:
-            yield adapter
+    async def adapter(
+        self, conformance_config: dict[str, Any], apiserver_proxy: Any
+    ) -> AsyncIterator[KubernetesAdapter]:
+        try:
+            async with KubernetesAdapter(conformance_config) as adapter:
+                yield adapter
+        finally:
+            if apiserver_proxy is not None:  # a test that failed half-way leaves it usable
+                apiserver_proxy.toxiproxy.reset()
 
     @pytest.fixture
-    def harness(self, kube_cluster: Any, admin_api: Any) -> ConformanceHarness:
-        return _harness(kube_cluster, admin_api)
+    def harness(
+        self, kube_cluster: Any, admin_api: Any, apiserver_proxy: Any
+    ) -> ConformanceHarness:
+        return _harness(kube_cluster, admin_api, apiserver_proxy)
 
 
 class TestKubernetesEgressConformance(EgressConformance):

@@ -3,7 +3,10 @@
 The default cluster is the second control plane: the kit's bundles (none is a first deploy)
 live there, while every lookup also asks the first, the merged event stream carries both, and
 the event-gap hook breaks the first's stream (a gap in a member that holds none of the test's
-bundles is still a gap).
+bundles is still a gap). Each member reaches its API server through a Toxiproxy proxy of its
+own, with a cache bound of 2 s: the stale-cache hooks disable both proxies, so every member's
+cache really goes unconfirmed (the kit's bundle lives on one; a cluster that cannot be read
+makes a question about an app on it unanswerable, whichever it is).
 """
 
 from __future__ import annotations
@@ -25,10 +28,17 @@ class TestMultiClusterConformance(ConformanceSuite):
     single_pool: ClassVar[bool] = False
 
     @pytest.fixture
-    async def adapter(self, multi_config: dict[str, Any]) -> AsyncIterator[MultiClusterAdapter]:
-        async with MultiClusterAdapter(multi_config) as adapter:
-            yield adapter
+    async def adapter(
+        self, multi_conformance_config: dict[str, Any], multi_conformance_hooks: dict[Any, Any]
+    ) -> AsyncIterator[MultiClusterAdapter]:
+        try:
+            async with MultiClusterAdapter(multi_conformance_config) as adapter:
+                yield adapter
+        finally:  # a test that failed half-way leaves the proxies usable
+            for hooks in multi_conformance_hooks.values():
+                if hooks.proxy is not None:
+                    hooks.proxy.toxiproxy.reset()
 
     @pytest.fixture
-    def harness(self, multi_hooks: dict[str | None, Any]) -> ConformanceHarness:
-        return KubeHarness(multi_hooks)
+    def harness(self, multi_conformance_hooks: dict[str | None, Any]) -> ConformanceHarness:
+        return KubeHarness(multi_conformance_hooks)

@@ -95,6 +95,18 @@ def faults(session: nox.Session) -> None:
 
 
 @nox.session(python="3.11")
+def kube_warm(session: nox.Session) -> None:
+    """Warm starts against cold ones after restarts with churn (the default is a short run).
+
+    nox -s kube_warm -- --apps 10000 --churn-rate 0.5 --downs 5,60,300    (minutes)
+    """
+    _install(session, "test")
+    env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
+    script = ROOT / "adapters/kubernetes/benchmarks/kube_warm.py"
+    session.run("python", str(script), *session.posargs, env=env)
+
+
+@nox.session(python="3.11")
 def kube_scale(session: nox.Session) -> None:
     """The Kubernetes adapter with 1,000, 5,000 and 10,000 apps beside the naive way (minutes).
 

@@ -171,6 +171,9 @@ class WatchLoop:
     One that sent only older events (the last may be the newest, or the server may have ended
     it before it had sent them all) is opened again from its last event."""
 
+    side_proof_after = 0.2
+    """Seconds after a catch-up watch opened that :meth:`_prove_sent_everything` starts."""
+
     def __init__(
         self,
         source: ListWatchSource,
@@ -288,11 +291,50 @@ class WatchLoop:
 
     async def _watch_once(self) -> None:
         """One watch, from the last version to the server's end of it."""
-        watch = (
-            self.source.watch(self.resource_version, self.catch_up_timeout)
-            if self._resuming
-            else self.source.watch(self.resource_version)
-        )
+        if not self._resuming:
+            await self._follow(self.source.watch(self.resource_version))
+            return
+        failure: Exception | None = None
+        async with anyio.create_task_group() as side:
+            side.start_soon(self._prove_sent_everything)
+            try:
+                await self._follow(self.source.watch(self.resource_version, self.catch_up_timeout))
+            except Exception as error:  # noqa: BLE001 - raised below, as it came (not grouped)
+                failure = error
+                side.cancel_scope.cancel()
+            if self.synced.is_set():  # caught up during the watch: no proof needed
+                side.cancel_scope.cancel()
+            # else the side proof, if it opened its watch, has a second at most to say
+        if failure is not None:
+            raise failure
+
+    async def _prove_sent_everything(self) -> None:
+        """Prove, a second sooner, that a catch-up watch which replayed events sent them all.
+
+        Shortly after it opened (when a replay has usually arrived), a second short watch
+        from the version reached so far is opened; if the server ends it with nothing to send,
+        nothing newer existed when it opened, so the loop caught up. Otherwise nothing is
+        proved here and the catch-up watch decides as before. Its events are not applied:
+        the catch-up watch delivers the same ones.
+        """
+        await anyio.sleep(self.side_proof_after)
+        if not self._resuming or not self._sent or self._relist_requested:
+            return
+        version = self.resource_version
+        try:
+            async with self.source.watch(version, self.catch_up_timeout) as events:
+                async for event in events:
+                    if event.get("type") != "BOOKMARK":
+                        return  # something after ``version``: no proof here
+        except (ApiError, Gone, OSError, ValueError):
+            return
+        if self._resuming and not self._relist_requested:
+            self._caught_up()
+
+    async def _follow(
+        self, watch: AbstractAsyncContextManager[AsyncIterator[dict[str, Any]]]
+    ) -> None:
+        """Apply a watch's events until the server ends it."""
         self._sent = 0
         async with watch as events:
             self.healthy = True

@@ -64,9 +64,14 @@ def _namespace(name: str) -> dict[str, Any]:
 class ScriptedSource:
     """A list/watch source scripted by the test: the watches it was asked for, and how."""
 
-    def __init__(self, scripts: list[list[dict[str, Any]]], *, ends: bool = False) -> None:
+    def __init__(
+        self, scripts: list[list[dict[str, Any]]], *, ends: bool = False, quiet_ends: bool = False
+    ) -> None:
         self.ends = ends
         """Each scripted watch ends after its script (as the server ends one at its timeout)."""
+        self.quiet_ends = quiet_ends
+        """A watch once the scripts are used up ends at once, with nothing sent (as the server
+        ends a short watch that holds its newest version)."""
         self.lists = 0
         self.watches: list[tuple[str, int | None]] = []
         self.scripts = scripts
@@ -86,7 +91,7 @@ class ScriptedSource:
         async def events() -> AsyncIterator[dict[str, Any]]:
             for event in script:
                 yield event
-            if not (self.ends and scripted):
+            if not (self.ends if scripted else self.quiet_ends):
                 await anyio.sleep_forever()
 
         yield events()
@@ -318,36 +323,11 @@ async def test_without_the_newest_version_a_busy_cluster_never_proves_a_catch_up
     assert source.lists == 0
 
 
-class ReplayThenQuiet:
-    """A catch-up watch that replays one event and stays open; any later watch sends nothing
-    and ends, as the server ends a watch that holds its newest version."""
-
-    def __init__(self) -> None:
-        self.lists = 0
-        self.watches: list[tuple[str, int | None]] = []
-
-    async def list(self, project: Any) -> tuple[list[Any], str]:
-        self.lists += 1
-        return [], "100"
-
-    @asynccontextmanager
-    async def watch(
-        self, resource_version: str, timeout_seconds: int | None = None
-    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
-        self.watches.append((resource_version, timeout_seconds))
-        first = len(self.watches) == 1
-
-        async def events() -> AsyncIterator[dict[str, Any]]:
-            if first:
-                yield {"type": "MODIFIED", "object": _pod("app-a", "web-1", version=50)}
-                await anyio.sleep_forever()
-
-        yield events()
-
-
 async def test_a_side_watch_that_comes_back_empty_proves_a_replay_complete() -> None:
     state = _filled().state()
-    source = ReplayThenQuiet()
+    # The replaying watch stays open; the side watch after it ends with nothing to send.
+    replay = [{"type": "MODIFIED", "object": _pod("app-a", "web-1", version=50)}]
+    source = ScriptedSource([replay], quiet_ends=True)
     resumed = _informer({"pods": source})
     resumed.resume(state)
     async with resumed.running():

@@ -2,7 +2,8 @@
 # Build the local Kubernetes control plane used by the test suite, when missing.
 #
 # Builds, from the pinned Go modules next to this script:
-#   kubernetes/  kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes)
+#   kubernetes/  kube-apiserver, kube-controller-manager, kube-scheduler, and the real test
+#                node's kubelet and kube-proxy (k8s.io/kubernetes)
 #   etcd/        etcd (go.etcd.io/etcd/server/v3)
 #   kwok/        kwok (sigs.k8s.io/kwok/cmd/kwok)
 #   metrics-server/  metrics-server (sigs.k8s.io/metrics-server/cmd/metrics-server)
@@ -69,7 +70,7 @@ cache_root="${PANDO_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pando-ru
 out="$cache_root/$key"
 bin="$out/bin"
 
-binaries=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok metrics-server)
+binaries=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy etcd kwok metrics-server)
 stages=(
     node/fast/node-initialize.yaml
     node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
@@ -146,7 +147,9 @@ build etcd "-s -w" "$tmp/etcd" go.etcd.io/etcd/server/v3 # etcd's main is its se
 build kubernetes "$k8s_ldflags" "$tmp/" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler
+    k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kube-proxy
 
 kwok_src="$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)" ||
     die "cannot locate sigs.k8s.io/kwok in the module cache"

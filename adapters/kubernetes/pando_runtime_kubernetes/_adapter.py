@@ -58,6 +58,7 @@ from ._canary import NetworkPolicyCanary
 from ._client import ApiError, KubeTransport
 from ._edge import Edges
 from ._gateways import EgressGateways
+from ._images import RegistryImages
 from ._info import DESCRIPTION, KubernetesConfig
 from ._log import logger
 from ._namespaces import AppNamespaces
@@ -108,6 +109,7 @@ class KubernetesAdapter(RuntimeAdapter):
         self._canary = NetworkPolicyCanary(s, c)
         self._capacity = ClusterCapacity(s, c)
         self._events = BundleEvents(s, c)
+        self._images = RegistryImages(c)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -115,6 +117,11 @@ class KubernetesAdapter(RuntimeAdapter):
     def api_calls(self) -> int:
         """API calls made so far (every request and every opened stream)."""
         return self.session.api_calls
+
+    @property
+    def images(self) -> RegistryImages:
+        """The image registry component: its settings, and its client's call counters."""
+        return self._images
 
     @property
     def cache(self) -> Informer | None:
@@ -136,6 +143,7 @@ class KubernetesAdapter(RuntimeAdapter):
 
     async def aclose(self) -> None:
         """Stop the watches and close the connection pools. Safe to call twice."""
+        self._images.close()
         await self.session.close()
 
     # -- identity & health ----------------------------------------------------------------
@@ -144,7 +152,8 @@ class KubernetesAdapter(RuntimeAdapter):
         """What this adapter builds today; the rest is declared unsupported, never faked.
 
         Restricted egress only where egress rules are enforced (the canary saw it, or the
-        settings trust it); host-name rules also need the gateway's image.
+        settings trust it); host-name rules also need the gateway's image. Image import only
+        where an image registry is configured (``image_registry``).
         """
         egress = self.config.trust_egress_policy or self._canary.egress_verified
         return RuntimeCapabilities(
@@ -163,7 +172,9 @@ class KubernetesAdapter(RuntimeAdapter):
             trial_run=True,
             port_observation=True,
             write_observation=False,  # a trial's writes are not observed
-            image_delivery=(ImageDelivery.REGISTRY,),
+            image_delivery=(ImageDelivery.REGISTRY, ImageDelivery.IMPORT)
+            if self._images.configured
+            else (ImageDelivery.REGISTRY,),
         )
 
     def health_details(self) -> dict[str, str]:
@@ -238,11 +249,12 @@ class KubernetesAdapter(RuntimeAdapter):
     async def apply(self, plan: BundlePlan) -> BundleHandle:
         """Converge the app's namespace onto ``plan``.
 
-        A satisfied plan writes at most the pull secret.
+        A satisfied plan writes at most the pull secret. A workload whose image is in the
+        configured image registry pulls with its credentials unless its plan gives its own.
         """
         check_plan(plan, await self.capabilities())
         self._network.check(plan.network.egress, "network.egress", plan.workloads)
-        return await self._bundles.apply(plan)
+        return await self._bundles.apply(await self._images.with_pull_auth(plan))
 
     async def observe(self, ref: BundleRef) -> ObservedBundle:
         """The bundle as the cache (or the API) sees it; never remediates."""
@@ -318,6 +330,22 @@ class KubernetesAdapter(RuntimeAdapter):
         """Replace the volume's files with a tar stream, in place; creates the volume if absent."""
         await self._volumes.restore_volume(handle, source)
 
+    # -- images ---------------------------------------------------------------------------
+
+    async def has_image(self, reference: str) -> bool:
+        """Whether the configured registry has ``reference`` (a manifest ``HEAD``).
+
+        True for an image of any other registry: the kubelet pulls it on start.
+        """
+        return await self._images.has_image(reference)
+
+    async def import_image(self, source: ByteReceiveStream | AsyncIterable[bytes]) -> str:
+        """Push an OCI image layout or docker archive into the configured registry.
+
+        Returns ``<registry>/<repository>@sha256:<digest>`` (gate: ``image_import``).
+        """
+        return await self._images.import_image(source)
+
     # -- trial and edge -------------------------------------------------------------------
 
     async def trial(self, request: TrialRequest) -> TrialResult:
@@ -326,7 +354,7 @@ class KubernetesAdapter(RuntimeAdapter):
             validate_trial(request, await self.capabilities()), f"trial {request.trial_id!r}"
         )
         self._network.check(request.egress, "egress")
-        return await self._trials.trial(request)
+        return await self._trials.trial(await self._images.with_trial_pull_auth(request))
 
     async def apply_edge(self, plan: EdgePlan) -> None:
         """Converge the edge; nothing is written when its digest is unchanged."""

@@ -37,8 +37,16 @@ PROBES = ((ADMITTED_PROBE, True, False), (DENIED_PROBE, False, False), (EGRESS_P
 """Each probe: its name, whether ingress admits it, whether egress denies it."""
 
 
-def _pod(ns: str, name: str, image: str, script: str, labels: dict[str, str]) -> dict[str, Any]:
-    return {
+def _pod(
+    ns: str,
+    name: str,
+    image: str,
+    script: str,
+    *,
+    labels: dict[str, str],
+    placement: objects.PodSettings,
+) -> dict[str, Any]:
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": ns, "labels": labels},
@@ -60,9 +68,19 @@ def _pod(ns: str, name: str, image: str, script: str, labels: dict[str, str]) ->
             ],
         },
     }
+    # Where app pods run: enforcement is a property of their nodes, not of any node.
+    objects.place(pod["spec"], placement)
+    return pod
 
 
-def canary_objects(ns: str, *, image: str, subject: str | None, role: str) -> list[dict[str, Any]]:
+def canary_objects(
+    ns: str,
+    *,
+    image: str,
+    subject: str | None,
+    role: str,
+    placement: objects.PodSettings | None = None,
+) -> list[dict[str, Any]]:
     """Namespace, binding, policy and server pod of a canary, in write order."""
     labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_ROLE: ROLE_CANARY}
     docs: list[dict[str, Any]] = [
@@ -95,12 +113,28 @@ def canary_objects(ns: str, *, image: str, subject: str | None, role: str) -> li
         }
     )
     serve = f"mkdir -p /tmp/w && echo ok > /tmp/w/index.html && exec httpd -f -p {PORT} -h /tmp/w"
-    docs.append(_pod(ns, SERVER, image, serve, dict(labels)))
+    docs.append(
+        _pod(
+            ns,
+            SERVER,
+            image,
+            serve,
+            labels=dict(labels),
+            placement=placement or objects.PodSettings(),
+        )
+    )
     return docs
 
 
 def probe(
-    ns: str, name: str, image: str, address: str, *, admitted: bool, egress_denied: bool = False
+    ns: str,
+    name: str,
+    image: str,
+    address: str,
+    *,
+    admitted: bool,
+    egress_denied: bool = False,
+    placement: objects.PodSettings | None = None,
 ) -> dict[str, Any]:
     """A pod that exits 0 when it can fetch from the server."""
     labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_ROLE: ROLE_CANARY}
@@ -109,7 +143,9 @@ def probe(
     if egress_denied:
         labels[EGRESS_DENIED] = "true"
     script = f"wget -q -T 5 -O /dev/null http://{address}:{PORT}/"
-    return _pod(ns, name, image, script, labels)
+    return _pod(
+        ns, name, image, script, labels=labels, placement=placement or objects.PodSettings()
+    )
 
 
 def _phase(body: dict[str, Any]) -> str:
@@ -122,6 +158,7 @@ class NetworkPolicyCanary:
     def __init__(self, session: ClusterSession, config: KubernetesConfig) -> None:
         self._session = session
         self._config = config
+        self._placement = objects.PodSettings(config.runtime_class, config.node_selector)
         self.verified = False
         """The canary passed in this process (ingress rules are enforced)."""
         self.egress_verified = False
@@ -144,7 +181,11 @@ class NetworkPolicyCanary:
         ns = f"pando-canary-{secrets.token_hex(4)}"
         try:
             for doc in canary_objects(
-                ns, image=c.helper_image, subject=c.app_subject, role=c.app_role
+                ns,
+                image=c.helper_image,
+                subject=c.app_subject,
+                role=c.app_role,
+                placement=self._placement,
             ):
                 await self._session.create(doc)
             with anyio.move_on_after(c.canary_wait):
@@ -178,6 +219,7 @@ class NetworkPolicyCanary:
                 address,
                 admitted=admitted,
                 egress_denied=egress_denied,
+                placement=self._placement,
             )
             await self._session.create(doc)
         phases = await self._probe_phases(ns)

@@ -40,7 +40,7 @@ from ._names import (
     MANAGED_BY,
     edge_object_name,
 )
-from ._objects import b64, canonical, claim_volumes
+from ._objects import PodSettings, b64, canonical, claim_volumes, place
 from ._session import ClusterSession, api_path
 from ._volumes import Volumes, volume_handle
 
@@ -66,7 +66,7 @@ def edge_objects(  # noqa: C901 - one flat builder
     namespace: str,
     digest: str,
     service_type: str,
-    node_selector: Mapping[str, str],
+    placement: PodSettings,
 ) -> list[dict[str, Any]]:
     """Secrets, PodDisruptionBudget, Service and Deployment of an edge, in apply order."""
     name = edge_object_name(plan.name)
@@ -166,8 +166,7 @@ def edge_objects(  # noqa: C901 - one flat builder
     }
     if volumes:
         pod_spec["volumes"] = volumes
-    if node_selector:
-        pod_spec["nodeSelector"] = dict(node_selector)
+    place(pod_spec, placement)  # where app pods run: their RuntimeClass and node selector
     annotations = {
         ANN_EDGE_NAME: plan.name,
         ANN_EDGE_DIGEST: digest,
@@ -282,7 +281,9 @@ class Edges:
                 f"edge_service_type must be one of {', '.join(SERVICE_TYPES)}, not {service_type!r}"
             )
         name = edge_object_name(plan.name)
-        settings = {"service_type": service_type, "node_selector": c.node_selector}
+        settings: dict[str, Any] = {"service_type": service_type, "node_selector": c.node_selector}
+        if c.runtime_class:  # only then: the digests of edges without one stay as they were
+            settings["runtime_class"] = c.runtime_class
         digest = edge_digest(plan, await self._key(name), settings)
         current = await self._deployment(name)
         annotations = ((current or {}).get("metadata") or {}).get("annotations") or {}
@@ -298,7 +299,7 @@ class Edges:
             namespace=ns,
             digest=digest,
             service_type=service_type,
-            node_selector=c.node_selector,
+            placement=PodSettings(c.runtime_class, c.node_selector),
         )
         wanted = {d["kind"] for d in docs}
         for doc in docs:

@@ -200,6 +200,40 @@ class KubernetesConfig:
         exclusive_minimum=0,
         help="Seconds to wait for a volume helper or trial pod to start.",
     )
+    image_registry: str | None = setting(
+        default=None,
+        help="host:port of the image registry (HTTPS) import_image pushes to and app pods "
+        "pull imported images from; unset: no import (registry delivery only).",
+    )
+    image_registry_repository: str = setting(
+        default="pando",
+        help="Repository prefix of imported images: <image_registry>/<prefix>/<name> ('': "
+        "no prefix).",
+    )
+    image_registry_ca_file: str | None = setting(
+        default=None,
+        help="PEM file of the CA that signed the registry's certificate; unset: the system's "
+        "trust store (the nodes must trust it too).",
+    )
+    image_registry_username: str | None = setting(
+        default=None,
+        help="User the adapter pushes and looks up images as (Basic authentication); unset: "
+        "anonymous.",
+    )
+    image_registry_password_file: str | None = setting(
+        default=None,
+        help="File holding image_registry_username's password (read at each use; one "
+        "trailing newline ignored).",
+    )
+    image_registry_pull_username: str | None = setting(
+        default=None,
+        help="User app pods pull images of the registry as (written into each such app's "
+        "pull secret); unset: image_registry_username.",
+    )
+    image_registry_pull_password_file: str | None = setting(
+        default=None,
+        help="File holding image_registry_pull_username's password.",
+    )
     edge_namespace: str = setting(
         default="pando-edge",
         help="Namespace of the edge (created by the installer, with the edge RoleBinding).",

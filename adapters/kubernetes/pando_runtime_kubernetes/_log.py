@@ -5,7 +5,7 @@ The adapter's logger is a child of the core's ``pando_runtime``, so a host that 
 log before anything of the core has). Children: ``.transport`` (every API call),
 ``.watch`` (the cache's watches), ``.session`` (connecting, retried writes), ``.bundles``,
 ``.canary``, ``.health`` (the health check's egress details), ``.usage``, ``.tokens``,
-``.multi``.
+``.multi``, ``.images`` (the image registry's calls and imports).
 
 Records carry their context as attributes: ``cluster`` (the cluster's name, when known),
 ``bundle_id``, ``namespace``, ``verb``, ``resource``, ``status``, ``duration_s``, ``code``.

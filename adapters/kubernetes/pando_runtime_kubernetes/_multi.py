@@ -36,6 +36,7 @@ from pando_runtime import (
     BundlePlan,
     BundleRef,
     BundleUsage,
+    Capability,
     Capacity,
     DestroyOptions,
     EdgePlan,
@@ -43,6 +44,7 @@ from pando_runtime import (
     ExecRequest,
     ExecSession,
     Fit,
+    ImageDelivery,
     InUse,
     InvalidConfig,
     LogOptions,
@@ -366,9 +368,19 @@ class MultiClusterAdapter(RuntimeAdapter):
     # -- identity & health ----------------------------------------------------------------------
 
     async def capabilities(self) -> RuntimeCapabilities:
-        """What every member supports."""
+        """What every member supports; image import only when they share one registry."""
         members = await self._ready()
-        return common_capabilities([await m.capabilities() for m in members.values()])
+        common = common_capabilities([await m.capabilities() for m in members.values()])
+        if not self._one_registry(members):
+            delivery = tuple(d for d in common.image_delivery if d is not ImageDelivery.IMPORT)
+            common = attrs.evolve(common, image_delivery=delivery)
+        return common
+
+    @staticmethod
+    def _one_registry(members: Mapping[str, KubernetesAdapter]) -> bool:
+        """Whether every member has the same image registry settings (an import serves all)."""
+        settings = {m.images.settings for m in members.values()}
+        return len(settings) == 1
 
     async def health_details(self) -> dict[str, str]:
         """Each member's :meth:`KubernetesAdapter.health_details`, keyed ``<cluster>.<key>``."""
@@ -622,6 +634,15 @@ class MultiClusterAdapter(RuntimeAdapter):
     async def trial(self, request: TrialRequest) -> TrialResult:
         """A trial run, on the default cluster."""
         return await (await self._default_member()).trial(request)
+
+    async def has_image(self, reference: str) -> bool:
+        """Asked of the default cluster's registry (every member's, when import is offered)."""
+        return await (await self._default_member()).has_image(reference)
+
+    async def import_image(self, source: ByteReceiveStream | AsyncIterable[bytes]) -> str:
+        """Into the registry every member shares (gate: ``image_import``)."""
+        (await self.capabilities()).require(Capability.IMAGE_IMPORT)
+        return await (await self._default_member()).import_image(source)
 
     async def apply_edge(self, plan: EdgePlan) -> None:
         """The edge, on the default cluster."""

@@ -53,6 +53,7 @@ from ._names import (
     namespace_for,
 )
 from ._namespaces import AppNamespaces
+from ._objects import PodSettings, place
 from ._podstatus import container_state, start_problem
 from ._session import ClusterSession, api_path
 
@@ -148,9 +149,13 @@ def helper_pod(
     mount_path: str,
     read_only: bool,
     node_name: str | None,
-    node_selector: Mapping[str, str],
+    placement: PodSettings,
 ) -> dict[str, Any]:
-    """A pod that mounts ``claim`` and idles, for exec to read or write the volume."""
+    """A pod that mounts ``claim`` and idles, for exec to read or write the volume.
+
+    It runs where app pods run (``placement``: their RuntimeClass and node selector), and on
+    ``node_name`` when a pod there already mounts the claim.
+    """
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -170,10 +175,9 @@ def helper_pod(
             {"name": "data", "persistentVolumeClaim": {"claimName": claim, "readOnly": read_only}}
         ],
     }
+    place(spec, placement)
     if node_name:
         spec["nodeName"] = node_name  # beside the pod that already mounts the RWO claim
-    elif node_selector:
-        spec["nodeSelector"] = dict(node_selector)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -342,7 +346,7 @@ class Volumes:
             mount_path=mount_path,
             read_only=read_only,
             node_name=await self._helper_node(ns, claim),
-            node_selector=self._config.node_selector,
+            placement=PodSettings(self._config.runtime_class, self._config.node_selector),
         )
         name = body["metadata"]["name"]
         await self._session.create(body, f"create the volume helper of {volume_id}")

@@ -363,3 +363,55 @@ def multi_conformance_hooks(
         first: dataclasses.replace(multi_hooks[first], proxy=apiserver_proxy),
         second: dataclasses.replace(multi_hooks[second], proxy=second_apiserver_proxy),
     }
+
+
+# -- the cluster with a real node: containers run, policies are enforced ------------------------
+
+
+@pytest.fixture(scope="session")
+def real_admin_api(real_node_cluster: Any) -> Iterator[Any]:
+    """An admin ApiClient of the cluster with a real node."""
+    with _admin_client(real_node_cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def real_volume_pool(
+    real_admin_api: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """The real-node cluster's volume pool: hostPath volumes kubelet really mounts."""
+    with _volume_pool(real_admin_api, tmp_path_factory.mktemp("real-volumes")) as mounts:
+        yield mounts
+
+
+@pytest.fixture(scope="session")
+def real_adapter_config(
+    real_node_cluster: Any, real_admin_api: Any, real_volume_pool: Path
+) -> Iterator[dict[str, Any]]:
+    """Settings of an adapter whose apps run on the real node, as the restricted user.
+
+    No ``trust_*`` setting: the canary finds out what the cluster enforces. The cluster's
+    ranges are named, as an operator would name them, so the app's default policy lets the
+    stand-in internet through and keeps the pod, Service and API server ranges out.
+    """
+    from localcluster import images  # noqa: PLC0415
+    from localcluster.realnode import addons, network  # noqa: PLC0415
+
+    registry = real_node_cluster.local.registry
+    with _granted(real_node_cluster, real_admin_api, real_volume_pool) as granted:
+        settings = {k: v for k, v in granted.items() if not k.startswith("trust_")}
+        yield {
+            **settings,
+            **registry.adapter_settings(),
+            "runtime_class": addons.RUNTIME_CLASS,
+            "helper_image": images.WORKLOAD,
+            "helper_mount_root": "/data",
+            "egress_gateway_image": images.GATEWAY,
+            "pod_cidr": network.POD_CIDR,
+            "service_cidr": "10.96.0.0/16",
+            "api_server_cidr": f"{network.API_SERVER_IP}/32",
+            "dns_namespace": addons.DNS_NAMESPACE,
+            "dns_labels": dict(addons.DNS_LABELS),
+            "schedule_wait": 30.0,
+            "canary_wait": 60.0,
+        }

@@ -12,6 +12,7 @@ import pytest
 from pando_runtime_kubernetes._edge import edge_objects, pod_reason
 from pando_runtime_kubernetes._exec import KubeExecSession, exit_code_of, with_env
 from pando_runtime_kubernetes._names import claim_name, edge_object_name, helper_name
+from pando_runtime_kubernetes._objects import PodSettings
 from pando_runtime_kubernetes._trial import listening_ports
 from pando_runtime_kubernetes._volumes import claim_body, helper_pod, parse_handle, volume_handle
 from websocket import ABNF, WebSocketConnectionClosedException
@@ -206,9 +207,21 @@ def test_volume_objects_and_handles() -> None:
         mount_path="/data/pando-vol-data-1",
         read_only=True,
         node_name="node-1",
-        node_selector={},
+        placement=PodSettings("sandboxed", {"pool": "a"}),
     )
     assert pod["spec"]["nodeName"] == "node-1"
+    assert pod["spec"]["runtimeClassName"] == "sandboxed"
+    unbound = helper_pod(
+        "pando-a",
+        "pando-vol-data-1",
+        image="busybox:1.37",
+        mount_path="/data/pando-vol-data-1",
+        read_only=False,
+        node_name=None,
+        placement=PodSettings("sandboxed", {"pool": "a"}),
+    )
+    assert unbound["spec"]["runtimeClassName"] == "sandboxed"
+    assert unbound["spec"]["nodeSelector"] == {"pool": "a"}
     assert pod["spec"]["volumes"][0]["persistentVolumeClaim"]["readOnly"] is True
     assert pod["spec"]["containers"][0]["volumeMounts"][0]["readOnly"] is True
     assert pod["metadata"]["labels"]["pando.dev/role"] == "volume-helper"
@@ -231,9 +244,18 @@ def test_edge_objects() -> None:
     docs = {
         d["kind"]: d
         for d in edge_objects(
-            plan, namespace="pando-edge", digest="d", service_type="LoadBalancer", node_selector={}
+            plan,
+            namespace="pando-edge",
+            digest="d",
+            service_type="LoadBalancer",
+            placement=PodSettings("sandboxed", {"pool": "edge"}),
         )
     }
+    template = docs["Deployment"]["spec"]["template"]["spec"]
+    assert (template["runtimeClassName"], template["nodeSelector"]) == (
+        "sandboxed",
+        {"pool": "edge"},
+    )
     deployment = docs["Deployment"]
     assert deployment["metadata"]["name"] == edge_object_name("main")
     assert deployment["spec"]["replicas"] == 2, "an edge never runs fewer than two replicas"
@@ -297,3 +319,19 @@ def test_the_canary_admits_only_its_labelled_probe() -> None:
         assert pod["spec"]["restartPolicy"] == "Never"
         assert pod["spec"]["automountServiceAccountToken"] is False
     assert "10.0.0.5:8080" in " ".join(denied["spec"]["containers"][0]["command"])
+    assert "runtimeClassName" not in admitted["spec"]
+
+
+def test_the_canary_runs_where_app_pods_run() -> None:
+    from pando_runtime_kubernetes._canary import canary_objects, probe  # noqa: PLC0415
+
+    placement = PodSettings("sandboxed", {"pool": "apps"})
+    server = canary_objects(
+        "pando-canary-x", image="busybox:1.37", subject=None, role="r", placement=placement
+    )[-1]
+    admitted = probe(
+        "pando-canary-x", "a", "busybox:1.37", "10.0.0.5", admitted=True, placement=placement
+    )
+    for pod in (server, admitted):
+        assert pod["spec"]["runtimeClassName"] == "sandboxed"
+        assert pod["spec"]["nodeSelector"] == {"pool": "apps"}

@@ -122,14 +122,15 @@ def choose_backend(option: str | None, kubeconfig: str | None) -> str:
 
 @contextmanager
 def local_backend(
-    name: str = CONTEXT, nodes: Sequence[NodeSpec] = DEFAULT_NODES
+    name: str = CONTEXT, nodes: Sequence[NodeSpec] = DEFAULT_NODES, *, real_node: bool = False
 ) -> Iterator[KubeCluster]:
     """The harness of this package: a real control plane with kwok nodes.
 
     ``name``: its context (and kubeconfig entries); several run at once under distinct names.
+    ``real_node``: a real node beside the kwok ones (:mod:`localcluster.realnode`).
     """
     try:
-        cluster = LocalCluster(name=name, nodes=nodes).start()
+        cluster = LocalCluster(name=name, nodes=nodes, real_node=real_node).start()
     except ClusterError as exc:
         raise BackendUnavailable(f"local backend failed: {exc}\n\n{HOW_TO_GET_ONE}") from exc
     try:

@@ -24,6 +24,8 @@ BINARIES = (  # in start order
     "kwok",
     "metrics-server",
 )
+NODE_BINARIES = ("kubelet", "kube-proxy")
+"""Built with the control plane, from the same module: the real node's programs."""
 STAGES_DIR = "kwok-stages"
 DEFAULT_STAGES = (
     "node-initialize.yaml",
@@ -44,7 +46,7 @@ class Binaries:
 
     def path(self, name: str) -> Path:
         """Return the path of the binary ``name`` (one of :data:`BINARIES`)."""
-        if name not in BINARIES:
+        if name not in BINARIES and name not in NODE_BINARIES:
             raise KeyError(name)
         return self.directory / name
 
@@ -60,7 +62,7 @@ class Binaries:
 
     def missing(self) -> list[str]:
         """Names of the binaries or stage files that are absent (empty when complete)."""
-        absent = [b for b in BINARIES if not os.access(self.path(b), os.X_OK)]
+        absent = [b for b in (*BINARIES, *NODE_BINARIES) if not os.access(self.path(b), os.X_OK)]
         documents = (*self.stages, *self.metrics_documents)
         absent += [f"{STAGES_DIR}/{s.name}" for s in documents if not s.is_file()]
         return absent

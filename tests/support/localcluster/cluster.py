@@ -35,8 +35,10 @@ from .kubeconfig import write_kubeconfig
 from .kwok import cri_log_line, kwok_config
 from .net import free_ports, wait_until
 from .nodes import DEFAULT_NODES, NodeSpec, Taint
-from .pki import FRONT_PROXY_CLIENT, Pki, make_pki
+from .pki import FRONT_PROXY_CLIENT, Pki, issue_client_cert, make_pki
 from .process import Component, tail
+from .realnode.stack import ApiAccess, RealNode
+from .registry import LocalRegistry
 from .rest import Rest
 
 CONTEXT = "pando-local"
@@ -72,8 +74,14 @@ class LocalCluster:
         start_timeout: float = 120.0,
         stop_timeout: float = 5.0,
         keep_work_dir: bool | None = None,
+        real_node: bool = False,
     ) -> None:
         self.nodes = list(nodes)
+        self.real_node_wanted = real_node
+        """Also run a real node (containerd, kubelet, ...; see :mod:`.realnode`)."""
+        self.real_node: RealNode | None = None
+        self.registry: LocalRegistry | None = None
+        """With a real node: the image registry its containerd pulls from (TLS, a password)."""
         self.restricted_user = restricted_user
         self.binaries = binaries
         self.start_timeout = start_timeout
@@ -149,6 +157,12 @@ class LocalCluster:
     def stop(self) -> None:
         """Stop every component in reverse start order (SIGTERM, then SIGKILL)."""
         atexit.unregister(self.stop)
+        if self.real_node is not None:
+            self.real_node.stop()
+            self.real_node = None
+        if self.registry is not None:
+            self.registry.stop()
+            self.registry = None
         self._stop_each()
         self.components.clear()
         if self._own_work_dir and not self.keep_work_dir:
@@ -303,6 +317,11 @@ class LocalCluster:
             )
         )
         self._rest = Rest(self.server, pki.ca.cert, pki.admin.cert, pki.admin.key)
+        if self.real_node_wanted:
+            from .realnode.setup import make_real_node  # noqa: PLC0415 - builds images: only here
+
+            self.real_node = make_real_node(self.work_dir / "node", self.binaries)
+            self.registry = LocalRegistry.for_pki(pki, self.work_dir / "registry")
         for name in START_ORDER:
             self.components[name] = Component(
                 name,
@@ -389,6 +408,10 @@ class LocalCluster:
                 "--requestheader-username-headers=X-Remote-User",
                 "--requestheader-group-headers=X-Remote-Group",
                 "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                # Kubelets (the real node's) take the admin's certificate.
+                f"--kubelet-client-certificate={pki.admin.cert}",
+                f"--kubelet-client-key={pki.admin.key}",
+                *(self.real_node.apiserver_args() if self.real_node is not None else ()),
             ],
             "kube-controller-manager": [
                 *kube_auth,
@@ -441,6 +464,11 @@ class LocalCluster:
                 raise ClusterStartError(f"timed out after {self.start_timeout:.0f} s: {what}")
             self.timings[what] = round(time.monotonic() - t0, 2)
 
+        if fresh and self.real_node is not None:
+            assert self.registry is not None
+            self.registry.start()
+            self.real_node.prepare(self._node_api_access(self.registry))
+            self.timings["real node prepared"] = round(time.monotonic() - t0, 2)
         comps["etcd"].start(detach=self._detached)
         await_("etcd healthy", lambda: _http_ok(f"http://127.0.0.1:{self.ports['etcd']}/health"))
         comps["kube-apiserver"].start(detach=self._detached)
@@ -458,7 +486,40 @@ class LocalCluster:
         sa = "/api/v1/namespaces/default/serviceaccounts/default"
         await_("default service account", lambda: self.rest.get(sa)[0] == 200)
         await_("metrics API available", self.metrics_api_available)
+        if fresh and self.real_node is not None:
+            self.real_node.publish_api_endpoint(self.rest, self.ports["apiserver"])
+            self.real_node.start(self.rest)
+            self.timings["real node ready"] = round(time.monotonic() - t0, 2)
         self.timings["total"] = round(time.monotonic() - t0, 2)
+
+    def _node_api_access(self, registry: LocalRegistry) -> ApiAccess:
+        pki = self._pki
+        assert pki is not None
+
+        def kubeconfig(path: Path, identity: str, server: str) -> Path:
+            if identity == "admin":
+                cert = pki.admin
+            else:  # a node's own identity, for the Node authorizer
+                node = identity.rsplit(":", 1)[-1]
+                cert = issue_client_cert(pki, f"node-{node}", f"/O=system:nodes/CN={identity}")
+            return write_kubeconfig(
+                path,
+                user=f"{self.name}-{identity}",
+                context=self.name,
+                cluster=self.name,
+                client_cert=cert.cert,
+                client_key=cert.key,
+                server=server,
+                ca_cert=pki.ca.cert,
+            )
+
+        return ApiAccess(
+            port=self.ports["apiserver"],
+            ca_file=pki.ca.cert,
+            write_kubeconfig=kubeconfig,
+            registry_port=registry.port,
+            registry_hosts=registry.hosts_toml(),
+        )
 
     def _register_metrics_api(self) -> None:
         """Serve ``metrics.k8s.io`` through metrics-server, as a cluster's add-on would.

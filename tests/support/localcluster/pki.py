@@ -1,10 +1,10 @@
 """Certificates, keys and static tokens for the local cluster, made with the openssl CLI.
 
-One CA signs the apiserver's, kwok's and metrics-server's serving certificates, the admin
-client certificate (group ``system:masters``) and the restricted user's client certificate (no
-groups). A second CA, trusted only for request headers, signs the client certificate with which
-the apiserver's aggregation layer proxies requests to metrics-server: a certificate of the main
-CA must never be able to assert another user's identity in headers.
+One CA signs the apiserver's, kwok's, metrics-server's and the image registry's serving
+certificates, the admin client certificate (group ``system:masters``) and the restricted user's
+client certificate (no groups). A second CA, trusted only for request headers, signs the client
+certificate with which the apiserver's aggregation layer proxies requests to metrics-server: a
+certificate of the main CA must never be able to assert another user's identity in headers.
 Keys are ECDSA P-256, which is quick to generate and accepted by every component.
 """
 
@@ -31,6 +31,8 @@ APISERVER_SANS = (
 )
 METRICS_SERVER_SANS = ("IP:127.0.0.1", "DNS:localhost", "DNS:metrics-server.kube-system.svc")
 """The aggregation layer checks the name ``<service>.<namespace>.svc`` of its APIService."""
+REGISTRY_SANS = ("IP:127.0.0.1", "DNS:localhost")
+"""The image registry listens on loopback (see :mod:`localcluster.registry`)."""
 FRONT_PROXY_CLIENT = "front-proxy-client"
 
 
@@ -51,6 +53,7 @@ class Pki:
     apiserver: CertKey
     kwok: CertKey
     metrics_server: CertKey
+    registry: CertKey
     front_proxy_ca: CertKey
     front_proxy_client: CertKey
     admin: CertKey
@@ -157,6 +160,7 @@ def make_pki(directory: Path, restricted_user: str = "alice") -> Pki:
     apiserver = server("apiserver", "/CN=kube-apiserver", APISERVER_SANS)
     kwok = server("kwok", "/CN=kwok", ("IP:127.0.0.1", "DNS:localhost"))
     metrics_server = server("metrics-server", "/CN=metrics-server", METRICS_SERVER_SANS)
+    registry = server("registry", "/CN=pando-registry", REGISTRY_SANS)
     front_proxy_ca = _make_ca(openssl, directory, "front-proxy-ca")
     front_proxy_client = _make_leaf(
         openssl,
@@ -184,6 +188,7 @@ def make_pki(directory: Path, restricted_user: str = "alice") -> Pki:
         apiserver=apiserver,
         kwok=kwok,
         metrics_server=metrics_server,
+        registry=registry,
         front_proxy_ca=front_proxy_ca,
         front_proxy_client=front_proxy_client,
         admin=admin,
@@ -194,3 +199,9 @@ def make_pki(directory: Path, restricted_user: str = "alice") -> Pki:
         tokens_csv=tokens_csv,
         admin_token=admin_token,
     )
+
+
+def issue_client_cert(pki: Pki, name: str, subject: str) -> CertKey:
+    """A client certificate of the main CA for ``subject`` (``/O=group/CN=user``), in the PKI's
+    directory as ``name.crt``/``name.key``; for identities made after the cluster's own."""
+    return _make_leaf(_openssl(), pki.directory, pki.ca, name, subject=subject, usage="clientAuth")

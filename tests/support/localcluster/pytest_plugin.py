@@ -1,5 +1,6 @@
-"""pytest plugin: the ``kube`` marker and the ``kube_cluster`` / ``kube_api`` fixtures, and
-``second_kube_cluster`` (a second local control plane beside the first, for many-cluster tests).
+"""pytest plugin: the ``kube`` marker and the ``kube_cluster`` / ``kube_api`` fixtures,
+``second_kube_cluster`` (a second local control plane beside the first, for many-cluster tests)
+and ``image_registry`` (an image registry on loopback, with TLS and a password).
 
 Load it with ``-p localcluster.pytest_plugin`` (with ``tests/support`` on ``pythonpath``).
 
@@ -39,11 +40,21 @@ from .backends import (
 )
 from .errors import ClusterError
 from .nodes import NodeSpec
+from .registry import LocalRegistry
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
 MARKER = "kube: the test needs a Kubernetes cluster (fixtures kube_cluster / kube_api)"
+REAL_NODE_MARKER = (
+    "real_node: the test runs containers on a real node (fixture real_node_cluster); skipped "
+    "with the reason where the machine cannot run one, unless PANDO_REAL_NODES=1"
+)
+ENV_REAL_NODES = "PANDO_REAL_NODES"
+"""``1``: a machine that cannot run a real node fails the real-node tests instead of skipping
+them (the test command sets it: on the project's machines they all run)."""
+REAL_CONTEXT = "pando-real"
+"""Context of :func:`real_node_cluster`."""
 SECOND_CONTEXT = "pando-local-2"
 """Context (and kubeconfig entry names) of :func:`second_kube_cluster`."""
 SMALL_NODES = (NodeSpec("kwok-small-0", "2", "4Gi"), NodeSpec("kwok-small-1", "2", "4Gi"))
@@ -72,6 +83,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Declare the ``kube`` marker."""
     config.addinivalue_line("markers", MARKER)
+    config.addinivalue_line("markers", REAL_NODE_MARKER)
 
 
 @pytest.fixture(scope="session")
@@ -115,6 +127,73 @@ def second_kube_cluster(kube_cluster: KubeCluster) -> Iterator[KubeCluster]:
         yield cluster
     finally:
         manager.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def real_node_cluster() -> Iterator[KubeCluster]:
+    """A local control plane with a real node (containerd, kubelet, kube-proxy, kube-router,
+    CoreDNS) beside two kwok nodes, for the session; its own context :data:`REAL_CONTEXT`.
+
+    Pods land on the real node through the RuntimeClass ``pando-real``. Where this machine
+    cannot run a node the test is skipped with the reason, or fails when
+    ``PANDO_REAL_NODES=1``.
+    """
+    from .realnode.setup import missing  # noqa: PLC0415 - imports the image builder: only here
+
+    absent = missing()
+    if absent:
+        reason = "no real node on this machine: it lacks " + ", ".join(absent)
+        if os.environ.get(ENV_REAL_NODES) == "1":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    failure = ""
+    try:
+        manager = local_backend(REAL_CONTEXT, real_node=True)
+        cluster = manager.__enter__()
+    except (BackendUnavailable, ClusterError) as exc:
+        failure = f"no cluster with a real node: {exc}"
+    if failure:
+        pytest.fail(failure, pytrace=False)
+    try:
+        yield cluster
+    finally:
+        manager.__exit__(None, None, None)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say how many real-node tests ran (skips are listed with their reasons by ``-ra``)."""
+    ran = skipped = 0
+    for outcome, reports in terminalreporter.stats.items():
+        for report in reports:
+            if "real_node" not in getattr(report, "keywords", {}):
+                continue
+            if outcome == "skipped":
+                skipped += 1
+            elif getattr(report, "when", "") == "call":
+                ran += 1
+    if ran or skipped:
+        terminalreporter.write_line(f"real-node tests: {ran} ran, {skipped} skipped")
+
+
+@pytest.fixture(scope="session")
+def image_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
+    """An image registry for the session: CNCF Distribution on ``127.0.0.1:<port>`` with TLS
+    (a CA of its own: ``image_registry.ca_cert``) and a password (``username``, ``password``,
+    ``password_file``), storing in a work directory; see :mod:`localcluster.registry`.
+
+    Independent of any cluster. ``image_registry.push(archive, name, tag)`` seeds an image.
+    """
+    failure = ""
+    try:
+        registry = LocalRegistry(tmp_path_factory.mktemp("registry")).start()
+    except ClusterError as exc:
+        failure = f"no image registry: {exc}"
+    if failure:
+        pytest.fail(failure, pytrace=False)
+    try:
+        yield registry
+    finally:
+        registry.stop()
 
 
 @pytest.fixture

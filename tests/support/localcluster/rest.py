@@ -21,7 +21,13 @@ class Rest:
         self.context.load_cert_chain(str(client_cert), str(client_key))
 
     def request(
-        self, method: str, path: str, body: Any = None, *, timeout: float = 10.0
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout: float = 10.0,
+        content_type: str = "application/json",
     ) -> tuple[int, Any]:
         """Send a request; return (HTTP status, decoded JSON body or text or None).
 
@@ -35,7 +41,7 @@ class Rest:
         payload = None
         if body is not None:
             payload = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         try:
             conn.request(method, path, body=payload, headers=headers)
             resp = conn.getresponse()

@@ -1,0 +1,214 @@
+"""The real node's configuration files, as text: pure builders, no I/O.
+
+Every path they name is under the node's work directory, so nothing of the host's own
+containerd, kubelet or CNI configuration is read or written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .network import NODE_IP, POD_CIDR, POD_GATEWAY
+
+CNI_BIN_DIR = "/usr/lib/cni"
+"""Where Debian's containernetworking-plugins puts the plugins."""
+RUNTIME_HANDLER = "runc"
+CLUSTER_DNS_IP = "10.96.0.10"
+REAL_NODE_LABEL = "pando.dev/node"
+REAL_NODE_TAINT = {"key": "pando.dev/real-node", "value": "true", "effect": "NoSchedule"}
+
+
+@dataclass(frozen=True)
+class NodeDirs:
+    """The directories of one real node, all under ``root``."""
+
+    root: Path
+
+    @property
+    def containerd(self) -> Path:
+        return self.root / "containerd"
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.containerd / "containerd.sock"
+
+    @property
+    def registry_hosts(self) -> Path:
+        return self.containerd / "certs.d"
+
+    @property
+    def cni_conf(self) -> Path:
+        return self.root / "cni" / "net.d"
+
+    @property
+    def cni_ipam(self) -> Path:
+        return self.root / "cni" / "ipam"
+
+    @property
+    def kubelet(self) -> Path:
+        """kubelet's root directory (a bind mount of itself, made shared)."""
+        return self.root / "kubelet"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config"
+
+
+def containerd_config(dirs: NodeDirs, *, sandbox_image: str) -> str:
+    """containerd's ``config.toml``: its own root, state and sockets; the CRI plugin with
+    ``restrict_oom_score_adj`` (this machine lacks CAP_SYS_RESOURCE), runc with cgroupfs,
+    our CNI configuration, and registry hosts from ``certs.d``."""
+    d = dirs.containerd
+    cri = '[plugins."io.containerd.grpc.v1.cri"]'
+    return f"""\
+version = 2
+root = "{d / "root"}"
+state = "{d / "state"}"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+
+[grpc]
+  address = "{dirs.containerd_socket}"
+
+[ttrpc]
+  address = "{dirs.containerd_socket}.ttrpc"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{d / "opt"}"
+
+{cri}
+  sandbox_image = "{sandbox_image}"
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_unprivileged_ports = true
+  # Pods' network namespaces under our state directory, not /run/netns.
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{CNI_BIN_DIR}"
+    conf_dir = "{dirs.cni_conf}"
+    max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "{RUNTIME_HANDLER}"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{RUNTIME_HANDLER}]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{RUNTIME_HANDLER}.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{dirs.registry_hosts}"
+"""
+
+
+def cni_config(dirs: NodeDirs) -> str:
+    """A bridge network over the pod range, routed (not masqueraded) by the node namespace."""
+    config = {
+        "cniVersion": "0.4.0",
+        "name": "pando",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": "cni0",
+                "isGateway": True,
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": POD_CIDR, "gateway": POD_GATEWAY}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "dataDir": str(dirs.cni_ipam),
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
+    return json.dumps(config, indent=2) + "\n"
+
+
+def kubelet_config(
+    dirs: NodeDirs,
+    *,
+    ca_file: Path,
+    cgroup_root: str,
+    taints: Sequence[Mapping[str, str]],
+    healthz_port: int,
+    cluster_domain: str = "cluster.local",
+) -> str:
+    """KubeletConfiguration for cgroup v1 with cgroupfs, on our containerd, serving on the
+    node's address (the API server reaches it through the relay) and nothing else."""
+    config = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": cgroup_root,
+        "cgroupsPerQOS": True,
+        "enforceNodeAllocatable": ["pods"],
+        "containerRuntimeEndpoint": f"unix://{dirs.containerd_socket}",
+        "address": NODE_IP,
+        "port": 10250,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": healthz_port,
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": False},
+            "x509": {"clientCAFile": str(ca_file)},
+        },
+        "authorization": {"mode": "AlwaysAllow"},
+        "failSwapOn": False,
+        "resolvConf": str(dirs.config / "resolv.conf"),
+        "clusterDNS": [CLUSTER_DNS_IP],
+        "clusterDomain": cluster_domain,
+        "protectKernelDefaults": False,
+        "makeIPTablesUtilChains": False,
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "evictionHard": {
+            "memory.available": "0%",
+            "nodefs.available": "0%",
+            "nodefs.inodesFree": "0%",
+            "imagefs.available": "0%",
+        },
+        "registerWithTaints": [dict(t) for t in taints],
+        "serializeImagePulls": False,
+        "maxPods": 110,
+        "nodeStatusReportFrequency": "10s",
+        "syncFrequency": "10s",
+        "fileCheckFrequency": "20s",
+        "containerLogMaxSize": "10Mi",
+        "rotateCertificates": False,
+        "serverTLSBootstrap": False,
+    }
+    return json.dumps(config, indent=2) + "\n"
+
+
+def kube_proxy_config(
+    *, kubeconfig: Path, node_name: str, healthz_port: int, metrics_port: int
+) -> str:
+    """kube-proxy in iptables mode (this kernel has no IPVS); no host-wide conntrack change."""
+    config = {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "mode": "iptables",
+        "clusterCIDR": POD_CIDR,
+        "hostnameOverride": node_name,
+        "bindAddress": NODE_IP,
+        "healthzBindAddress": f"127.0.0.1:{healthz_port}",
+        "metricsBindAddress": f"127.0.0.1:{metrics_port}",
+        "nodePortAddresses": [f"{NODE_IP}/32"],
+        # 0 leaves the conntrack table's size and timeouts alone: they are not per namespace.
+        "conntrack": {
+            "maxPerCore": 0,
+            "min": 0,
+            "tcpEstablishedTimeout": "0s",
+            "tcpCloseWaitTimeout": "0s",
+        },
+    }
+    return json.dumps(config, indent=2) + "\n"

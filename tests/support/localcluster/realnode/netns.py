@@ -1,0 +1,104 @@
+"""Network namespaces of the real nodes: made, entered and removed by the harness.
+
+A namespace is made with ``ip netns add`` (so it is named under ``/run/netns`` and outlives
+its processes until removed). Processes run in one through ``nsenter --net`` only: they keep
+the host's mount namespace, so what kubelet mounts containerd sees (``ip netns exec`` would
+give each process a mount namespace of its own). Python code makes a socket inside one with
+:func:`entered`, which moves the calling thread alone (``setns`` is per thread); a socket
+keeps the namespace it was made in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import subprocess
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+NETNS_DIR = Path("/run/netns")
+_CLONE_NEWNET = 0x40000000
+
+
+class NetnsError(RuntimeError):
+    """A namespace could not be made, entered or removed."""
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def path(name: str) -> Path:
+    """The file that names namespace ``name``."""
+    return NETNS_DIR / name
+
+
+def exists(name: str) -> bool:
+    """Whether namespace ``name`` exists."""
+    return path(name).exists()
+
+
+def names(prefix: str) -> list[str]:
+    """Every namespace whose name starts with ``prefix``."""
+    if not NETNS_DIR.is_dir():
+        return []
+    return sorted(p.name for p in NETNS_DIR.iterdir() if p.name.startswith(prefix))
+
+
+def ip(*args: str, netns: str | None = None, check: bool = True) -> str:
+    """Run ``ip ARGS`` (in ``netns`` when given) and return its output."""
+    argv = ["ip", *(("-n", netns) if netns else ()), *args]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise NetnsError(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def add(name: str) -> None:
+    """Make namespace ``name`` with its loopback up."""
+    ip("netns", "add", name)
+    ip("link", "set", "lo", "up", netns=name)
+
+
+def delete(name: str) -> None:
+    """Kill every process left in ``name`` and remove it (no error when it is gone)."""
+    if not exists(name):
+        return
+    for pid in pids(name):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
+    ip("netns", "delete", name, check=False)
+
+
+def pids(name: str) -> list[int]:
+    """The processes that run in namespace ``name``."""
+    out = ip("netns", "pids", name, check=False)
+    return [int(p) for p in out.split()]
+
+
+def command(name: str, argv: Sequence[str]) -> list[str]:
+    """``argv`` run in namespace ``name`` (network only; see the module docstring)."""
+    return ["nsenter", f"--net={path(name)}", "--", *argv]
+
+
+def sysctl(name: str, key: str, value: str) -> None:
+    """Set a per-namespace sysctl (``net.*``) inside namespace ``name``."""
+    with entered(name):
+        Path("/proc/sys", *key.split(".")).write_text(value)
+
+
+@contextlib.contextmanager
+def entered(name: str) -> Iterator[None]:
+    """Move the calling thread into namespace ``name`` for the block, then back."""
+    libc = _libc()
+    with Path("/proc/thread-self/ns/net").open("rb") as home, path(name).open("rb") as target:
+        if libc.setns(target.fileno(), _CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise NetnsError(f"cannot enter network namespace {name}: {os.strerror(err)}")
+        try:
+            yield
+        finally:
+            if libc.setns(home.fileno(), _CLONE_NEWNET) != 0:  # pragma: no cover - fatal
+                err = ctypes.get_errno()
+                raise NetnsError(f"cannot leave network namespace {name}: {os.strerror(err)}")

@@ -87,7 +87,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from ._exec import ExecRequest, ExecResult, ExecSession
     from ._info import AdapterInfo
     from ._logs import LogOptions
-    from ._observed import ObservedBundle, ObservedVolume, ObservedWorkload
+    from ._observed import ObservedBundle, ObservedVolume, ObservedWorkload, WorkloadProblem
     from ._plans import (
         BundlePlan,
         CarriedFile,
@@ -204,7 +204,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "_exec": ("ExecRequest", "ExecResult", "ExecSession"),
     "_info": ("AdapterInfo",),
     "_logs": ("LogOptions",),
-    "_observed": ("ObservedBundle", "ObservedVolume", "ObservedWorkload"),
+    "_observed": ("ObservedBundle", "ObservedVolume", "ObservedWorkload", "WorkloadProblem"),
     "_plans": (
         "BundlePlan",
         "CarriedFile",
@@ -342,6 +342,7 @@ __all__ = [
     "VolumeRequest",
     "VolumeUsage",
     "WorkloadPlan",
+    "WorkloadProblem",
     "WorkloadRef",
     "WorkloadUsage",
     "__version__",

@@ -6,6 +6,7 @@ input, one-way.
 
 from __future__ import annotations
 
+import enum
 from datetime import datetime
 
 import attrs
@@ -13,7 +14,20 @@ import attrs
 from ._frozen import frozen_tuple
 from ._volumes import VolumeHandle
 
-__all__ = ["ObservedBundle", "ObservedVolume", "ObservedWorkload"]
+__all__ = ["ObservedBundle", "ObservedVolume", "ObservedWorkload", "WorkloadProblem"]
+
+
+class WorkloadProblem(enum.StrEnum):
+    """Why a present workload does not run and will not start by itself: what a host can act on.
+
+    ``IMAGE_PULL``: its image cannot be fetched (it does not exist, or the registry refuses the
+    credentials); ``UNSCHEDULABLE``: no place in the runtime can take it now; ``CANNOT_START``:
+    the runtime refuses to start it as planned (its command or configuration).
+    """
+
+    IMAGE_PULL = "image_pull"
+    UNSCHEDULABLE = "unschedulable"
+    CANNOT_START = "cannot_start"
 
 
 @attrs.frozen(kw_only=True)
@@ -25,6 +39,10 @@ class ObservedWorkload:
     instance has ended. ``present`` is false when the plan names the workload
     but no instance exists (never started, or stopped). ``instance_id`` is
     opaque and changes whenever a new instance replaces the old one.
+    ``problem`` says why a present instance is stuck before running (``None`` while
+    it runs, ended, or may still start), ``problem_detail`` the runtime's words for
+    it (never a credential; not part of equality: the words change while the problem
+    stays).
     """
 
     name: str
@@ -38,6 +56,8 @@ class ObservedWorkload:
     healthy: bool | None = None
     restarting: bool = False
     oom_killed: bool = False
+    problem: WorkloadProblem | None = None
+    problem_detail: str = attrs.field(default="", eq=False)
 
     @property
     def ended(self) -> bool:

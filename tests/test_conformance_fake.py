@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from pando_runtime import RuntimeAdapter, RuntimeCapabilities, WorkloadRef
-from pando_runtime.testing import ExecContext, FakeAdapter, scripted
+from pando_runtime import RuntimeAdapter, RuntimeCapabilities, WorkloadProblem, WorkloadRef
+from pando_runtime.testing import ExecContext, FakeAdapter, ImageBehaviour, scripted
 from pando_runtime.testing.conformance import ConformanceHarness, ConformanceSuite
 
 
@@ -33,6 +33,15 @@ class FakeHarness(ConformanceHarness):
     async def cause_event_gap(self, adapter: RuntimeAdapter) -> None:
         assert isinstance(adapter, FakeAdapter)
         adapter.simulate_gap()
+
+    async def unpullable_image(self, adapter: RuntimeAdapter) -> str:
+        assert isinstance(adapter, FakeAdapter)
+        image = "registry.example/conformance/absent:1"
+        detail = f"{image}: not found"
+        adapter.script_image(
+            image, ImageBehaviour(problem=WorkloadProblem.IMAGE_PULL, problem_detail=detail)
+        )
+        return image
 
     async def cache_goes_stale(self, adapter: RuntimeAdapter) -> None:
         assert isinstance(adapter, FakeAdapter)

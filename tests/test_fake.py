@@ -311,6 +311,31 @@ async def test_a_state_file_of_version_1_keeps_its_base64_carried_files(tmp_path
         assert second.plan_of("app") == plan
 
 
+async def test_only_exposed_ports_admit_the_outside_and_exposure_replaces_nothing() -> None:
+    fake = FakeAdapter()
+    web = pr.WorkloadPlan(
+        name="web",
+        image="example/web:1",
+        ports=(pr.Port(8080), pr.Port(5353, pr.Protocol.UDP)),
+        exposed=True,
+    )
+    db = pr.WorkloadPlan(name="db", image="example/db:1", ports=(pr.Port(5432),))
+    plan = pr.BundlePlan(bundle_id="app", workloads=(web, db))
+    await fake.apply(plan)
+    web_ref, db_ref = pr.WorkloadRef("app", "web"), pr.WorkloadRef("app", "db")
+    assert fake.ingress_allowed(web_ref, 8080)
+    assert fake.ingress_allowed(web_ref, 5353, "udp")
+    assert not fake.ingress_allowed(web_ref, 5353), "the protocol counts"
+    assert not fake.ingress_allowed(web_ref, 9090), "only the plan's ports"
+    assert not fake.ingress_allowed(db_ref, 5432), "not exposed: only its own app reaches it"
+    hidden = attrs.evolve(plan, workloads=(attrs.evolve(web, exposed=False), db))
+    await fake.apply(hidden)
+    assert not fake.ingress_allowed(web_ref, 8080)
+    assert fake.instances_started(web_ref) == 1, "who may connect is not what runs"
+    with pytest.raises(pr.NotFound):
+        fake.ingress_allowed(pr.WorkloadRef("app", "cache"), 6379)
+
+
 async def test_egress_rules_are_data_the_fake_answers_from() -> None:
     fake = FakeAdapter()
     rules = pr.EgressPolicy(

@@ -258,6 +258,10 @@ class UnwrappingHarness(FakeHarness):
         assert isinstance(adapter, pr.InstrumentedAdapter)
         await super().cache_recovers(adapter.adapter)
 
+    async def unpullable_image(self, adapter: pr.RuntimeAdapter) -> str:
+        assert isinstance(adapter, pr.InstrumentedAdapter)
+        return await super().unpullable_image(adapter.adapter)
+
 
 class TestInstrumentedFakeConformance(ConformanceSuite):
     """Instrumenting changes nothing an adapter does: the wrapped fake passes the whole kit."""

@@ -34,8 +34,8 @@ from .._exec import ExecRequest, ExecSession
 from .._fake_info import FakeConfig
 from .._log import logger
 from .._logs import LogOptions
-from .._observed import ObservedBundle, ObservedVolume, ObservedWorkload
-from .._plans import BundlePlan, EgressPolicy, Port, WorkloadPlan
+from .._observed import ObservedBundle, ObservedVolume, ObservedWorkload, WorkloadProblem
+from .._plans import BundlePlan, EgressPolicy, Port, Protocol, WorkloadPlan
 from .._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
 from .._scope import scoped_read
 from .._streams import BytesReceiveStream, IteratorByteStream, read_all
@@ -79,6 +79,9 @@ class ImageBehaviour:
     ``exit_code`` ends it at once with that code; ``oom`` ends it OOM-killed;
     ``healthy`` is its first health signal when it has a health check;
     ``log`` is written at start; ``listens``/``writes`` are what a trial sees.
+    ``problem`` keeps it from ever starting (an image that cannot be pulled, say): the
+    workload is present, never running, and observed with that problem and
+    ``problem_detail``.
     """
 
     exit_code: int | None = None
@@ -88,10 +91,13 @@ class ImageBehaviour:
     listens: tuple[Port, ...] = ()
     loopback_listens: tuple[Port, ...] = ()
     writes: tuple[str, ...] = ()
+    problem: WorkloadProblem | None = None
+    problem_detail: str = ""
 
 
 def _digest(workload: WorkloadPlan) -> str:
-    data = json.dumps(unstructure(workload), sort_keys=True).encode()
+    # Exposure says who may connect, not what runs: changing it replaces no instance.
+    data = json.dumps(unstructure(attrs.evolve(workload, exposed=False)), sort_keys=True).encode()
     return hashlib.sha256(data).hexdigest()
 
 
@@ -112,6 +118,8 @@ class _Instance:
     healthy: bool | None = None
     cpu_millis: int = 0
     memory_bytes: int = 0
+    problem: WorkloadProblem | None = None
+    problem_detail: str = ""
 
 
 @attrs.define
@@ -324,6 +332,18 @@ class FakeAdapter(RuntimeAdapter):
         egress = self._bundle(ref.bundle_id).plan.network.egress
         return egress is None or egress.allows(destination, port)
 
+    def ingress_allowed(
+        self, ref: WorkloadRef, port: int, protocol: Protocol | str = Protocol.TCP
+    ) -> bool:
+        """Whether anything outside the workload's app may connect to it on ``port``.
+
+        Outside is the host's proxy and the edge. The fake's model of enforcement: only an
+        exposed workload, and only on a port its plan lists (protocol included); the
+        workloads of its own app reach it on any port.
+        """
+        plan = self._workload(ref).plan
+        return plan.exposed and Port(port, Protocol(protocol)) in plan.ports
+
     def plan_of(self, bundle_id: str) -> BundlePlan:
         """The last plan applied for ``bundle_id``."""
         return self._bundle(bundle_id).plan
@@ -509,6 +529,10 @@ class FakeAdapter(RuntimeAdapter):
             instance.healthy = behaviour.healthy
         workload.instance = instance
         self.writes += 1
+        if behaviour.problem is not None:  # present, stuck before it runs: no STARTED
+            instance.running = False
+            instance.problem, instance.problem_detail = behaviour.problem, behaviour.problem_detail
+            return
         self.start_order.append(ref)
         self._emit(BundleEventKind.STARTED, ref)
         if behaviour.log:
@@ -657,10 +681,12 @@ class FakeAdapter(RuntimeAdapter):
                     running=instance.running,
                     instance_id=f"fake-instance-{instance.number}",
                     image_digest=_image_digest(workload_plan.image),
-                    started_at=instance.started_at,
+                    started_at=None if instance.problem else instance.started_at,
                     exit_code=instance.exit_code,
                     healthy=instance.healthy,
                     oom_killed=instance.oom_killed,
+                    problem=instance.problem,
+                    problem_detail=instance.problem_detail,
                 )
             )
         return ObservedBundle(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._convert import structure, unstructure
 from .._edge import EdgePlan
+from .._observed import WorkloadProblem
 from .._plans import BundlePlan
 from .._volumes import VolumeRequest
 
@@ -52,6 +53,8 @@ def save_state(fake: FakeAdapter, path: str, *, unless: str | None = None) -> st
                 "exit_code": instance.exit_code,
                 "oom_killed": instance.oom_killed,
                 "healthy": instance.healthy,
+                "problem": instance.problem,
+                "problem_detail": instance.problem_detail,
                 "log": base64.b64encode(b"".join(line for _, line in instance.log.lines)).decode(),
             }
         bundles.append({"plan": unstructure(bundle.plan), "instances": instances})
@@ -113,6 +116,8 @@ def load_state(fake: FakeAdapter, path: str) -> str | None:
                     exit_code=state["exit_code"],
                     oom_killed=state["oom_killed"],
                     healthy=state["healthy"],
+                    problem=WorkloadProblem(state["problem"]) if state.get("problem") else None,
+                    problem_detail=state.get("problem_detail", ""),
                 )
                 log = base64.b64decode(state["log"])
                 if log:

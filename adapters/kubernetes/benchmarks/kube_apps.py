@@ -7,8 +7,9 @@ Without ``--kubeconfig`` it starts the local control plane (tests/support/localc
 Prints API calls per first apply, per re-apply and per observe, the seconds of one observe pass
 over all apps, and the memory one cached pod takes; where the cluster serves the metrics API,
 API calls and seconds of ``usage`` over all apps and of one ``in_use``. Then the same for apps
-whose egress is restricted (a CIDR rule and a host name, so each has an egress gateway),
-first apply and re-apply, with the writes among the calls (one cluster only).
+whose egress is restricted (a CIDR rule and a host name, so each has an egress gateway), and
+for apps whose workload is exposed (a policy of its own admits the host and the edge), first
+apply and re-apply, with the writes among the calls (one cluster only).
 
 With ``--clusters N`` it starts N local control planes at once and drives them through the
 multi-cluster adapter (``kubernetes-multi``): every app is a first deploy, placed by room, so
@@ -65,28 +66,34 @@ RESTRICTED = EgressPolicy(
 )
 
 
-def plan(i: int, *, first_deploy: bool = False, restricted: bool = False) -> BundlePlan:
+def plan(
+    i: int, *, first_deploy: bool = False, restricted: bool = False, exposed: bool = False
+) -> BundlePlan:
     web = WorkloadPlan(
         name="web",
         image="registry.example/bench/app:1",
         env={"INDEX": str(i), "SECRET": "x" * 32},
         ports=(Port(8080),),
         resources=Resources(cpu_millis=10, memory_bytes=16 * 1024**2),
+        exposed=exposed,
     )
     if restricted:
         network = NetworkPlan(egress=RESTRICTED)
         return BundlePlan(bundle_id=f"bench-egress-{i:04d}", workloads=(web,), network=network)
-    return BundlePlan(bundle_id=f"bench-{i:04d}", workloads=(web,), first_deploy=first_deploy)
+    prefix = "bench-exposed" if exposed else "bench"
+    return BundlePlan(bundle_id=f"{prefix}-{i:04d}", workloads=(web,), first_deploy=first_deploy)
 
 
 def _writes(adapter: KubernetesAdapter) -> int:
     return sum(n for kind, n in adapter.session.calls_by_kind.items() if not kind.startswith("GET"))
 
 
-async def measure_restricted(config: dict[str, Any], apps: int, concurrency: int) -> None:
-    """First apply and re-apply of apps with restricted egress (each with a gateway)."""
-    restricted = {**config, "trust_egress_policy": True, "egress_gateway_image": "squid:5"}
-    async with KubernetesAdapter(restricted) as adapter:
+async def measure_variant(
+    config: dict[str, Any], plans: list[BundlePlan], concurrency: int, label: str
+) -> None:
+    """First apply and re-apply of ``plans``, apps of one kind (restricted, exposed)."""
+    apps = len(plans)
+    async with KubernetesAdapter(config) as adapter:
         assert adapter.cache is not None
         await adapter.cache.wait_synced(30)
         api = await adapter.session.transport()
@@ -94,7 +101,6 @@ async def measure_restricted(config: dict[str, Any], apps: int, concurrency: int
         with anyio.move_on_after(SAMPLE_WAIT):
             while (await api.get("/api/v1/pods", labelSelector=MANAGED_SELECTOR))["items"]:  # noqa: ASYNC110 - polls the cluster
                 await anyio.sleep(1)
-        plans = [plan(i, restricted=True) for i in range(apps)]
         limiter = anyio.CapacityLimiter(concurrency)
 
         async def each() -> float:
@@ -109,11 +115,11 @@ async def measure_restricted(config: dict[str, Any], apps: int, concurrency: int
                     group.start_soon(one)
             return time.perf_counter() - start
 
-        for label in ("egress first apply:", "egress re-apply:  "):
+        for step in (f"{label} first apply:", f"{label} re-apply:  "):
             calls, writes = adapter.api_calls, _writes(adapter)
             seconds = await each()
             print(
-                f"{label} {(adapter.api_calls - calls) / apps:.2f} API calls per app, "
+                f"{step} {(adapter.api_calls - calls) / apps:.2f} API calls per app, "
                 f"{(_writes(adapter) - writes) / apps:.2f} writes ({seconds:.2f} s, {apps} apps)"
             )
         async with anyio.create_task_group() as group:
@@ -269,7 +275,12 @@ async def run(kubeconfig: str, apps: int, concurrency: int, clusters: int) -> No
                 group.start_soon(adapter.destroy, BundleRef(p.bundle_id))
     if clusters == 1:
         config = {**SETTINGS, "kubeconfig": kubeconfig}
-        await measure_restricted(config, max(1, apps // 4), concurrency)
+        some = range(max(1, apps // 4))
+        restricted = {**config, "trust_egress_policy": True, "egress_gateway_image": "squid:5"}
+        await measure_variant(
+            restricted, [plan(i, restricted=True) for i in some], concurrency, "egress"
+        )
+        await measure_variant(config, [plan(i, exposed=True) for i in some], concurrency, "exposed")
 
 
 def local_clusters(stack: contextlib.ExitStack, count: int, apps: int) -> str:

@@ -35,6 +35,7 @@ from pando_runtime import (
     Fit,
     ImageDelivery,
     InUse,
+    InvalidPlan,
     IsolationClass,
     LogOptions,
     ObservedBundle,
@@ -51,6 +52,7 @@ from pando_runtime import (
     validate_trial,
 )
 
+from . import _objects as objects
 from ._bundle_events import BundleEvents
 from ._bundles import Bundles
 from ._cache import Informer
@@ -254,7 +256,11 @@ class KubernetesAdapter(RuntimeAdapter):
         """
         check_plan(plan, await self.capabilities())
         self._network.check(plan.network.egress, "network.egress", plan.workloads)
-        return await self._bundles.apply(await self._images.with_pull_auth(plan))
+        plan = await self._images.with_pull_auth(plan)
+        if conflicts := objects.pull_auth_conflicts(plan.workloads):
+            msg = "workloads pull from one registry with different credentials"
+            raise InvalidPlan(msg, conflicts)
+        return await self._bundles.apply(plan)
 
     async def observe(self, ref: BundleRef) -> ObservedBundle:
         """The bundle as the cache (or the API) sees it; never remediates."""

@@ -32,6 +32,7 @@ from pando_runtime import (
     ObservedWorkload,
     Upstream,
     WorkloadPlan,
+    WorkloadProblem,
     WorkloadRef,
 )
 
@@ -52,10 +53,22 @@ __all__ = ["Bundles", "observed_workload"]
 _LOG = logger("bundles")
 
 
+def _problem(pod: PodFacts) -> tuple[WorkloadProblem | None, str]:
+    """Why the pod's workload is stuck before running, and the cluster's words for it."""
+    if pod.running or pod.ended or pod.deleting:
+        return None, ""
+    if pod.stuck is not None:
+        return WorkloadProblem(pod.stuck[0]), pod.stuck[1]
+    if pod.unschedulable is not None:
+        return WorkloadProblem.UNSCHEDULABLE, pod.unschedulable
+    return None, ""
+
+
 def observed_workload(name: str, pod: PodFacts | None) -> ObservedWorkload:
     """What ``observe`` reports of a workload whose newest pod is ``pod``."""
     if pod is None:
         return ObservedWorkload(name=name, present=False, running=False)
+    problem, detail = _problem(pod)
     return ObservedWorkload(
         name=name,
         present=True,
@@ -67,6 +80,8 @@ def observed_workload(name: str, pod: PodFacts | None) -> ObservedWorkload:
         restart_count=0,  # restartPolicy Never: a pod is never restarted in place
         healthy=pod.ready if pod.has_probe else None,
         oom_killed=bool(pod.oom),
+        problem=problem,
+        problem_detail=detail,
     )
 
 
@@ -432,8 +447,7 @@ class Bundles:
         pods = await session.pods(ns)
         workloads = set(facts.workloads) | {p.workload for p in pods}
         # Volumes-only first: from now on observe reports the bundle as gone.
-        empty = BundlePlan(bundle_id=bundle_id, workloads=())
-        await session.apply(objects.namespace(ns, empty, volumes_only=True))
+        await self._namespaces.mark_volumes_only(ns, bundle_id, facts)
         for pod in pods:
             if not pod.deleting:
                 await session.delete(ns, "pods", pod.name)

@@ -25,6 +25,7 @@ from ._client import KubeTransport
 from ._names import (
     ANN_BUNDLE_ID,
     ANN_CREATED,
+    ANN_EXPOSED,
     ANN_NS_DIGEST,
     ANN_PLAN_DIGEST,
     ANN_VOLUME_ID,
@@ -139,6 +140,7 @@ class PodFacts(_Projection):
         "restart_count",
         "running",
         "started_at",
+        "stuck",
         "uid",
         "unschedulable",
         "version",
@@ -170,6 +172,9 @@ class PodFacts(_Projection):
     restart_count: int
     node_name: str | None
     unschedulable: str | None
+    stuck: tuple[str, str] | None
+    """Why its container waits and will not start by itself: (``WorkloadProblem`` value,
+    the kubelet's words); ``None`` while it runs, has ended or may still start."""
     version: int
 
     def __repr__(self) -> str:
@@ -280,8 +285,29 @@ def project_pod(obj: Mapping[str, Any]) -> PodFacts | None:
         restart_count=int(main.get("restartCount") or 0),
         node_name=_intern(spec["nodeName"]) if spec.get("nodeName") else None,
         unschedulable=unschedulable,
+        stuck=_stuck(state.get("waiting")),
         version=_version(meta),
     )
+
+
+_STUCK_REASONS = {
+    "ErrImagePull": "image_pull",
+    "ImagePullBackOff": "image_pull",
+    "InvalidImageName": "image_pull",
+    "ErrImageNeverPull": "image_pull",
+    "CreateContainerConfigError": "cannot_start",
+    "CreateContainerError": "cannot_start",
+    "RunContainerError": "cannot_start",
+}
+"""Waiting reasons of a container the kubelet will not start without a change (it retries,
+but a retry of the same thing fails the same way), as ``WorkloadProblem`` values."""
+
+
+def _stuck(waiting: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    if not waiting or waiting.get("reason") not in _STUCK_REASONS:
+        return None
+    reason = str(waiting["reason"])
+    return (_STUCK_REASONS[reason], str(waiting.get("message") or reason))
 
 
 def pod_transitions(old: PodFacts | None, new: PodFacts | None, at: datetime) -> list[BundleEvent]:
@@ -583,6 +609,7 @@ class NamespaceFacts:
     __slots__ = (
         "bundle_id",
         "digest",
+        "exposed",
         "name",
         "terminating",
         "version",
@@ -600,6 +627,7 @@ class NamespaceFacts:
         terminating: bool,
         version: int,
         volumes_only: bool = False,
+        exposed: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.bundle_id = bundle_id
@@ -608,6 +636,8 @@ class NamespaceFacts:
         self.terminating = terminating
         self.version = version
         self.volumes_only = volumes_only
+        self.exposed = exposed
+        """``<workload>=<digest>`` of each exposure policy the namespace says it has."""
 
 
 def project_namespace(obj: Mapping[str, Any]) -> NamespaceFacts:
@@ -615,6 +645,7 @@ def project_namespace(obj: Mapping[str, Any]) -> NamespaceFacts:
     meta = obj.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     workloads = tuple(_intern(w) for w in (annotations.get(ANN_WORKLOADS) or "").split(",") if w)
+    exposed = tuple(m for m in (annotations.get(ANN_EXPOSED) or "").split(",") if m)
     terminating = bool(meta.get("deletionTimestamp")) or (
         (obj.get("status") or {}).get("phase") == "Terminating"
     )
@@ -626,6 +657,7 @@ def project_namespace(obj: Mapping[str, Any]) -> NamespaceFacts:
         terminating=terminating,
         version=_version(meta),
         volumes_only=annotations.get(ANN_VOLUMES_ONLY) == "true",
+        exposed=exposed,
     )
 
 

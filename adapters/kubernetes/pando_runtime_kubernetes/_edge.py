@@ -38,6 +38,7 @@ from ._names import (
     LABEL_MANAGED_BY,
     LABEL_ROLE,
     MANAGED_BY,
+    ROLE_EDGE,
     edge_object_name,
 )
 from ._objects import PodSettings, b64, canonical, claim_volumes, place
@@ -186,7 +187,9 @@ def edge_objects(  # noqa: C901 - one flat builder
                 },
                 "template": {
                     "metadata": {
-                        "labels": {**labels, LABEL_ROLE: "edge"},
+                        # What app namespaces admit on exposed workloads' ports (with
+                        # the managed-by label), see ``_objects.outside_peers``.
+                        "labels": {**labels, LABEL_ROLE: ROLE_EDGE},
                         # A changed plan (its environment included) rolls the pods.
                         "annotations": {ANN_EDGE_DIGEST: digest},
                     },

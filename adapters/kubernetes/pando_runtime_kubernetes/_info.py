@@ -104,7 +104,8 @@ class KubernetesConfig:
         "restarted adapter resumes its watches instead of listing everything; unset: not kept.",
     )
     server_namespace: str = setting(
-        default="pando", help="Namespace of the host's server pods (admitted into every app)."
+        default="pando",
+        help="Namespace of the host's server pods (admitted to exposed workloads' ports).",
     )
     server_labels: dict[str, str] = setting(
         factory=_server_labels, help="Labels of the host's server pods."

@@ -17,6 +17,7 @@ __all__ = [
     "ANN_EDGE_DIGEST",
     "ANN_EDGE_NAME",
     "ANN_EDGE_VOLUMES",
+    "ANN_EXPOSED",
     "ANN_NS_DIGEST",
     "ANN_PLAN_DIGEST",
     "ANN_VOLUMES_ONLY",
@@ -26,6 +27,7 @@ __all__ = [
     "CONFIGMAP_PREFIX",
     "DEFAULT_SERVICE_ACCOUNT",
     "ENV_SECRET_PREFIX",
+    "EXPOSURE_POLICY_PREFIX",
     "KEY_SECRET",
     "LABEL_BUNDLE",
     "LABEL_EDGE",
@@ -41,6 +43,7 @@ __all__ = [
     "QUOTA",
     "ROLE_BINDING",
     "ROLE_CANARY",
+    "ROLE_EDGE",
     "ROLE_EGRESS_GATEWAY",
     "ROLE_TRIAL",
     "ROLE_VOLUME_HELPER",
@@ -49,6 +52,7 @@ __all__ = [
     "configmap_name",
     "edge_object_name",
     "env_secret_name",
+    "exposure_policy_name",
     "helper_name",
     "namespace_for",
     "pod_name",
@@ -68,6 +72,8 @@ ROLE_VOLUME_HELPER = "volume-helper"
 ROLE_TRIAL = "trial"
 ROLE_CANARY = "network-policy-canary"
 ROLE_EGRESS_GATEWAY = "egress-gateway"
+ROLE_EDGE = "edge"
+"""Carried by every edge pod (with the managed-by label): what app policies admit of the edge."""
 
 ANN_BUNDLE_ID = "pando.dev/bundle-id"
 """The bundle id in its original case (the label and namespace are lowercased)."""
@@ -78,6 +84,9 @@ ANN_WORKLOADS = "pando.dev/workloads"
 """On the namespace: the plan's workload names, so observe lists stopped ones too."""
 ANN_NS_DIGEST = "pando.dev/namespace-digest"
 """On the namespace: digest of the namespace-wide objects last applied."""
+ANN_EXPOSED = "pando.dev/exposed"
+"""On the namespace: ``<workload>=<digest>`` of each exposure policy written, comma-separated
+(an empty digest: the policy may be there, and is to be rewritten or deleted)."""
 ANN_VOLUMES_ONLY = "pando.dev/volumes-only"
 """On the namespace: the app is destroyed (or not applied yet); only its volumes are kept."""
 ANN_VOLUME_ID = "pando.dev/volume-id"
@@ -98,6 +107,7 @@ ROLE_BINDING = "pando-app-manager"
 DEFAULT_SERVICE_ACCOUNT = "default"
 ENV_SECRET_PREFIX = "pando-env-"  # noqa: S105 - a name, not a secret
 CONFIGMAP_PREFIX = "pando-files-"
+EXPOSURE_POLICY_PREFIX = "pando-expose-"
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]")
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' own: no vowels, no look-alikes
@@ -125,6 +135,11 @@ def env_secret_name(workload: str) -> str:
 def configmap_name(workload: str) -> str:
     """The ConfigMap holding a workload's carried files."""
     return CONFIGMAP_PREFIX + workload
+
+
+def exposure_policy_name(workload: str) -> str:
+    """The NetworkPolicy admitting the host's proxy and the edge to an exposed workload."""
+    return EXPOSURE_POLICY_PREFIX + workload
 
 
 def pod_name(workload: str, digest: str, replaces: str | None) -> str:

@@ -3,7 +3,10 @@
 An app lives in namespace ``pando-<bundle id>`` with its namespace-wide objects (RoleBinding,
 default ServiceAccount, the NetworkPolicy of its ingress and egress, ResourceQuota, and the
 egress gateway's Service, ConfigMap and policy when its rules name hosts), written only when
-their digest on the namespace changed. A
+their digest on the namespace changed. Each exposed workload has a NetworkPolicy of its own
+admitting the host's proxy and the edge on its ports; the namespace names those workloads,
+each with the digest of its policy, so that exposing, hiding or changing a workload writes
+only its policy and the namespace, and a policy no longer wanted is deleted by name. A
 namespace kept for volumes alone is marked volumes-only. The per-app HMAC key that enters the
 plan digests lives in a Secret of the namespace; it is read once per process and remembered
 here, the one owner of those keys.
@@ -21,7 +24,7 @@ from . import _objects as objects
 from ._cache import NamespaceFacts, project_namespace
 from ._client import ApiError
 from ._info import KubernetesConfig
-from ._names import KEY_SECRET, LABEL_MANAGED_BY, MANAGED_BY
+from ._names import KEY_SECRET, LABEL_MANAGED_BY, MANAGED_BY, exposure_policy_name
 from ._network import AppNetwork
 from ._session import ClusterSession, api_path
 
@@ -54,6 +57,9 @@ class AppNamespaces:
         self._config = config
         self._network = network
         self._keys: dict[str, bytes] = {}
+        self._outside = objects.outside_peers(
+            config.server_namespace, config.server_labels, config.edge_namespace
+        )
 
     async def _ensure(
         self,
@@ -89,15 +95,17 @@ class AppNamespaces:
     async def converge(
         self, ns: str, plan: BundlePlan, *, volumes_only: bool = False
     ) -> tuple[NamespaceFacts | None, NamespaceFacts]:
-        """The namespace and its namespace-wide objects: (as found, as now)."""
+        """The namespace, its namespace-wide objects and exposure policies: (as found, as now).
+
+        Each part is written only when its digest on the namespace changed; an app that
+        exposes nothing costs what it did before exposure policies existed.
+        """
         c = self._config
         known = await self._session.namespace(ns)
         facts = await self._ensure(ns, plan, known, volumes_only=volumes_only)
         ns_objects = objects.namespace_objects(
             ns,
             plan,
-            server_namespace=c.server_namespace,
-            server_labels=c.server_labels,
             subject=c.app_subject,
             role=c.app_role,
             egress=self._network.policy_rules(plan.network.egress),
@@ -107,13 +115,45 @@ class AppNamespaces:
         )
         ns_body = objects.namespace(ns, plan, volumes_only=volumes_only)
         ns_digest = objects.namespace_digest(ns_body, ns_objects)
-        if facts.digest != ns_digest:
-            for body in ns_objects:
-                await self._session.apply(body)
+        policies = objects.exposure_policies(ns, plan, self._outside)
+        marks = objects.exposure_marks(policies)
+        had, wanted = objects.read_marks(facts.exposed), objects.read_marks(marks)
+        base = ns_objects if facts.digest != ns_digest else []
+        changed = [
+            body
+            for body, (workload, digest) in zip(policies, wanted.items(), strict=True)
+            if had.get(workload) != digest
+        ]
+        # In a namespace never converged the RoleBinding goes first: it grants the rest.
+        # Otherwise exposure goes first, so that a workload the namespace's policy stops
+        # admitting from outside (after an upgrade) is admitted by its own without a gap.
+        for body in [*base, *changed] if facts.digest is None else [*changed, *base]:
+            await self._session.apply(body)
+        for workload in sorted(had.keys() - wanted.keys()):
+            await self._delete_exposure(ns, workload)
+        if facts.digest != ns_digest or had != wanted:
             await self._session.apply(
-                objects.namespace(ns, plan, ns_digest, volumes_only=volumes_only)
+                objects.namespace(ns, plan, ns_digest, volumes_only=volumes_only, exposed=marks)
             )
         return known, facts
+
+    async def _delete_exposure(self, ns: str, workload: str) -> None:
+        await self._session.delete(
+            ns, "networkpolicies", exposure_policy_name(workload), "networking.k8s.io/v1"
+        )
+
+    async def mark_volumes_only(self, ns: str, bundle_id: str, facts: NamespaceFacts) -> None:
+        """Mark the namespace volumes-only (observe reports the app gone); drop its exposure.
+
+        The namespace still names the exposed workloads (without their digests) until the
+        next converge, so a policy an interrupted destroy left is deleted (or rewritten) then.
+        """
+        empty = BundlePlan(bundle_id=bundle_id, workloads=())
+        workloads = list(objects.read_marks(facts.exposed))
+        unknown = tuple(f"{workload}=" for workload in workloads)
+        await self._session.apply(objects.namespace(ns, empty, volumes_only=True, exposed=unknown))
+        for workload in workloads:
+            await self._delete_exposure(ns, workload)
 
     async def ensure_for_volumes(self, ns: str, bundle_id: str | None) -> None:
         """Make sure a volume's namespace exists (a volumes-only one when the app is not there)."""

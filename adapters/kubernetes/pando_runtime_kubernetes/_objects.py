@@ -19,11 +19,19 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from pando_runtime import BundlePlan, HealthCheck, RegistryAuth, WorkloadPlan, unstructure
+from pando_runtime import (
+    BundlePlan,
+    HealthCheck,
+    Problem,
+    RegistryAuth,
+    WorkloadPlan,
+    unstructure,
+)
 
 from ._names import (
     ANN_BUNDLE_ID,
     ANN_CREATED,
+    ANN_EXPOSED,
     ANN_NS_DIGEST,
     ANN_PLAN_DIGEST,
     ANN_VOLUMES_ONLY,
@@ -32,16 +40,19 @@ from ._names import (
     KEY_SECRET,
     LABEL_BUNDLE,
     LABEL_MANAGED_BY,
+    LABEL_ROLE,
     LABEL_WORKLOAD,
     MANAGED_BY,
     NETWORK_POLICY,
     PULL_SECRET,
     QUOTA,
     ROLE_BINDING,
+    ROLE_EDGE,
     bundle_label,
     claim_name,
     configmap_name,
     env_secret_name,
+    exposure_policy_name,
     pod_name,
 )
 
@@ -51,6 +62,10 @@ __all__ = [
     "canonical",
     "default_service_account",
     "env_secret",
+    "exposed_workloads",
+    "exposure_marks",
+    "exposure_policies",
+    "exposure_policy",
     "files_configmap",
     "key_secret",
     "labels_for",
@@ -58,8 +73,11 @@ __all__ = [
     "namespace_digest",
     "namespace_objects",
     "network_policy",
+    "outside_peers",
     "pod",
+    "pull_auth_conflicts",
     "pull_secret",
+    "read_marks",
     "resource_quota",
     "role_binding",
     "service",
@@ -113,12 +131,19 @@ def _meta(
 
 
 def namespace(
-    name: str, plan: BundlePlan, digest: str | None = None, *, volumes_only: bool = False
+    name: str,
+    plan: BundlePlan,
+    digest: str | None = None,
+    *,
+    volumes_only: bool = False,
+    exposed: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The app's namespace; ``digest`` (of the namespace-wide objects) once they are applied.
 
     ``volumes_only``: the app is not applied (or was destroyed); the namespace holds
-    only its volumes, and observe reports the bundle as absent.
+    only its volumes, and observe reports the bundle as absent. ``exposed``: the marks of
+    its exposure policies (:func:`exposure_marks`); none for an app that exposes nothing,
+    whose namespace is written as it was before exposure policies existed.
     """
     annotations = {
         ANN_BUNDLE_ID: plan.bundle_id,
@@ -128,6 +153,8 @@ def namespace(
         annotations[ANN_NS_DIGEST] = digest
     if volumes_only:
         annotations[ANN_VOLUMES_ONLY] = "true"
+    if exposed:
+        annotations[ANN_EXPOSED] = ",".join(exposed)
     labels = labels_for(plan.bundle_id, extra=plan.labels)
     # Pod Security Admission: baseline forbids host namespaces, ports and privileges.
     labels["pod-security.kubernetes.io/enforce"] = "baseline"
@@ -156,33 +183,19 @@ def role_binding(ns: str, bundle_id: str, subject: str, role: str) -> dict[str, 
 
 
 def network_policy(
-    ns: str,
-    bundle_id: str,
-    server_namespace: str,
-    server_labels: Mapping[str, str],
-    egress: Sequence[Mapping[str, Any]] | None = None,
+    ns: str, bundle_id: str, egress: Sequence[Mapping[str, Any]] | None = None
 ) -> dict[str, Any]:
-    """Default deny ingress, admitting only the app's own pods and the host's server pods.
+    """Default deny ingress, admitting only the app's own pods.
 
+    What comes from outside the app (the host's proxy, the edge) is admitted by the
+    exposure policy of each exposed workload (:func:`exposure_policy`), on its ports only.
     ``egress``: the rules of what the namespace's pods may reach (see ``_egress``); the
     same policy then denies every other destination.
     """
     spec: dict[str, Any] = {
         "podSelector": {},
         "policyTypes": ["Ingress"] if egress is None else ["Ingress", "Egress"],
-        "ingress": [
-            {
-                "from": [
-                    {"podSelector": {}},
-                    {
-                        "namespaceSelector": {
-                            "matchLabels": {"kubernetes.io/metadata.name": server_namespace}
-                        },
-                        "podSelector": {"matchLabels": dict(server_labels)},
-                    },
-                ]
-            }
-        ],
+        "ingress": [{"from": [{"podSelector": {}}]}],
     }
     if egress is not None:
         spec["egress"] = [dict(rule) for rule in egress]
@@ -192,6 +205,80 @@ def network_policy(
         "metadata": _meta(NETWORK_POLICY, ns, labels_for(bundle_id)),
         "spec": spec,
     }
+
+
+def outside_peers(
+    server_namespace: str, server_labels: Mapping[str, str], edge_namespace: str
+) -> list[dict[str, Any]]:
+    """Who reaches an exposed workload from outside its app: the host's server pods, the edge.
+
+    The edge's pods are those every edge Deployment labels (managed by pando, role ``edge``)
+    in ``edge_namespace``; namespaces are matched by the name label the API server sets.
+    """
+
+    def peer(namespace: str, labels: Mapping[str, str]) -> dict[str, Any]:
+        return {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "podSelector": {"matchLabels": dict(labels)},
+        }
+
+    edge_labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_ROLE: ROLE_EDGE}
+    return [peer(server_namespace, server_labels), peer(edge_namespace, edge_labels)]
+
+
+def exposed_workloads(plan: BundlePlan) -> list[WorkloadPlan]:
+    """The workloads reachable from outside the app: exposed, with a port to reach."""
+    return [w for w in plan.workloads if w.exposed and w.ports]
+
+
+def exposure_policy(
+    ns: str, bundle_id: str, w: WorkloadPlan, peers: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Admits ``peers`` (:func:`outside_peers`) to the pods of ``w``, on its ports alone.
+
+    Policies add up: beside the namespace's own (the app's pods, every port), this one
+    selects the workload's pods by the labels its pods and Service carry.
+    """
+    ports = [
+        {"protocol": p.protocol.value.upper(), "port": p.number} for p in dict.fromkeys(w.ports)
+    ]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(exposure_policy_name(w.name), ns, labels_for(bundle_id, w.name)),
+        "spec": {
+            "podSelector": {
+                "matchLabels": {LABEL_BUNDLE: bundle_label(bundle_id), LABEL_WORKLOAD: w.name}
+            },
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [dict(p) for p in peers], "ports": ports}],
+        },
+    }
+
+
+def exposure_policies(
+    ns: str, plan: BundlePlan, peers: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The exposure policy of each exposed workload with ports, by workload name."""
+    exposed = sorted(exposed_workloads(plan), key=lambda w: w.name)
+    return [exposure_policy(ns, plan.bundle_id, w, peers) for w in exposed]
+
+
+def exposure_marks(policies: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """What the namespace records of its exposure policies: ``<workload>=<digest>`` each.
+
+    The digest (64 bits of the policy's sha256) tells a policy that changed from one
+    that did not, so an apply writes only the policies that changed.
+    """
+    return tuple(
+        f"{p['metadata']['labels'][LABEL_WORKLOAD]}={hashlib.sha256(canonical(p)).hexdigest()[:16]}"
+        for p in policies
+    )
+
+
+def read_marks(marks: Iterable[str]) -> dict[str, str]:
+    """Marks (:func:`exposure_marks`) as ``{workload: digest}``."""
+    return dict(mark.partition("=")[::2] for mark in marks)
 
 
 def resource_quota(ns: str, bundle_id: str) -> dict[str, Any]:
@@ -224,21 +311,20 @@ def namespace_objects(
     ns: str,
     plan: BundlePlan,
     *,
-    server_namespace: str,
-    server_labels: Mapping[str, str],
     subject: str | None,
     role: str,
     egress: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """The namespace-wide objects, in apply order (binding first: it grants the rest).
 
-    ``egress``: the egress rules of the namespace's policy.
+    ``egress``: the egress rules of the namespace's policy. The exposure policies are not
+    among them (:func:`exposure_policies`: they have a digest of their own).
     """
     objects = []
     if subject:
         objects.append(role_binding(ns, plan.bundle_id, subject, role))
     objects.append(default_service_account(ns, plan.bundle_id))
-    objects.append(network_policy(ns, plan.bundle_id, server_namespace, server_labels, egress))
+    objects.append(network_policy(ns, plan.bundle_id, egress))
     objects.append(resource_quota(ns, plan.bundle_id))
     return objects
 
@@ -257,6 +343,31 @@ def key_secret(ns: str, bundle_id: str, key: bytes) -> dict[str, Any]:
         "metadata": _meta(KEY_SECRET, ns, labels_for(bundle_id)),
         "data": {KEY_FIELD: _b64(key)},
     }
+
+
+def pull_auth_conflicts(workloads: Sequence[WorkloadPlan]) -> list[Problem]:
+    """Workloads that give one registry other credentials than an earlier workload did.
+
+    An app's pull secret holds one credential per registry (the ``dockerconfigjson``
+    format): a second, different one would silently replace the first.
+    """
+    first: dict[str, tuple[int, RegistryAuth]] = {}
+    problems = []
+    for i, w in enumerate(workloads):
+        auth = w.pull_auth
+        if auth is None:
+            continue
+        seen = first.setdefault(auth.registry, (i, auth))
+        if seen[1] != auth:
+            problems.append(
+                Problem(
+                    f"workloads[{i}].pull_auth",
+                    f"other credentials for {auth.registry} than workloads[{seen[0]}] gives: "
+                    "an app pulls from one registry with one credential",
+                    "conflict",
+                )
+            )
+    return problems
 
 
 def pull_secret(ns: str, bundle_id: str, auths: Sequence[RegistryAuth]) -> dict[str, Any]:

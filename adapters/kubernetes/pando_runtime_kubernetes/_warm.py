@@ -91,8 +91,11 @@ def _decode(key: str, values: list[Any]) -> Any:
         fields["limits"] = _shared(tuple(fields["limits"]))
         if fields["reserved"] is not None:
             fields["reserved"] = _shared(tuple(fields["reserved"]))
+        if fields["stuck"] is not None:
+            fields["stuck"] = tuple(fields["stuck"])
     elif key == "n":
         fields["workloads"] = tuple(fields["workloads"])
+        fields["exposed"] = tuple(fields["exposed"])
     return cls(**fields)
 
 

@@ -415,3 +415,19 @@ def real_adapter_config(
             "schedule_wait": 30.0,
             "canary_wait": 60.0,
         }
+
+
+@pytest.fixture(scope="session")
+def real_apiserver_proxy(real_node_cluster: Any, toxiproxy_server: Any) -> Any:
+    """The real-node cluster's API server behind a Toxiproxy proxy of its own (it is local)."""
+    from localcluster import proxy_apiserver  # noqa: PLC0415
+
+    return proxy_apiserver(real_node_cluster.local, toxiproxy_server, name="apiserver-real")
+
+
+@pytest.fixture(scope="session")
+def real_conformance_config(
+    real_adapter_config: dict[str, Any], real_apiserver_proxy: Any
+) -> dict[str, Any]:
+    """:func:`real_adapter_config` through the proxy, with :data:`CONFORMANCE_CACHE`."""
+    return _through(real_adapter_config, real_apiserver_proxy)

@@ -6,7 +6,7 @@ of its pod). Squid runs in a mount namespace of its own where ``/etc/hosts`` nam
 hosts (all 127.0.0.1), so no name is looked up outside this machine. Upstream servers listen
 on 127.0.0.1. Allowed host:port pairs pass, by CONNECT and by plain HTTP; other ports, other
 names and address literals get 403; a listed name that resolves into an excluded range too.
-Squid is installed by ``tools/squid/install.sh`` (run by CI).
+Squid is installed by ``tools/debian/install.sh`` (which ``scripts/test`` runs).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pando_runtime import EgressPolicy, EgressRule
 
 SQUID = shutil.which("squid") or ("/usr/sbin/squid" if Path("/usr/sbin/squid").exists() else None)
 pytestmark = pytest.mark.skipif(
-    SQUID is None, reason="squid is not installed (tools/squid/install.sh)"
+    SQUID is None, reason="squid is not installed (tools/debian/install.sh)"
 )
 
 HOSTS = ("allowed.example.test", "other.example.test", "api.example.test")

@@ -41,8 +41,10 @@ from pando_runtime import (
     CarriedFile,
     HealthCheck,
     Port,
+    RegistryAuth,
     Resources,
     WorkloadPlan,
+    WorkloadProblem,
     available_adapters,
 )
 
@@ -143,8 +145,6 @@ def test_namespace_objects() -> None:
     found = objects.namespace_objects(
         "pando-app1",
         plan,
-        server_namespace="pando",
-        server_labels={"a": "b"},
         subject="User:alice",
         role="pando-runtime-app",
     )
@@ -277,6 +277,35 @@ def test_pod_projection_and_transitions() -> None:
     assert pod_transitions(ended, ended, at) == []
     assert [e.kind for e in pod_transitions(running, oom, at)] == [BundleEventKind.OOM_KILLED]
     assert [e.kind for e in pod_transitions(running, None, at)] == [BundleEventKind.REMOVED]
+
+
+def test_a_stuck_pod_is_observed_with_its_problem() -> None:
+    from pando_runtime_kubernetes._bundles import observed_workload  # noqa: PLC0415
+
+    message = 'failed to pull image "127.0.0.1:5000/app:1": 401 Unauthorized'
+    pull = project_pod(_pod("Pending", waiting={"reason": "ErrImagePull", "message": message}))
+    backoff = project_pod(_pod("Pending", waiting={"reason": "ImagePullBackOff"}))
+    config = project_pod(_pod("Pending", waiting={"reason": "CreateContainerConfigError"}))
+    creating = project_pod(_pod("Pending", waiting={"reason": "ContainerCreating"}))
+    running = project_pod(_pod(ready=True))
+    for facts in (pull, backoff, config, creating, running):
+        assert facts is not None
+    assert pull is not None
+    stuck = observed_workload("web", pull)
+    assert (stuck.problem, stuck.problem_detail) == (WorkloadProblem.IMAGE_PULL, message)
+    assert (stuck.present, stuck.running, stuck.exit_code) == (True, False, None)
+    assert observed_workload("web", backoff).problem is WorkloadProblem.IMAGE_PULL
+    assert observed_workload("web", config).problem is WorkloadProblem.CANNOT_START
+    assert observed_workload("web", creating).problem is None  # may still start
+    assert observed_workload("web", running).problem is None
+    unschedulable = _pod("Pending", waiting={})
+    unschedulable["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "full"}
+    ]
+    facts = project_pod(unschedulable)
+    assert facts is not None
+    observed = observed_workload("web", facts)
+    assert (observed.problem, observed.problem_detail) == (WorkloadProblem.UNSCHEDULABLE, "full")
 
 
 class FakeSource:
@@ -515,3 +544,18 @@ def test_a_connection_cut_while_a_body_is_read_is_a_coded_api_error() -> None:
         _body(CutResponse())  # type: ignore[arg-type]
     assert caught.value.status == 0
     assert "reset by peer" in caught.value.message
+
+
+def test_one_registry_takes_one_credential_per_app() -> None:
+    first = RegistryAuth(registry="r.example", username="a", password="x")  # noqa: S106
+    same = RegistryAuth(registry="r.example", username="a", password="x")  # noqa: S106
+    other = RegistryAuth(registry="r.example", username="b", password="y")  # noqa: S106
+    elsewhere = RegistryAuth(registry="q.example", username="b", password="y")  # noqa: S106
+    workloads = [
+        WorkloadPlan(name=f"w{i}", image="r.example/app:1", pull_auth=auth)
+        for i, auth in enumerate((first, same, None, elsewhere, other))
+    ]
+    problems = objects.pull_auth_conflicts(workloads)
+    assert [(p.path, p.code) for p in problems] == [("workloads[4].pull_auth", "conflict")]
+    assert "workloads[0]" in problems[0].message
+    assert "y" not in problems[0].message.split()  # never a password

@@ -39,7 +39,7 @@ LABELS = {"app.kubernetes.io/managed-by": "pando"}
 def _app_policy(egress: EgressPolicy | None, ranges: ClusterRanges) -> dict[str, Any]:
     """The namespace's policy (ingress and egress) as the adapter writes it."""
     rules = egress_rules(egress, ranges, DNS)
-    return network_policy("ns", "app", "pando", {"app": "server"}, rules)
+    return network_policy("ns", "app", rules)
 
 
 def _excepts(policy: dict[str, Any]) -> dict[str, list[str]]:

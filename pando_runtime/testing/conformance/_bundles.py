@@ -9,7 +9,7 @@ from ..._capabilities import Capability
 from ..._convert import from_json, to_json
 from ..._errors import AdapterUnavailable, CapabilityUnsupported, InvalidPlan
 from ..._events import BundleEventKind
-from ..._observed import ObservedBundle
+from ..._observed import ObservedBundle, WorkloadProblem
 from ..._plans import (
     BundlePlan,
     CarriedFile,
@@ -127,6 +127,25 @@ class BundleConformance(ConformanceBase):
         assert later.workloads[0].running is False
         assert later.workloads[0].instance_id == first
         assert later.workloads[0].restart_count == 0
+
+    async def test_an_image_that_cannot_be_pulled_is_observed_as_such(self, kit: Kit) -> None:
+        kit.needs("unpullable_image")
+        image = await kit.harness.unpullable_image(kit.adapter)
+        plan = kit.plan(WorkloadPlan(name="app", image=image, command=kit.harness.command))
+        await kit.apply(plan)
+        stuck = await kit.until_observed(
+            plan,
+            lambda o: o.workloads[0].problem is not None,
+            "the workload to be reported stuck",
+        )
+        workload = stuck.workloads[0]
+        assert workload.problem is WorkloadProblem.IMAGE_PULL
+        assert workload.present
+        assert not workload.running
+        assert workload.exit_code is None
+        assert workload.problem_detail  # the runtime's words, for a person
+        await kit.quiet()
+        assert (await kit.observe(plan)).workloads[0].problem is WorkloadProblem.IMAGE_PULL
 
     async def test_apply_replaces_an_ended_workload(self, kit: Kit) -> None:
         kit.needs("end_workload")

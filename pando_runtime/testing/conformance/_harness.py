@@ -58,6 +58,10 @@ class ConformanceHarness:
         """Make the workload write ``data`` (whole lines) to its log."""
         raise HarnessCannot("make a workload write to its log")
 
+    async def unpullable_image(self, adapter: RuntimeAdapter) -> str:
+        """An image reference the runtime cannot fetch (absent from its registry, say)."""
+        raise HarnessCannot("name an image the runtime cannot pull")
+
     async def cause_event_gap(self, adapter: RuntimeAdapter) -> None:
         """Make the runtime lose events, so that open streams must report ``MISSED``."""
         raise HarnessCannot("cause a gap in the event stream")

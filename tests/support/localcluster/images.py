@@ -441,7 +441,7 @@ def gateway_spec(name: str = GATEWAY, squid: Path = Path("/usr/sbin/squid")) -> 
     """
     if not os.access(squid, os.X_OK):
         raise FileNotFoundError(
-            f"{squid} not found: apt-get install squid (tools/squid/install.sh)"
+            f"{squid} not found: apt-get install squid (tools/debian/install.sh)"
         )
     share = Path("/usr/share/squid")
     programs = {

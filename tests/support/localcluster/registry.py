@@ -535,10 +535,17 @@ class LocalRegistry:
 
     def hosts_toml(self) -> str:
         """containerd's ``certs.d/<address>/hosts.toml`` for a node pulling from here: the
-        registry's CA trusted; the credentials come from the pod's pull secret."""
+        registry's CA trusted; the credentials come from the pod's pull secret.
+
+        The CA is named twice, for the ``[host]`` entry and for the server itself:
+        containerd 1.6 asks the ``[host]`` first and the server after it, so an image the
+        registry lacks is asked again of the server, which without the CA reports a
+        certificate error instead of "not found" (and a server entry alone, for a loopback
+        address, is spoken to in plain HTTP).
+        """
         url = f"https://{self.address}"
         return (
-            f'server = "{url}"\n\n[host."{url}"]\n'
+            f'server = "{url}"\nca = "{self.ca_cert}"\n\n[host."{url}"]\n'
             f'  capabilities = ["pull", "resolve"]\n  ca = "{self.ca_cert}"\n'
         )
 

@@ -1,0 +1,81 @@
+"""The Kubernetes adapter passes the conformance kit with its apps on the real node.
+
+The cluster is the ``real_node_cluster`` fixture's: containers really run (containerd, runc,
+kubelet), kube-router enforces NetworkPolicy. The adapter's settings are
+``real_adapter_config``'s: the restricted identity and no ``trust_*`` setting, so what the
+cluster enforces is what the adapter's canary finds out. The hooks drive real containers
+(:mod:`_real_harness`).
+
+Two suites, as on kwok (``test_conformance_kube``): the whole kit, through a Toxiproxy proxy
+of the adapter's own so its cache can really go stale; it does not run the canary, so it sees
+restricted egress declared unsupported (and refused). Then the egress suite, on an adapter
+whose health check has run the canary: it verified enforcement, so the adapter declares
+private networks and restricted egress, and the rules run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from _real_harness import RealNodeHarness
+from pando_runtime_kubernetes import KubernetesAdapter
+
+from pando_runtime.testing.conformance import (
+    ConformanceHarness,
+    ConformanceSuite,
+    EgressConformance,
+)
+
+pytestmark = [pytest.mark.kube, pytest.mark.real_node]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """asyncio only: the kit runs on trio against the same adapter on kwok's nodes
+    (``test_conformance_kube``), and what trio would add here is the same code's time."""
+    return "asyncio"
+
+
+def _harness(real_node_cluster: Any, real_admin_api: Any, proxy: Any = None) -> RealNodeHarness:
+    node = real_node_cluster.local.real_node
+    return RealNodeHarness(real_admin_api, node.cgroup_root, proxy)
+
+
+class TestRealNodeConformance(ConformanceSuite):
+    @pytest.fixture
+    async def adapter(
+        self, real_conformance_config: dict[str, Any], real_apiserver_proxy: Any
+    ) -> AsyncIterator[KubernetesAdapter]:
+        try:
+            async with KubernetesAdapter(real_conformance_config) as adapter:
+                yield adapter
+        finally:  # a test that failed half-way leaves the proxy usable
+            real_apiserver_proxy.toxiproxy.reset()
+
+    @pytest.fixture
+    def harness(
+        self, real_node_cluster: Any, real_admin_api: Any, real_apiserver_proxy: Any
+    ) -> ConformanceHarness:
+        return _harness(real_node_cluster, real_admin_api, real_apiserver_proxy)
+
+
+class TestRealNodeEgressConformance(EgressConformance):
+    """Restricted egress, CIDR rules and the gateway, where the canary verified enforcement."""
+
+    @pytest.fixture
+    async def adapter(
+        self, real_adapter_config: dict[str, Any]
+    ) -> AsyncIterator[KubernetesAdapter]:
+        async with KubernetesAdapter(real_adapter_config) as adapter:
+            await adapter.health_check()  # the canary: kube-router enforces both directions
+            caps = await adapter.capabilities()
+            assert caps.private_network
+            assert caps.egress_restriction
+            assert adapter.health_details()["egress_restriction"] == "enforced"
+            yield adapter
+
+    @pytest.fixture
+    def harness(self, real_node_cluster: Any, real_admin_api: Any) -> ConformanceHarness:
+        return _harness(real_node_cluster, real_admin_api)

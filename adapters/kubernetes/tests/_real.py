@@ -10,9 +10,19 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import pytest
 from localcluster import images
 
 from pando_runtime import BundleRef, ObservedBundle, RuntimeAdapter, WorkloadPlan
+
+MARKS = [
+    pytest.mark.kube,
+    pytest.mark.real_node,
+    pytest.mark.anyio,
+    # asyncio only: trio runs the same adapter code against kwok's nodes.
+    pytest.mark.parametrize("anyio_backend", ["asyncio"]),
+]
+"""Every real-node test module's ``pytestmark``."""
 
 IMAGE = images.WORKLOAD
 """The harness's busybox image, loaded on the real node (sh, nc, wget, httpd, nslookup...)."""

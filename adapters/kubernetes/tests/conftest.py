@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -431,3 +431,12 @@ def real_conformance_config(
 ) -> dict[str, Any]:
     """:func:`real_adapter_config` through the proxy, with :data:`CONFORMANCE_CACHE`."""
     return _through(real_adapter_config, real_apiserver_proxy)
+
+
+@pytest.fixture
+async def real_adapter(real_adapter_config: dict[str, Any]) -> AsyncIterator[Any]:
+    """An adapter whose apps run on the real node (see :func:`real_adapter_config`)."""
+    from pando_runtime_kubernetes import KubernetesAdapter  # noqa: PLC0415
+
+    async with KubernetesAdapter(real_adapter_config) as adapter:
+        yield adapter

@@ -7,12 +7,8 @@ CNI bridge, kube-proxy, kube-router and CoreDNS, in network namespaces with no w
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
 import anyio
-import pytest
-from _real import new_id, serve, sh, wait_for
+from _real import MARKS, new_id, serve, sh, wait_for
 from pando_runtime_kubernetes import KubernetesAdapter
 
 from pando_runtime import (
@@ -28,22 +24,11 @@ from pando_runtime import (
     read_all,
 )
 
-pytestmark = [pytest.mark.kube, pytest.mark.real_node, pytest.mark.anyio]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def adapter(real_adapter_config: dict[str, Any]) -> AsyncIterator[KubernetesAdapter]:
-    async with KubernetesAdapter(real_adapter_config) as adapter:
-        yield adapter
+pytestmark = MARKS
 
 
 async def test_two_workloads_run_see_their_env_files_and_each_other(
-    adapter: KubernetesAdapter,
+    real_adapter: KubernetesAdapter,
 ) -> None:
     bundle = new_id("real-app")
     web = serve(
@@ -58,19 +43,19 @@ async def test_two_workloads_run_see_their_env_files_and_each_other(
     )
     client = sh("client", "echo client-started; sleep 3600", depends_on=("web",))
     plan = BundlePlan(bundle_id=bundle, workloads=(web, client))
-    await adapter.apply(plan)
+    await real_adapter.apply(plan)
     try:
-        observed = await wait_for(adapter, bundle, lambda o: o.all_running)
+        observed = await wait_for(real_adapter, bundle, lambda o: o.all_running)
         assert all(w.instance_id for w in observed.workloads)
         assert all(w.started_at is not None for w in observed.workloads)
 
         web_ref = WorkloadRef(bundle, "web")
-        env = await adapter.run(web_ref, ExecRequest(command=("env",)))
+        env = await real_adapter.run(web_ref, ExecRequest(command=("env",)))
         assert env.exit_code == 0
         lines = set(env.stdout.decode().splitlines())
         assert {"GREETING=hello", "API_TOKEN=s3cret-value"} <= lines
 
-        stat = await adapter.run(
+        stat = await real_adapter.run(
             web_ref,
             ExecRequest(command=("stat", "-c", "%a %n", "/etc/app/config.txt", "/opt/tool/run.sh")),
         )
@@ -78,32 +63,34 @@ async def test_two_workloads_run_see_their_env_files_and_each_other(
             "640 /etc/app/config.txt",
             "755 /opt/tool/run.sh",
         ]
-        tool = await adapter.run(web_ref, ExecRequest(command=("/opt/tool/run.sh",)))
+        tool = await real_adapter.run(web_ref, ExecRequest(command=("/opt/tool/run.sh",)))
         assert (tool.exit_code, tool.stdout) == (0, b"tool-ran\n")
-        config = await adapter.run(web_ref, ExecRequest(command=("cat", "/etc/app/config.txt")))
+        config = await real_adapter.run(
+            web_ref, ExecRequest(command=("cat", "/etc/app/config.txt"))
+        )
         assert config.stdout == b"colour=blue\n"
 
         # The other workload by its name: DNS from CoreDNS, then HTTP over the pod network.
         client_ref = WorkloadRef(bundle, "client")
-        fetched = await adapter.run(
+        fetched = await real_adapter.run(
             client_ref,
             ExecRequest(command=("wget", "-q", "-T", "5", "-O", "-", "http://web:8080/")),
         )
         assert (fetched.exit_code, fetched.stdout) == (0, b"ok-web\n"), fetched
 
-        failed = await adapter.run(
+        failed = await real_adapter.run(
             client_ref, ExecRequest(command=("sh", "-c", "echo oops >&2; exit 7"))
         )
         assert (failed.exit_code, failed.stderr) == (7, b"oops\n")
 
-        async with adapter.logs(client_ref, LogOptions()) as stream:
+        async with real_adapter.logs(client_ref, LogOptions()) as stream:
             assert (await read_all(stream)).startswith(b"client-started\n")
     finally:
-        await adapter.destroy(BundleRef(bundle))
+        await real_adapter.destroy(BundleRef(bundle))
 
 
 async def test_an_exit_and_an_oom_kill_are_observed_as_what_they_are(
-    adapter: KubernetesAdapter,
+    real_adapter: KubernetesAdapter,
 ) -> None:
     bundle = new_id("real-fail")
     mib = 1024 * 1024
@@ -120,11 +107,11 @@ async def test_an_exit_and_an_oom_kill_are_observed_as_what_they_are(
             ),
         ),
     )
-    async with adapter.watch_bundles() as events:
-        await adapter.apply(plan)
+    async with real_adapter.watch_bundles() as events:
+        await real_adapter.apply(plan)
         try:
             observed = await wait_for(
-                adapter, bundle, lambda o: all(w.ended for w in o.workloads), timeout=90
+                real_adapter, bundle, lambda o: all(w.ended for w in o.workloads), timeout=90
             )
             exits, greedy = observed.workload("exits"), observed.workload("greedy")
             assert (exits.exit_code, exits.oom_killed) == (3, False)
@@ -144,7 +131,7 @@ async def test_an_exit_and_an_oom_kill_are_observed_as_what_they_are(
                 "exits": (BundleEventKind.EXITED, 3),
                 "greedy": (BundleEventKind.OOM_KILLED, 137),
             }
-            async with adapter.logs(WorkloadRef(bundle, "exits"), LogOptions()) as stream:
+            async with real_adapter.logs(WorkloadRef(bundle, "exits"), LogOptions()) as stream:
                 assert await read_all(stream) == b"bye\n"
         finally:
-            await adapter.destroy(BundleRef(bundle))
+            await real_adapter.destroy(BundleRef(bundle))

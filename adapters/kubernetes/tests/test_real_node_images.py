@@ -9,12 +9,11 @@ password); the node's containerd reaches it through the harness's relay, as
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _real import new_id, wait_for
+from _real import MARKS, new_id, wait_for
 from localcluster import images
 from pando_runtime_kubernetes import KubernetesAdapter
 
@@ -32,18 +31,7 @@ from pando_runtime import (
     read_all,
 )
 
-pytestmark = [pytest.mark.kube, pytest.mark.real_node, pytest.mark.anyio]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def adapter(real_adapter_config: dict[str, Any]) -> AsyncIterator[KubernetesAdapter]:
-    async with KubernetesAdapter(real_adapter_config) as adapter:
-        yield adapter
+pytestmark = MARKS
 
 
 def _greeter(tmp_path: Path) -> bytes:
@@ -59,34 +47,34 @@ def _greeter(tmp_path: Path) -> bytes:
 
 
 async def test_an_imported_image_is_pulled_with_the_apps_credentials_and_runs(
-    adapter: KubernetesAdapter, tmp_path: Path
+    real_adapter: KubernetesAdapter, tmp_path: Path
 ) -> None:
-    caps = await adapter.capabilities()
+    caps = await real_adapter.capabilities()
     assert caps.supports("image_import")
-    reference = await adapter.import_image(BytesReceiveStream(_greeter(tmp_path)))
-    registry = adapter.config.image_registry
+    reference = await real_adapter.import_image(BytesReceiveStream(_greeter(tmp_path)))
+    registry = real_adapter.config.image_registry
     assert registry is not None
     assert reference.startswith(f"{registry}/")
     assert "@sha256:" in reference
-    assert await adapter.has_image(reference)
-    assert not await adapter.has_image(reference.rsplit("@", 1)[0] + "@sha256:" + "0" * 64)
+    assert await real_adapter.has_image(reference)
+    assert not await real_adapter.has_image(reference.rsplit("@", 1)[0] + "@sha256:" + "0" * 64)
 
     bundle = new_id("imported")
     # No pull_auth in the plan: the adapter gives the app the registry's credentials.
     plan = BundlePlan(bundle_id=bundle, workloads=(WorkloadPlan(name="app", image=reference),))
-    await adapter.apply(plan)
+    await real_adapter.apply(plan)
     try:
-        observed = await wait_for(adapter, bundle, lambda o: o.all_running, timeout=90)
+        observed = await wait_for(real_adapter, bundle, lambda o: o.all_running, timeout=90)
         assert observed.workload("app").image_digest is not None
         assert reference.rsplit("@", 1)[1] in (observed.workload("app").image_digest or "")
-        async with adapter.logs(WorkloadRef(bundle, "app"), LogOptions()) as stream:
+        async with real_adapter.logs(WorkloadRef(bundle, "app"), LogOptions()) as stream:
             assert await read_all(stream) == b"hello from an imported image\n"
     finally:
-        await adapter.destroy(BundleRef(bundle))
+        await real_adapter.destroy(BundleRef(bundle))
 
 
 async def test_an_absent_image_and_a_refused_password_are_pull_problems(
-    adapter: KubernetesAdapter, real_node_cluster: Any, tmp_path: Path
+    real_adapter: KubernetesAdapter, real_node_cluster: Any, tmp_path: Path
 ) -> None:
     registry = real_node_cluster.local.registry
     pushed = registry.push(_greeter(tmp_path), "pando/refused", "1")
@@ -94,17 +82,17 @@ async def test_an_absent_image_and_a_refused_password_are_pull_problems(
     # Two apps: one app pulls from one registry with one credential (the adapter refuses two).
     absent_app, refused_app = new_id("absent"), new_id("refused")
     absent_image = f"{registry.address}/pando/absent:1"
-    await adapter.apply(
+    await real_adapter.apply(
         BundlePlan(bundle_id=absent_app, workloads=(WorkloadPlan(name="app", image=absent_image),))
     )
     refused_plan = WorkloadPlan(name="app", image=pushed.by_digest, pull_auth=wrong)
-    await adapter.apply(BundlePlan(bundle_id=refused_app, workloads=(refused_plan,)))
+    await real_adapter.apply(BundlePlan(bundle_id=refused_app, workloads=(refused_plan,)))
     try:
         absent = (
-            await wait_for(adapter, absent_app, lambda o: bool(o.workloads[0].problem))
+            await wait_for(real_adapter, absent_app, lambda o: bool(o.workloads[0].problem))
         ).workloads[0]
         refused = (
-            await wait_for(adapter, refused_app, lambda o: bool(o.workloads[0].problem))
+            await wait_for(real_adapter, refused_app, lambda o: bool(o.workloads[0].problem))
         ).workloads[0]
         for workload in (absent, refused):
             assert workload.problem is WorkloadProblem.IMAGE_PULL
@@ -113,19 +101,19 @@ async def test_an_absent_image_and_a_refused_password_are_pull_problems(
         assert "401" in refused.problem_detail or "unauthorized" in refused.problem_detail.lower()
         assert "nope" not in refused.problem_detail
         # The same image with the app's right credentials (the adapter's) pulls and runs.
-        await adapter.apply(
+        await real_adapter.apply(
             BundlePlan(
                 bundle_id=refused_app, workloads=(WorkloadPlan(name="app", image=pushed.by_digest),)
             )
         )
-        await wait_for(adapter, refused_app, lambda o: o.all_running, timeout=90)
+        await wait_for(real_adapter, refused_app, lambda o: o.all_running, timeout=90)
     finally:
-        await adapter.destroy(BundleRef(absent_app))
-        await adapter.destroy(BundleRef(refused_app))
+        await real_adapter.destroy(BundleRef(absent_app))
+        await real_adapter.destroy(BundleRef(refused_app))
 
 
 async def test_one_registry_with_two_credentials_in_one_app_is_refused(
-    adapter: KubernetesAdapter, real_node_cluster: Any
+    real_adapter: KubernetesAdapter, real_node_cluster: Any
 ) -> None:
     registry = real_node_cluster.local.registry
     image = f"{registry.address}/pando/any:1"
@@ -138,9 +126,9 @@ async def test_one_registry_with_two_credentials_in_one_app_is_refused(
         ),
     )
     with pytest.raises(InvalidPlan) as raised:
-        await adapter.apply(plan)
+        await real_adapter.apply(plan)
     assert [p.path for p in raised.value.problems] == ["workloads[1].pull_auth"]
-    assert not (await adapter.observe(BundleRef(plan.bundle_id))).exists
+    assert not (await real_adapter.observe(BundleRef(plan.bundle_id))).exists
 
 
 async def test_a_wrong_registry_password_is_a_coded_error_that_never_shows_it(

@@ -12,11 +12,11 @@ from __future__ import annotations
 import http.server
 import socket
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _real import new_id, serve, sh, wait_for
+from _real import MARKS, new_id, serve, sh, wait_for
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import namespace_for
 
@@ -31,12 +31,7 @@ from pando_runtime import (
     WorkloadRef,
 )
 
-pytestmark = [pytest.mark.kube, pytest.mark.real_node, pytest.mark.anyio]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+pytestmark = MARKS
 
 
 class _Answer(http.server.BaseHTTPRequestHandler):
@@ -82,12 +77,6 @@ def standins(real_node_cluster: Any) -> Iterator[dict[str, str]]:
             server.server_close()
 
 
-@pytest.fixture
-async def adapter(real_adapter_config: dict[str, Any]) -> AsyncIterator[KubernetesAdapter]:
-    async with KubernetesAdapter(real_adapter_config) as adapter:
-        yield adapter
-
-
 async def _fetch(adapter: KubernetesAdapter, ref: WorkloadRef, url: str) -> bytes | None:
     """The body a pod gets from ``url``, or None when it cannot connect."""
     result = await adapter.run(ref, ExecRequest(command=("wget", "-q", "-T", "4", "-O", "-", url)))
@@ -101,71 +90,74 @@ async def _tcp(adapter: KubernetesAdapter, ref: WorkloadRef, host: str, port: in
     return result.exit_code == 0
 
 
-async def test_ingress_only_from_the_app_itself(adapter: KubernetesAdapter) -> None:
+async def test_ingress_only_from_the_app_itself(real_adapter: KubernetesAdapter) -> None:
     app, other = new_id("ingress"), new_id("intruder")
-    await adapter.apply(
+    await real_adapter.apply(
         BundlePlan(
             bundle_id=app,
             workloads=(serve("web", 8080, ports=(Port(8080),)), sh("peer", "sleep 3600")),
         )
     )
-    await adapter.apply(BundlePlan(bundle_id=other, workloads=(sh("probe", "sleep 3600"),)))
+    await real_adapter.apply(BundlePlan(bundle_id=other, workloads=(sh("probe", "sleep 3600"),)))
     try:
-        await wait_for(adapter, app, lambda o: o.all_running)
-        await wait_for(adapter, other, lambda o: o.all_running)
+        await wait_for(real_adapter, app, lambda o: o.all_running)
+        await wait_for(real_adapter, other, lambda o: o.all_running)
         url = f"http://web.{namespace_for(app)}.svc.cluster.local:8080/"
-        assert await _fetch(adapter, WorkloadRef(app, "peer"), url) == b"ok-web\n"
-        assert await _fetch(adapter, WorkloadRef(other, "probe"), url) is None
+        assert await _fetch(real_adapter, WorkloadRef(app, "peer"), url) == b"ok-web\n"
+        assert await _fetch(real_adapter, WorkloadRef(other, "probe"), url) is None
     finally:
-        await adapter.destroy(BundleRef(app))
-        await adapter.destroy(BundleRef(other))
+        await real_adapter.destroy(BundleRef(app))
+        await real_adapter.destroy(BundleRef(other))
 
 
 async def test_default_egress_reaches_dns_and_internet_not_cluster_or_metadata(
-    adapter: KubernetesAdapter, standins: dict[str, str], real_node_cluster: Any
+    real_adapter: KubernetesAdapter, standins: dict[str, str], real_node_cluster: Any
 ) -> None:
     from localcluster.realnode import network  # noqa: PLC0415
 
     app, neighbour = new_id("egress"), new_id("neighbour")
-    await adapter.apply(BundlePlan(bundle_id=app, workloads=(sh("probe", "sleep 3600"),)))
-    await adapter.apply(
+    await real_adapter.apply(BundlePlan(bundle_id=app, workloads=(sh("probe", "sleep 3600"),)))
+    await real_adapter.apply(
         BundlePlan(bundle_id=neighbour, workloads=(serve("web", 8080, ports=(Port(8080),)),))
     )
     try:
-        await wait_for(adapter, app, lambda o: o.all_running)
-        await wait_for(adapter, neighbour, lambda o: o.all_running)
+        await wait_for(real_adapter, app, lambda o: o.all_running)
+        await wait_for(real_adapter, neighbour, lambda o: o.all_running)
         probe = WorkloadRef(app, "probe")
         # Cluster DNS answers (UDP and TCP to the DNS pods are allowed).
-        lookup = await adapter.run(probe, ExecRequest(command=("nslookup", "allowed.pando.test")))
+        lookup = await real_adapter.run(
+            probe, ExecRequest(command=("nslookup", "allowed.pando.test"))
+        )
         assert lookup.exit_code == 0
         assert network.INTERNET_IPS[0].encode() in lookup.stdout
         # The stand-in internet answers.
         internet = f"http://{standins['internet']}/"
         assert (
-            await _fetch(adapter, probe, internet) == f"standin-{standins['internet']}\n".encode()
+            await _fetch(real_adapter, probe, internet)
+            == f"standin-{standins['internet']}\n".encode()
         )
         # Never the metadata address, another app, a Service address or the API server.
-        assert await _fetch(adapter, probe, f"http://{standins['metadata']}/") is None
+        assert await _fetch(real_adapter, probe, f"http://{standins['metadata']}/") is None
         neighbour_url = f"http://web.{namespace_for(neighbour)}.svc.cluster.local:8080/"
-        assert await _fetch(adapter, probe, neighbour_url) is None
+        assert await _fetch(real_adapter, probe, neighbour_url) is None
         api_port = real_node_cluster.local.ports["apiserver"]
-        assert not await _tcp(adapter, probe, network.API_SERVER_IP, api_port)
-        assert not await _tcp(adapter, probe, "10.96.0.1", 443)
+        assert not await _tcp(real_adapter, probe, network.API_SERVER_IP, api_port)
+        assert not await _tcp(real_adapter, probe, "10.96.0.1", 443)
         # Controls: the neighbour's own pods reach what the probe cannot, so each block above
         # is the policy's.
         peer = WorkloadRef(neighbour, "web")
-        assert await _fetch(adapter, peer, "http://127.0.0.1:8080/") == b"ok-web\n"
-        assert await _fetch(adapter, peer, f"http://{standins['metadata']}/") is None
+        assert await _fetch(real_adapter, peer, "http://127.0.0.1:8080/") == b"ok-web\n"
+        assert await _fetch(real_adapter, peer, f"http://{standins['metadata']}/") is None
     finally:
-        await adapter.destroy(BundleRef(app))
-        await adapter.destroy(BundleRef(neighbour))
+        await real_adapter.destroy(BundleRef(app))
+        await real_adapter.destroy(BundleRef(neighbour))
 
 
 async def test_restricted_egress_lets_only_the_plans_rules_through(
-    adapter: KubernetesAdapter, standins: dict[str, str]
+    real_adapter: KubernetesAdapter, standins: dict[str, str]
 ) -> None:
-    await adapter.health_check()  # the canary: finds egress enforced
-    caps = await adapter.capabilities()
+    await real_adapter.health_check()  # the canary: finds egress enforced
+    caps = await real_adapter.capabilities()
     assert caps.egress_restriction
     assert caps.egress_host_names
     app = new_id("restricted")
@@ -178,9 +170,9 @@ async def test_restricted_egress_lets_only_the_plans_rules_through(
         workloads=(sh("probe", "sleep 3600"),),
         network=NetworkPlan(egress=EgressPolicy(allow=rules)),
     )
-    await adapter.apply(plan)
+    await real_adapter.apply(plan)
     try:
-        await wait_for(adapter, app, lambda o: o.all_running, timeout=90)
+        await wait_for(real_adapter, app, lambda o: o.all_running, timeout=90)
         probe = WorkloadRef(app, "probe")
         direct = (
             "sh",
@@ -188,28 +180,28 @@ async def test_restricted_egress_lets_only_the_plans_rules_through(
             "unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY; wget -q -T 4 -O - ",
         )
         # The CIDR rule: straight to the allowed address; the other address is refused.
-        allowed = await adapter.run(
+        allowed = await real_adapter.run(
             probe, ExecRequest(command=(*direct[:2], direct[2] + f"http://{standins['internet']}/"))
         )
         assert allowed.exit_code == 0, allowed
-        refused = await adapter.run(
+        refused = await real_adapter.run(
             probe,
             ExecRequest(command=(*direct[:2], direct[2] + f"http://{standins['other_internet']}/")),
         )
         assert refused.exit_code != 0
         # The host-name rule: through the gateway (the pod's HTTP_PROXY) by name only.
-        named = await _fetch(adapter, probe, "http://other.pando.test/")
+        named = await _fetch(real_adapter, probe, "http://other.pando.test/")
         assert named == f"standin-{standins['other_internet']}\n".encode()
         # A name the plan does not name is refused by the gateway (403), though it resolves to
         # an address a CIDR rule allows: names pass only by name.
-        refused_name = await adapter.run(
+        refused_name = await real_adapter.run(
             probe,
             ExecRequest(command=("wget", "-q", "-T", "4", "-O", "-", "http://allowed.pando.test/")),
         )
         assert refused_name.exit_code != 0
         assert b"403" in refused_name.stderr, refused_name
     finally:
-        await adapter.destroy(BundleRef(app))
+        await real_adapter.destroy(BundleRef(app))
 
 
 async def test_the_canary_finds_policies_enforced_without_being_told(

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import io
 import tarfile
-from collections.abc import AsyncIterator
-from typing import Any
 
-import pytest
-from _real import new_id, sh, wait_for
+from _real import MARKS, new_id, sh, wait_for
 from pando_runtime_kubernetes import KubernetesAdapter
 
 from pando_runtime import (
@@ -26,18 +23,7 @@ from pando_runtime import (
     read_all,
 )
 
-pytestmark = [pytest.mark.kube, pytest.mark.real_node, pytest.mark.anyio]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def adapter(real_adapter_config: dict[str, Any]) -> AsyncIterator[KubernetesAdapter]:
-    async with KubernetesAdapter(real_adapter_config) as adapter:
-        yield adapter
+pytestmark = MARKS
 
 
 def _tar(files: dict[str, bytes]) -> bytes:
@@ -62,7 +48,7 @@ def _names(data: bytes) -> dict[str, bytes]:
 
 
 async def test_writes_survive_stop_reapply_and_destroy_and_round_trip_a_snapshot(
-    adapter: KubernetesAdapter,
+    real_adapter: KubernetesAdapter,
 ) -> None:
     bundle = new_id("real-vol")
     plan = BundlePlan(
@@ -73,39 +59,41 @@ async def test_writes_survive_stop_reapply_and_destroy_and_round_trip_a_snapshot
     ref = WorkloadRef(bundle, "db")
 
     async def cat(path: str) -> bytes:
-        result = await adapter.run(ref, ExecRequest(command=("cat", path)))
+        result = await real_adapter.run(ref, ExecRequest(command=("cat", path)))
         assert result.exit_code == 0, result
         return result.stdout
 
-    await adapter.apply(plan)
+    await real_adapter.apply(plan)
     try:
-        first = await wait_for(adapter, bundle, lambda o: o.all_running)
-        written = await adapter.run(
+        first = await wait_for(real_adapter, bundle, lambda o: o.all_running)
+        written = await real_adapter.run(
             ref, ExecRequest(command=("sh", "-c", "echo first > /var/db/a.txt && sync"))
         )
         assert written.exit_code == 0
 
-        await adapter.stop(BundleRef(bundle))
-        await wait_for(adapter, bundle, lambda o: not any(w.running for w in o.workloads))
-        await adapter.apply(plan)
-        second = await wait_for(adapter, bundle, lambda o: o.all_running)
+        await real_adapter.stop(BundleRef(bundle))
+        await wait_for(real_adapter, bundle, lambda o: not any(w.running for w in o.workloads))
+        await real_adapter.apply(plan)
+        second = await wait_for(real_adapter, bundle, lambda o: o.all_running)
         assert second.workload("db").instance_id != first.workload("db").instance_id
         assert await cat("/var/db/a.txt") == b"first\n"
 
-        await adapter.destroy(BundleRef(bundle))  # keeps volumes
-        await adapter.apply(plan)
-        await wait_for(adapter, bundle, lambda o: o.all_running)
+        await real_adapter.destroy(BundleRef(bundle))  # keeps volumes
+        await real_adapter.apply(plan)
+        await wait_for(real_adapter, bundle, lambda o: o.all_running)
         assert await cat("/var/db/a.txt") == b"first\n"
 
-        handle = (await adapter.observe(BundleRef(bundle))).volume("data").handle
+        handle = (await real_adapter.observe(BundleRef(bundle))).volume("data").handle
         assert handle is not None
-        async with adapter.snapshot_volume(handle) as stream:
+        async with real_adapter.snapshot_volume(handle) as stream:
             snapshot = await read_all(stream)
         assert _names(snapshot)["a.txt"] == b"first\n"
 
-        await adapter.restore_volume(handle, BytesReceiveStream(_tar({"b.txt": b"restored\n"})))
+        await real_adapter.restore_volume(
+            handle, BytesReceiveStream(_tar({"b.txt": b"restored\n"}))
+        )
         assert await cat("/var/db/b.txt") == b"restored\n"
-        gone = await adapter.run(ref, ExecRequest(command=("test", "-e", "/var/db/a.txt")))
+        gone = await real_adapter.run(ref, ExecRequest(command=("test", "-e", "/var/db/a.txt")))
         assert gone.exit_code == 1, "restore replaces the contents in place"
     finally:
-        await adapter.destroy(BundleRef(bundle))
+        await real_adapter.destroy(BundleRef(bundle))

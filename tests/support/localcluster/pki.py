@@ -205,3 +205,18 @@ def issue_client_cert(pki: Pki, name: str, subject: str) -> CertKey:
     """A client certificate of the main CA for ``subject`` (``/O=group/CN=user``), in the PKI's
     directory as ``name.crt``/``name.key``; for identities made after the cluster's own."""
     return _make_leaf(_openssl(), pki.directory, pki.ca, name, subject=subject, usage="clientAuth")
+
+
+def make_ca(directory: Path, name: str) -> CertKey:
+    """A CA of its own in ``directory`` (``name.crt``/``name.key``), for a component whose
+    certificates must not be trusted by the cluster."""
+    return _make_ca(_openssl(), directory, name)
+
+
+def issue_server_cert(
+    directory: Path, ca: CertKey, name: str, subject: str, sans: tuple[str, ...]
+) -> CertKey:
+    """A serving certificate signed by ``ca`` for ``sans``, in ``directory`` as ``name.*``."""
+    return _make_leaf(
+        _openssl(), directory, ca, name, subject=subject, usage="serverAuth", sans=sans
+    )

@@ -49,7 +49,7 @@ from urllib.parse import quote, urlsplit
 from .binaries import go_tool
 from .errors import ClusterError, ClusterStartError
 from .net import free_ports, wait_until
-from .pki import REGISTRY_SANS, CertKey, Pki, _make_ca, _make_leaf, _openssl
+from .pki import REGISTRY_SANS, CertKey, Pki, issue_server_cert, make_ca
 from .process import Component, tail
 
 __all__ = [
@@ -557,16 +557,10 @@ class LocalRegistry:
         d.mkdir(parents=True, exist_ok=True)
         d.chmod(0o700)
         if self._ca is None:
-            self._ca = _make_ca(_openssl(), d, "registry-ca")
+            self._ca = make_ca(d, "registry-ca")
         if self._serving is None:
-            self._serving = _make_leaf(
-                _openssl(),
-                d,
-                self._ca,
-                "registry",
-                subject="/CN=pando-registry",
-                usage="serverAuth",
-                sans=REGISTRY_SANS,
+            self._serving = issue_server_cert(
+                d, self._ca, "registry", "/CN=pando-registry", REGISTRY_SANS
             )
         try:
             import bcrypt  # noqa: PLC0415 - only the registry needs it

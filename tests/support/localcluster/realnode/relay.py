@@ -105,7 +105,7 @@ def _serve_forward(listener: socket.socket, target: tuple[str, int]) -> None:
         threading.Thread(target=handle, daemon=True).start()
 
 
-class _Router:
+class Router:
     """Which namespace holds an address (None: the host)."""
 
     def __init__(self, routes: Mapping[str, str]) -> None:
@@ -134,7 +134,7 @@ def _read_head(conn: socket.socket) -> bytes:
     return data
 
 
-def _serve_connect(listener: socket.socket, router: _Router) -> None:
+def _serve_connect(listener: socket.socket, router: Router) -> None:
     while True:
         client, _ = listener.accept()
 
@@ -178,7 +178,7 @@ def serve(config: Mapping[str, Any]) -> None:
         listener.bind(str(sock_path))
         sock_path.chmod(0o600)
         listener.listen(128)
-        router = _Router(proxy.get("routes", {}))
+        router = Router(proxy.get("routes", {}))
         threads.append(threading.Thread(target=_serve_connect, args=(listener, router)))
     for t in threads:
         t.daemon = True

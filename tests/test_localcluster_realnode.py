@@ -1,0 +1,89 @@
+"""The real node's pure parts: its address plan, its configuration, the relay's routing.
+
+Running the node is the real-node tests' part (``adapters/kubernetes/tests/test_real_node_*``);
+these need no root and no server.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from pathlib import Path
+
+from localcluster.realnode import addons, configs, network
+from localcluster.realnode.relay import Router
+
+
+def test_every_address_of_the_node_is_reserved_and_none_routes_out() -> None:
+    reserved = [
+        ipaddress.ip_network("198.18.0.0/15"),  # benchmarking (RFC 2544)
+        ipaddress.ip_network("203.0.113.0/24"),  # documentation (RFC 5737)
+        ipaddress.ip_network("169.254.0.0/16"),  # link-local
+    ]
+    addresses = [
+        network.NODE_IP,
+        network.OUTSIDE_IP,
+        network.API_SERVER_IP,
+        network.POD_GATEWAY,
+        network.METADATA_IP,
+        *network.INTERNET_IPS,
+    ]
+    for address in addresses:
+        ip = ipaddress.ip_address(address)
+        assert any(ip in block for block in reserved), address
+    assert ipaddress.ip_network(network.POD_CIDR).subnet_of(ipaddress.ip_network("198.18.0.0/15"))
+    for host in addons.STANDIN_HOSTS.values():
+        assert host in network.INTERNET_IPS
+
+
+def test_the_relay_dials_node_and_pod_addresses_from_the_node() -> None:
+    router = Router({network.LINK_CIDR: "node-ns", network.POD_CIDR: "node-ns"})
+    assert router.space(network.NODE_IP) == "node-ns"
+    assert router.space("198.18.0.7") == "node-ns"
+    assert router.space("127.0.0.1") is None  # kwok and metrics-server: from the host
+    assert router.space("localhost") is None
+
+
+def test_the_node_is_configured_for_this_machine(tmp_path: Path) -> None:
+    dirs = configs.NodeDirs(tmp_path)
+    kubelet = json.loads(
+        configs.kubelet_config(
+            dirs,
+            ca_file=tmp_path / "ca.crt",
+            cgroup_root="/pando-1",
+            taints=[configs.REAL_NODE_TAINT],
+            healthz_port=1234,
+        )
+    )
+    assert kubelet["failCgroupV1"] is False  # cgroup v1 here
+    assert kubelet["cgroupDriver"] == "cgroupfs"
+    assert kubelet["readOnlyPort"] == 0
+    assert kubelet["authorization"]["mode"] == "AlwaysAllow"
+    assert kubelet["authentication"]["anonymous"]["enabled"] is False
+    assert kubelet["address"] == network.NODE_IP
+    assert kubelet["registerWithTaints"] == [configs.REAL_NODE_TAINT]
+    containerd = configs.containerd_config(dirs, sandbox_image="pando.local/pause:1")
+    assert "restrict_oom_score_adj = true" in containerd  # no CAP_SYS_RESOURCE here
+    assert "netns_mounts_under_state_dir = true" in containerd
+    assert str(tmp_path) in containerd
+    assert "/var/lib/containerd" not in containerd  # never the host's own containerd
+    cni = json.loads(configs.cni_config(dirs))
+    bridge = cni["plugins"][0]
+    assert bridge["ipMasq"] is False
+    assert bridge["ipam"]["dataDir"].startswith(str(tmp_path))
+    proxy = json.loads(
+        configs.kube_proxy_config(
+            kubeconfig=tmp_path / "k", node_name="n", healthz_port=1, metrics_port=2
+        )
+    )
+    assert proxy["mode"] == "iptables"
+    assert proxy["conntrack"]["maxPerCore"] == 0  # the host-wide table is left alone
+
+
+def test_pods_reach_the_real_node_through_the_runtime_class() -> None:
+    runtime_class = addons.runtime_class("real")
+    scheduling = runtime_class["scheduling"]
+    assert scheduling["nodeSelector"] == {configs.REAL_NODE_LABEL: "real"}
+    assert scheduling["tolerations"][0]["key"] == configs.REAL_NODE_TAINT["key"]
+    corefile = addons.corefile("cluster.local", addons.STANDIN_HOSTS)
+    assert "forward" not in corefile  # no name is sent anywhere beyond the cluster

@@ -1,6 +1,7 @@
 """Benchmark: apps on a real node (containerd, runc, kubelet), not kwok's simulated ones.
 
-    python adapters/kubernetes/benchmarks/kube_real_node.py [--apps 20] [--batch 60] [--idle 10]
+    python adapters/kubernetes/benchmarks/kube_real_node.py [--apps 20] [--batch 60]
+        [--idle 10] [--steady 10] [--cpu-millis N] [--memory-mib N]
 
 It starts a local control plane with a real node beside kwok's (``LocalCluster(real_node=True)``:
 containerd, runc, kubelet, kube-proxy, kube-router and CoreDNS in the harness's network
@@ -20,7 +21,12 @@ wait out the grace period). Prints:
   each apply's calls are its own);
 - CPU (user+sys seconds from ``/proc/<pid>/stat``, and those of the children each reaped:
   iptables, CNI plugins, runc) and memory (RSS) of each node component and of the control plane
-  beside it, idle and during each phase, and how busy the machine's cores were.
+  beside it, idle, during each phase and with the batch running, and how busy the machine's
+  cores were.
+
+Workloads set no resources unless ``--cpu-millis``/``--memory-mib`` say so (the adapter makes
+the limit equal to the request). A CPU limit throttles the start itself: runc's init and the
+sandbox's run inside the pod's CPU quota, so 10m makes a start take seconds.
 
 Needs root and what ``localcluster.realnode.setup.missing()`` checks; where the machine lacks
 any of it, prints one line saying so and exits 0. Prints figures; asserts only that the run did
@@ -31,7 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
+import datetime as dt
 import json
 import math
 import os
@@ -40,7 +46,9 @@ import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +63,8 @@ ROOT = Path(__file__).resolve().parents[3]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 POLL = 0.02
 """Seconds between two observes of an app not yet running (observe reads the cache)."""
+MAX_APPS = 109
+"""The node's ``maxPods`` (110) less CoreDNS: the apps of one phase must fit."""
 RUNNING_WAIT = 180.0
 GONE_WAIT = 120.0
 SHIM = "containerd-shim"
@@ -131,11 +141,11 @@ def shim_pids(socket: Path) -> list[int]:
 
 
 def machine_ticks() -> tuple[int, int]:
-    """All cores' (busy, total) ticks since boot, from ``/proc/stat``."""
+    """All cores' (busy, total) ticks since boot, from ``/proc/stat``: busy is user, nice,
+    system, irq and softirq time (not idle, iowait or steal); guest time is in user time."""
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = values[3] + values[4]  # idle, iowait
-    total = sum(values[:8])  # without guest time, which user time already holds
-    return total - idle, total
+    user, nice, system, _idle, _iowait, irq, softirq, _steal = values[:8]
+    return user + nice + system + irq + softirq, sum(values[:8])
 
 
 class Processes:
@@ -197,7 +207,7 @@ class Meter:
         self.windows: list[Window] = []
 
     @contextlib.asynccontextmanager
-    async def window(self, name: str) -> Any:
+    async def window(self, name: str) -> AsyncIterator[None]:
         start = self.procs.sample()
         busy0, total0 = machine_ticks()
         t0 = time.monotonic()
@@ -210,13 +220,13 @@ class Meter:
         async def sampler() -> None:
             while True:
                 await anyio.sleep(0.5)
-                note(self.procs.sample())
+                note(await anyio.to_thread.run_sync(self.procs.sample))
 
         note(start)
-        async with anyio.create_task_group() as group:
-            group.start_soon(sampler)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(sampler)
             yield
-            group.cancel_scope.cancel()
+            tasks.cancel_scope.cancel()
         end = self.procs.sample()
         note(end)
         seconds = time.monotonic() - t0
@@ -233,6 +243,11 @@ class Meter:
                 own / CLOCK_TICKS, kids / CLOCK_TICKS, peak[group], len(procs), pss
             )
         self.windows.append(w)
+        progress(f"{name}: {seconds:.1f} s")
+
+
+def progress(text: str) -> None:
+    print(f"  {text}", file=sys.stderr, flush=True)
 
 
 # -- the cluster's side: pods, containerd's records --------------------------------------------
@@ -249,7 +264,7 @@ def cri_status(cluster: Any, container_id: str) -> dict[str, Any]:
 def container_ids(cluster: Any, path: str) -> dict[str, str]:
     """``namespace -> containerd id`` of the first container of each pod at ``path``."""
     status, body = cluster.rest.get(path)
-    assert status == 200, f"GET {path}: {status} {body}"
+    assert status == HTTPStatus.OK, f"GET {path}: {status} {body}"
     found = {}
     for pod in body["items"]:
         statuses = pod.get("status", {}).get("containerStatuses") or []
@@ -269,27 +284,19 @@ def coredns_pid(cluster: Any) -> int | None:
 
 
 def app_pods_left(cluster: Any) -> int:
-    """App pods and namespaces not yet gone (what a destroy leaves until the node is done)."""
-    left = 0
-    for path in (f"/api/v1/pods?labelSelector={MANAGED_SELECTOR}", "/api/v1/namespaces"):
-        status, body = cluster.rest.get(path)
-        assert status == 200, f"GET {path}: {status}"
-        items = body["items"]
-        if path.endswith("namespaces"):
-            items = [n for n in items if n["metadata"]["name"].startswith("pando-rn-")]
-        left += len(items)
-    return left
+    """App pods not yet gone (the node has not yet stopped their containers)."""
+    path = f"/api/v1/pods?labelSelector={MANAGED_SELECTOR}"
+    status, body = cluster.rest.get(path)
+    assert status == HTTPStatus.OK, f"GET {path}: {status}"
+    return len(body["items"])
 
 
 # -- apps ------------------------------------------------------------------------------------
 
 
-def plan(bundle_id: str, image: str) -> BundlePlan:
+def plan(bundle_id: str, image: str, resources: Resources) -> BundlePlan:
     main = WorkloadPlan(
-        name="main",
-        image=image,
-        entrypoint=("sh", "-c", SCRIPT),
-        resources=Resources(cpu_millis=10, memory_bytes=16 * 1024**2),
+        name="main", image=image, entrypoint=("sh", "-c", SCRIPT), resources=resources
     )
     return BundlePlan(bundle_id=bundle_id, workloads=(main,))
 
@@ -303,10 +310,9 @@ class AppTiming:
     started_wall_ns: int = 0
     applied: float | None = None
     running: float | None = None
+    """To the first ``observe`` saying every workload runs."""
     container: float | None = None
     """To containerd's ``StartedAt`` of its container."""
-    created: float | None = None
-    """To containerd's ``CreatedAt`` (the container made, before it starts)."""
     calls: int = 0
     kinds: Counter[str] = field(default_factory=Counter)
 
@@ -319,18 +325,29 @@ class Phase:
     """From the first apply's start to the last app observed running."""
     calls: int = 0
     observe_calls: int = 0
+    at_once: bool = False
+
+    def values(self, what: str) -> list[float]:
+        found = [getattr(t, what) for t in self.timings]
+        return [v for v in found if v is not None]
 
 
 class Bench:
-    def __init__(self, cluster: Any, adapter: KubernetesAdapter, image: str) -> None:
+    def __init__(
+        self, cluster: Any, adapter: KubernetesAdapter, image: str, resources: Resources
+    ) -> None:
         self.cluster = cluster
         self.adapter = adapter
         self.image = image
+        self.resources = resources
+
+    def plan(self, bundle_id: str) -> BundlePlan:
+        return plan(bundle_id, self.image, self.resources)
 
     async def apply(self, t: AppTiming) -> None:
         t.started = time.monotonic()
         t.started_wall_ns = time.time_ns()
-        await self.adapter.apply(plan(t.bundle_id, self.image))
+        await self.adapter.apply(self.plan(t.bundle_id))
         t.applied = time.monotonic() - t.started
 
     async def until_running(self, timings: list[AppTiming]) -> int:
@@ -340,7 +357,7 @@ class Bench:
             while waiting := [t for t in timings if t.running is None]:
                 for t in waiting:
                     if t.applied is None:
-                        continue
+                        continue  # observed once its apply returned, as a host would
                     before = self.adapter.api_calls
                     observed = await self.adapter.observe(BundleRef(t.bundle_id))
                     calls += self.adapter.api_calls - before
@@ -350,17 +367,15 @@ class Bench:
         return calls
 
     def read_container_starts(self, timings: list[AppTiming]) -> None:
-        path = f"/api/v1/pods?labelSelector={MANAGED_SELECTOR}"
-        ids = container_ids(self.cluster, path)
+        ids = container_ids(self.cluster, f"/api/v1/pods?labelSelector={MANAGED_SELECTOR}")
         for t in timings:
             cid = ids.get(namespace_for(t.bundle_id))
-            if cid is None:
-                continue
-            record = cri_status(self.cluster, cid)
-            t.container = (record["StartedAt"] - t.started_wall_ns) / 1e9
-            t.created = (record["CreatedAt"] - t.started_wall_ns) / 1e9
+            if cid is not None:
+                started = cri_status(self.cluster, cid)["StartedAt"]
+                t.container = (started - t.started_wall_ns) / 1e9
 
     async def one_at_a_time(self, name: str, ids: list[str]) -> Phase:
+        """Each app applied once the one before runs; each apply's API calls are its own."""
         phase = Phase(name, [AppTiming(b) for b in ids])
         t0 = time.monotonic()
         for t in phase.timings:
@@ -376,16 +391,17 @@ class Bench:
         return phase
 
     async def at_once(self, name: str, ids: list[str]) -> Phase:
-        phase = Phase(name, [AppTiming(b) for b in ids])
+        """Every app applied at the same time (a task each), observed while they start."""
+        phase = Phase(name, [AppTiming(b) for b in ids], at_once=True)
         calls = self.adapter.api_calls
         t0 = time.monotonic()
+
+        async def watch() -> None:
+            phase.observe_calls = await self.until_running(phase.timings)
+
         async with anyio.create_task_group() as group:
             for t in phase.timings:
                 group.start_soon(self.apply, t)
-
-            async def watch() -> None:
-                phase.observe_calls = await self.until_running(phase.timings)
-
             group.start_soon(watch)
         phase.seconds = time.monotonic() - t0
         phase.calls = self.adapter.api_calls - calls - phase.observe_calls
@@ -396,7 +412,7 @@ class Bench:
         """API calls per re-apply of an unchanged plan, one at a time; and per observe."""
         calls = self.adapter.api_calls
         for b in ids:
-            await self.adapter.apply(plan(b, self.image))
+            await self.adapter.apply(self.plan(b))
         reapply = (self.adapter.api_calls - calls) / len(ids)
         calls = self.adapter.api_calls
         for b in ids:
@@ -404,8 +420,8 @@ class Bench:
         return reapply, (self.adapter.api_calls - calls) / len(ids)
 
     async def destroy(self, ids: list[str]) -> tuple[float, float]:
-        """Destroy the apps at once; API calls per destroy and seconds until the node's pods
-        and the apps' namespaces are gone."""
+        """Destroy the apps at once; API calls per destroy, and seconds until their pods are
+        gone (the node stopped their containers; the namespaces go on being deleted)."""
         calls = self.adapter.api_calls
         t0 = time.monotonic()
         async with anyio.create_task_group() as group:
@@ -413,9 +429,11 @@ class Bench:
                 group.start_soon(self.adapter.destroy, BundleRef(b))
         per_app = (self.adapter.api_calls - calls) / len(ids)
         with anyio.fail_after(GONE_WAIT):
-            while await anyio.to_thread.run_sync(app_pods_left, self.cluster):
+            while await anyio.to_thread.run_sync(app_pods_left, self.cluster):  # noqa: ASYNC110 - polls the cluster
                 await anyio.sleep(0.25)
-        return per_app, time.monotonic() - t0
+        seconds = time.monotonic() - t0
+        progress(f"{len(ids)} destroyed, their pods gone: {seconds:.1f} s")
+        return per_app, seconds
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -444,15 +462,15 @@ def adapter_settings(cluster: Any) -> dict[str, Any]:
 
 @dataclass
 class Report:
-    started_at: datetime.datetime
+    started_at: dt.datetime
     load_before: tuple[float, float, float]
+    resources: Resources
     start_s: float = 0.0
     cluster_timings: dict[str, float] = field(default_factory=dict)
     node_timings: dict[str, float] = field(default_factory=dict)
     connect_s: float = 0.0
-    first: AppTiming | None = None
-    first_after_start_s: float = 0.0
-    """From ``start()`` returning to the first app's apply."""
+    """From ``start()`` returning to the adapter connected (its cache synced)."""
+    first: AppTiming = field(default_factory=lambda: AppTiming("-"))
     phases: list[Phase] = field(default_factory=list)
     reapply_calls: float = 0.0
     observe_calls: float = 0.0
@@ -470,10 +488,8 @@ async def measure(cluster: Any, args: argparse.Namespace, r: Report) -> None:
         assert adapter.cache is not None
         await adapter.cache.wait_synced(30)
         r.connect_s = time.monotonic() - returned
-        bench = Bench(cluster, adapter, images.WORKLOAD)
-        first = await bench.one_at_a_time("first", ["rn-first"])
-        r.first = first.timings[0]
-        r.first_after_start_s = r.connect_s
+        bench = Bench(cluster, adapter, images.WORKLOAD, r.resources)
+        r.first = (await bench.one_at_a_time("first", ["rn-first"])).timings[0]
         meter = Meter(Processes(cluster, coredns_pid(cluster)))
         await bench.destroy(["rn-first"])
 
@@ -500,17 +516,19 @@ async def measure(cluster: Any, args: argparse.Namespace, r: Report) -> None:
             if args.steady:
                 async with meter.window(f"{args.batch} running, {args.steady:g} s"):
                     await anyio.sleep(args.steady)
-            if args.destroy_batch:
-                _, seconds = await bench.destroy(batch)
-                r.destroys.append((len(batch), seconds))
+            # Left running: stopping the node ends them.
         r.windows = meter.windows
 
 
 # -- report ----------------------------------------------------------------------------------
 
 
+def out(text: str = "") -> None:
+    print(text, flush=True)
+
+
 def quantile(values: list[float], q: float) -> float:
-    """Linear interpolation between the nearest ranks (p99 of 20 is near the max)."""
+    """Linear interpolation between the nearest ranks (p99 of 20 lies near the max)."""
     ordered = sorted(values)
     if not ordered:
         return math.nan
@@ -538,129 +556,153 @@ def machine() -> str:
     )
 
 
-def latency_row(label: str, values: list[float], count: int, seconds: float) -> list[str]:
+def describe(resources: Resources) -> str:
+    parts = []
+    if resources.cpu_millis is not None:
+        parts.append(f"{resources.cpu_millis}m CPU")
+    if resources.memory_bytes is not None:
+        parts.append(f"{resources.memory_bytes / 2**20:g} MiB")
+    return (", ".join(parts) + " (limit = request)") if parts else "no resources set"
+
+
+def report_start(r: Report) -> None:
+    c, n = r.cluster_timings, r.node_timings
+    # The node's own timings count from RealNode.start(), which ends where the cluster's
+    # "real node ready" is taken: it began at "real node ready" less the node's "total".
+    node_t0 = c["real node ready"] - n["total"]
+    ready = node_t0 + n["node ready"]
+    out(
+        f"start:     LocalCluster.start() {r.start_s:.1f} s. Control plane: apiserver ready "
+        f"{c['apiserver ready']:.1f} s, kwok nodes ready {c['nodes ready']:.1f} s, metrics API "
+        f"{c['metrics API available']:.1f} s; the real node's programs started at "
+        f"{node_t0:.1f} s: containerd up +{n['containerd up']:.2f}, images loaded "
+        f"+{n['images loaded']:.2f}, node registered +{n['node registered']:.2f}, Ready "
+        f"+{n['node ready']:.2f} (= {ready:.1f} s after start() began), CoreDNS Ready "
+        f"+{n['cluster DNS ready']:.2f}"
+    )
+    first = r.first
+    running = first.running or math.nan
+    waited = r.start_s - ready
+    out(
+        f"first pod: node Ready -> a first app observed running "
+        f"{waited + r.connect_s + running:.1f} s: CoreDNS Ready and start() returning "
+        f"{waited:.1f} s, adapter connected "
+        f"{r.connect_s:.2f} s, apply -> running {running:.2f} s (its container started "
+        f"{first.container or math.nan:.2f} s after the apply); from start() to it "
+        f"{r.start_s + r.connect_s + running:.1f} s"
+    )
+
+
+def latency_row(label: str, values: list[float], rate: str) -> list[str]:
     return [
         label,
         f"{quantile(values, 0.5):.2f}",
         f"{quantile(values, 0.99):.2f}",
         f"{max(values):.2f}",
         f"{statistics.fmean(values):.2f}",
-        f"{count / seconds:.1f}",
+        rate,
     ]
 
 
-def report(r: Report) -> None:
-    def out(text: str = "") -> None:
-        print(text, flush=True)
-
-    stamp = r.started_at.strftime("%Y-%m-%d %H:%M UTC")
-    load = ", ".join(f"{v:.2f}" for v in r.load_before)
-    out(f"== real node, {stamp}; {machine()}; load average {load} before the start")
-    out(
-        "adapter: admin kubeconfig (system:masters), runtime_class pando-real, qps 1000, "
-        "burst 200; one workload per app: busybox `sleep` behind a TERM trap, 10m CPU, 16 MiB"
-    )
-    c, n = r.cluster_timings, r.node_timings
-    # The node's own timings count from RealNode.start(), which ends where the cluster's
-    # "real node ready" is recorded: that start is at "real node ready" - the node's "total".
-    node_t0 = c["real node ready"] - n["total"]
-    ready = node_t0 + n["node ready"]
-    out()
-    out(
-        f"start:     LocalCluster.start() {r.start_s:.1f} s. Control plane: apiserver ready "
-        f"{c['apiserver ready']:.1f} s, nodes (kwok) ready {c['nodes ready']:.1f} s, metrics "
-        f"API {c['metrics API available']:.1f} s; real node started at {node_t0:.1f} s: "
-        f"containerd up +{n['containerd up']:.2f}, images loaded +{n['images loaded']:.2f}, "
-        f"registered +{n['node registered']:.2f}, Ready +{n['node ready']:.2f} "
-        f"(= {ready:.1f} s after start()), CoreDNS Ready +{n['cluster DNS ready']:.2f}"
-    )
-    first = r.first
-    assert first is not None
-    assert first.running is not None
-    to_first = (r.start_s - ready) + r.first_after_start_s + first.running
-    out(
-        f"first pod: node Ready -> first app observed running {to_first:.1f} s: CoreDNS's "
-        f"readiness and start() returning {r.start_s - ready:.1f} s, adapter connected "
-        f"{r.first_after_start_s:.2f} s, apply -> running {first.running:.2f} s (container "
-        f"started {first.container:.2f} s after apply). start() to a first app running: "
-        f"{r.start_s + r.first_after_start_s + first.running:.1f} s"
-    )
-    out()
-    rows = [["apply -> running (s)", "p50", "p99", "max", "mean", "pods/s"]]
+def report_latency(r: Report) -> None:
+    rows = [["apply -> (s)", "p50", "p99", "max", "mean", "pods/s"]]
     for p in r.phases:
-        running = [t.running for t in p.timings if t.running is not None]
-        rows.append(
-            latency_row(f"{p.name}: observe says running", running, len(running), p.seconds)
-        )
-        started = [t.container for t in p.timings if t.container is not None]
-        last = max(started)
-        rows.append(latency_row(f"{p.name}: container started", started, len(started), last))
-        if "one at a time" in p.name:
-            applied = [t.applied for t in p.timings if t.applied is not None]
-            rows.append(
-                latency_row(f"{p.name}: apply returned", applied, len(applied), sum(applied))
-            )
+        running, started = p.values("running"), p.values("container")
+        rate = f"{len(running) / p.seconds:.1f}"
+        if p.at_once:
+            rows.append(latency_row(f"{p.name}: observe says running", running, rate))
+            rate = f"{len(started) / max(started):.1f}"
+            rows.append(latency_row(f"{p.name}: container started", started, rate))
+        else:
+            rows.append(latency_row(f"{p.name}: apply returned", p.values("applied"), ""))
+            rows.append(latency_row(f"{p.name}: container started", started, ""))
+            rows.append(latency_row(f"{p.name}: observe says running", running, rate))
     out(table(rows))
     out(
-        "(pods/s: apps over the seconds from the first apply to the last app running; one at a "
-        "time: 1 / mean; container started: to the last container's start)"
+        "(container started: containerd's CRI StartedAt, which kubelet reports as startedAt; "
+        "pods/s: apps over the seconds from the first apply to the last app observed running, "
+        "or to the last container started)"
     )
-    seq = next(p for p in r.phases if "one at a time" in p.name)
+
+
+def report_calls(r: Report) -> None:
+    seq = next(p for p in r.phases if not p.at_once)
+    apps = len(seq.timings)
     kinds = sum((t.kinds for t in seq.timings), Counter[str]())
-    per_kind = ", ".join(f"{k} {v / len(seq.timings):g}" for k, v in sorted(kinds.items()))
-    out()
+    per_kind = ", ".join(f"{k} {v / apps:g}" for k, v in sorted(kinds.items()))
     out(
-        f"API calls: first apply {seq.calls / len(seq.timings):.2f} per app ({per_kind}); "
-        f"re-apply {r.reapply_calls:.2f}; observe {r.observe_calls:.2f} (the polls to running: "
+        f"API calls: first apply {seq.calls / apps:.2f} per app ({per_kind}); re-apply "
+        f"{r.reapply_calls:.2f}; observe {r.observe_calls:.2f} (the polls until running made "
         f"{seq.observe_calls}); destroy {r.destroy_calls:.2f}"
     )
     for p in r.phases:
-        if "at once" in p.name:
+        if p.at_once:
             out(
-                f"           {p.name}: {p.calls / len(p.timings):.2f} per first apply, "
-                f"observe polls {p.observe_calls}"
+                f"           {p.name}: {p.calls / len(p.timings):.2f} per first apply; the "
+                f"polls until running made {p.observe_calls}"
             )
-    out(
-        "destroy:   "
-        + "; ".join(f"{apps} apps, pods and namespaces gone in {s:.1f} s" for apps, s in r.destroys)
-    )
-    out()
-    header = ["CPU: % of one core (own + children s)", *(w.name for w in r.windows)]
-    rows = [header, ["window (s)", *(f"{w.seconds:.1f}" for w in r.windows)]]
-    for group in (*NODE_GROUPS, "node total", *PLANE_GROUPS, "control plane total"):
-        cells = [group]
-        for w in r.windows:
-            if group.endswith("total"):
-                members = NODE_GROUPS if group == "node total" else PLANE_GROUPS[:-1]
-                own = sum(w.usage[g].own_s for g in members)
-                kids = sum(w.usage[g].children_s for g in members)
-            else:
-                own, kids = w.usage[group].own_s, w.usage[group].children_s
-            cells.append(f"{(own + kids) / w.seconds * 100:.0f}% ({own:.2f} + {kids:.2f})")
-        rows.append(cells)
+    gone = "; ".join(f"{apps} apps in {s:.1f} s" for apps, s in r.destroys)
+    out(f"destroy:   all at once, until their pods are gone: {gone}")
+
+
+def cpu_cell(w: Window, groups: tuple[str, ...]) -> str:
+    own = sum(w.usage[g].own_s for g in groups)
+    kids = sum(w.usage[g].children_s for g in groups)
+    return f"{(own + kids) / w.seconds * 100:.0f}% ({own:.2f} + {kids:.2f})"
+
+
+def report_cpu(r: Report) -> None:
+    rows = [
+        ["CPU: % of one core (own + children s)", *(w.name for w in r.windows)],
+        ["window (s)", *(f"{w.seconds:.1f}" for w in r.windows)],
+    ]
+    rows += [[g, *(cpu_cell(w, (g,)) for w in r.windows)] for g in NODE_GROUPS]
+    rows.append(["node, all", *(cpu_cell(w, NODE_GROUPS) for w in r.windows)])
+    rows += [[g, *(cpu_cell(w, (g,)) for w in r.windows)] for g in PLANE_GROUPS]
+    rows.append(["control plane, all", *(cpu_cell(w, PLANE_GROUPS[:-1]) for w in r.windows)])
     rows.append(["machine: cores busy", *(f"{w.machine_busy:.2f}" for w in r.windows)])
     out(table(rows))
-    out()
-    rows = [["RSS, most at once (MiB)", *(w.name for w in r.windows)]]
-    for group in (*NODE_GROUPS, "node total", *PLANE_GROUPS):
+
+
+def report_memory(r: Report) -> None:
+    rows = [["RSS, the most at once (MiB)", *(w.name for w in r.windows)]]
+    for group in (*NODE_GROUPS, "node, all", *PLANE_GROUPS):
         cells = [group]
         for w in r.windows:
-            if group == "node total":
-                kib = sum(w.usage[g].rss_kib for g in NODE_GROUPS)
-            else:
-                kib = w.usage[group].rss_kib
-            cell = f"{kib / 1024:.0f}"
+            members = NODE_GROUPS if group == "node, all" else (group,)
+            cell = f"{sum(w.usage[g].rss_kib for g in members) / 1024:.0f}"
             if group == "shims":
                 u = w.usage[group]
-                cell += f" ({u.count} shims, PSS {u.pss_kib / 1024:.0f})"
+                cell += f" ({u.count}, PSS {u.pss_kib / 1024:.0f})"
             cells.append(cell)
         rows.append(cells)
     out(table(rows))
     out(
-        "(children: the CPU of each process's reaped children, such as iptables and ipset "
-        "for kube-proxy and kube-router, CNI plugins for containerd, runc for the shims; "
-        "shims: one per pod, summed; their RSS counts shared pages once per shim, PSS shares them)"
+        "(children: CPU of the processes each one reaped, such as iptables and ipset for "
+        "kube-router and kube-proxy, CNI plugins for containerd, runc for the shims; shims: "
+        "one per pod, summed, with their count; RSS counts shared pages in every shim, PSS "
+        "divides them; benchmark: this process, the adapter and the polls)"
     )
+
+
+def report(r: Report) -> None:
+    stamp = r.started_at.strftime("%Y-%m-%d %H:%M UTC")
+    load = ", ".join(f"{v:.2f}" for v in r.load_before)
+    out(f"== real node, {stamp}; {machine()}; load average {load} before the start")
+    out(
+        "adapter: admin kubeconfig (system:masters), runtime_class pando-real, qps 1000, burst "
+        f"200; one workload per app: busybox `sleep` behind a TERM trap, {describe(r.resources)}"
+    )
+    out()
+    report_start(r)
+    out()
+    report_latency(r)
+    out()
+    report_calls(r)
+    out()
+    report_cpu(r)
+    out()
+    report_memory(r)
     out(f"\ntotal {r.total_s:.0f} s")
 
 
@@ -675,39 +717,45 @@ def skip_reason() -> str | None:
 def run(args: argparse.Namespace) -> None:
     from localcluster import LocalCluster  # noqa: PLC0415
 
-    r = Report(datetime.datetime.now(datetime.UTC), os.getloadavg())
+    memory = None if args.memory_mib is None else args.memory_mib * 2**20
+    resources = Resources(cpu_millis=args.cpu_millis, memory_bytes=memory)
+    r = Report(dt.datetime.now(dt.UTC), os.getloadavg(), resources)
     t0 = time.monotonic()
     cluster = LocalCluster(name="bench-real", real_node=True)
-    start = time.monotonic()
     cluster.start()
     try:
-        r.start_s = time.monotonic() - start
+        r.start_s = time.monotonic() - t0
         r.cluster_timings = dict(cluster.timings)
         assert cluster.real_node is not None
         r.node_timings = dict(cluster.real_node.timings)
-        print(f"(cluster with a real node up in {r.start_s:.1f} s)", flush=True)
+        out(f"(cluster with a real node up in {r.start_s:.1f} s)")
         anyio.run(measure, cluster, args, r)
     finally:
+        stopping = time.monotonic()
         cluster.stop()
+        progress(f"cluster stopped: {time.monotonic() - stopping:.1f} s")
     r.total_s = time.monotonic() - t0
     report(r)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--apps", type=int, default=20, help="apps of the first two phases")
     parser.add_argument("--batch", type=int, default=60, help="apps at once after (0: none)")
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of the idle window")
     parser.add_argument(
-        "--steady", type=float, default=0.0, help="seconds of a window with the batch running"
+        "--steady", type=float, default=10.0, help="seconds of a window with the batch running"
     )
-    parser.add_argument(
-        "--destroy-batch", action="store_true", help="destroy the batch before the end"
-    )
+    parser.add_argument("--cpu-millis", type=int, help="each workload's CPU (unset: none)")
+    parser.add_argument("--memory-mib", type=int, help="each workload's memory (unset: none)")
     args = parser.parse_args()
+    if max(args.apps, args.batch) > MAX_APPS:
+        parser.error(f"the node holds {MAX_APPS + 1} pods, CoreDNS among them")
     reason = skip_reason()
     if reason is not None:
-        print(f"kube_real_node: skipped, this machine cannot run a real node: it lacks {reason}")
+        out(f"kube_real_node: skipped, this machine cannot run a real node: it lacks {reason}")
         return
     run(args)
 

@@ -20,7 +20,7 @@ nox.options.sessions = ["lint", "typecheck", "tests"]
 
 ROOT = Path(__file__).parent
 ADAPTERS = sorted(str(p.parent) for p in ROOT.glob("adapters/*/pyproject.toml"))
-SLOW_BENCHMARKS = {"kube_scale.py"}
+SLOW_BENCHMARKS = {"kube_scale.py", "kube_real_node.py"}
 """Run by their own session, not by ``benchmarks``."""
 EXAMPLE_DISTS = sorted(str(p.parent) for p in ROOT.glob("examples/*/pyproject.toml"))
 
@@ -103,6 +103,19 @@ def kube_warm(session: nox.Session) -> None:
     _install(session, "test")
     env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
     script = ROOT / "adapters/kubernetes/benchmarks/kube_warm.py"
+    session.run("python", str(script), *session.posargs, env=env)
+
+
+@nox.session(python="3.11")
+def kube_real_node(session: nox.Session) -> None:
+    """Apps on a real node (containerd, runc, kubelet): apply to running, pods per second, the
+    node's CPU and memory, the first pod after its start (about two minutes; needs root).
+
+    nox -s kube_real_node -- --apps 20 --batch 60 --cpu-millis 10    (any option of the script)
+    """
+    _install(session, "test")
+    env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
+    script = ROOT / "adapters/kubernetes/benchmarks/kube_real_node.py"
     session.run("python", str(script), *session.posargs, env=env)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import contextlib
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from datetime import datetime
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
@@ -113,11 +114,16 @@ class RuntimeAdapter(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def observe(self, ref: BundleRef) -> ObservedBundle:
+    async def observe(
+        self, ref: BundleRef, *, not_before: datetime | None = None
+    ) -> ObservedBundle:
         """Report the bundle's state; never remediate.
 
         Raises :class:`AdapterUnavailable` when the runtime cannot be read, so a
-        host never mistakes an outage for a dead app.
+        host never mistakes an outage for a dead app. ``not_before`` (UTC): answer only
+        with state confirmed at or after it (or after the call began, when it is later):
+        the adapter waits for such a confirmation, or reads, and raises
+        :class:`AdapterUnavailable` when it cannot get one within its read timeout.
         """
 
     @abc.abstractmethod

@@ -44,6 +44,7 @@ import logging
 import time
 import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -373,9 +374,13 @@ class InstrumentedAdapter(RuntimeAdapter):
         with self._operation("apply", bundle_id=plan.bundle_id):
             return await self.adapter.apply(plan)
 
-    async def observe(self, ref: BundleRef) -> ObservedBundle:
+    async def observe(
+        self, ref: BundleRef, *, not_before: datetime | None = None
+    ) -> ObservedBundle:
         with self._operation("observe", bundle_id=ref.bundle_id):
-            return await self.adapter.observe(ref)
+            if not_before is None:  # an adapter written before ``not_before`` still works
+                return await self.adapter.observe(ref)
+            return await self.adapter.observe(ref, not_before=not_before)
 
     async def stop(self, ref: BundleRef) -> None:
         with self._operation("stop", bundle_id=ref.bundle_id):

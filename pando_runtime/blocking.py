@@ -16,7 +16,9 @@ every path.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
@@ -99,9 +101,11 @@ class BlockingRuntime:
         """See :meth:`RuntimeAdapter.apply`."""
         return self.portal.call(self.adapter.apply, plan)
 
-    def observe(self, ref: BundleRef) -> ObservedBundle:
+    def observe(self, ref: BundleRef, *, not_before: datetime | None = None) -> ObservedBundle:
         """See :meth:`RuntimeAdapter.observe`."""
-        return self.portal.call(self.adapter.observe, ref)
+        if not_before is None:
+            return self.portal.call(self.adapter.observe, ref)
+        return self.portal.call(functools.partial(self.adapter.observe, ref, not_before=not_before))
 
     def stop(self, ref: BundleRef) -> None:
         """See :meth:`RuntimeAdapter.stop`."""

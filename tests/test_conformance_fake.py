@@ -48,6 +48,11 @@ class FakeHarness(ConformanceHarness):
         adapter.simulate_cache_down()
         adapter.clock.advance(adapter.config.max_staleness + 1)
 
+    async def cache_unconfirmed(self, adapter: RuntimeAdapter) -> None:
+        assert isinstance(adapter, FakeAdapter)
+        adapter.simulate_cache_down()
+        adapter.clock.advance(adapter.config.max_staleness / 2)
+
     async def cache_recovers(self, adapter: RuntimeAdapter) -> None:
         assert isinstance(adapter, FakeAdapter)
         adapter.simulate_cache_up()

@@ -7,6 +7,7 @@ import logging
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from types import TracebackType
 from typing import Self
 
@@ -172,10 +173,12 @@ class CallingFake(FakeAdapter):
     def api_state(self) -> pr.ApiState:
         return pr.ApiState(cached_objects={"pods": 3}, open_watches={"pods": 1, "services": 0})
 
-    async def observe(self, ref: pr.BundleRef) -> pr.ObservedBundle:
+    async def observe(
+        self, ref: pr.BundleRef, *, not_before: datetime | None = None
+    ) -> pr.ObservedBundle:
         self.observer.call("get", "namespaces", 200, 0.002)
         self.observer.call("list", "pods", 503, 0.004)
-        return await super().observe(ref)
+        return await super().observe(ref, not_before=not_before)
 
 
 async def test_an_adapters_api_calls_are_measured_on_the_same_meter(otel: Otel) -> None:
@@ -253,6 +256,10 @@ class UnwrappingHarness(FakeHarness):
     async def cache_goes_stale(self, adapter: pr.RuntimeAdapter) -> None:
         assert isinstance(adapter, pr.InstrumentedAdapter)
         await super().cache_goes_stale(adapter.adapter)
+
+    async def cache_unconfirmed(self, adapter: pr.RuntimeAdapter) -> None:
+        assert isinstance(adapter, pr.InstrumentedAdapter)
+        await super().cache_unconfirmed(adapter.adapter)
 
     async def cache_recovers(self, adapter: pr.RuntimeAdapter) -> None:
         assert isinstance(adapter, pr.InstrumentedAdapter)

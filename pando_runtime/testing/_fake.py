@@ -58,6 +58,9 @@ from ._tar import make_tar, read_tar
 
 __all__ = ["FakeAdapter", "FakeConfig", "FakeNode", "ImageBehaviour"]
 
+CONFIRM_TIMEOUT = 10.0
+"""Seconds (real time) ``observe(..., not_before=...)`` waits for the runtime to confirm."""
+
 _LOG = logger("fake")
 
 TRIAL_LOG_LIMIT = 64 * 1024
@@ -229,6 +232,7 @@ class FakeAdapter(RuntimeAdapter):
         self._subscribers: list[MemoryObjectSendStream[BundleEvent | BaseException]] = []
         self._instances = 0
         self._unconfirmed_since: datetime | None = None
+        self._confirmed_again = anyio.Event()
         self.closed = False
         self._saved_state = load_state(self, cfg.state_file) if cfg.state_file else None
 
@@ -285,10 +289,15 @@ class FakeAdapter(RuntimeAdapter):
         """
         if self._unconfirmed_since is None:
             self._unconfirmed_since = self.clock.now()
+            self._confirmed_again = anyio.Event()
 
     def simulate_cache_up(self) -> None:
-        """The runtime confirms again (after :meth:`simulate_cache_down`)."""
+        """The runtime confirms again (after :meth:`simulate_cache_down`).
+
+        An ``observe(..., not_before=...)`` waiting for a confirmation then answers.
+        """
         self._unconfirmed_since = None
+        self._confirmed_again.set()
 
     def _confirmed_at(self) -> datetime:
         since = self._unconfirmed_since
@@ -655,9 +664,33 @@ class FakeAdapter(RuntimeAdapter):
             )
         return observed
 
-    async def observe(self, ref: BundleRef) -> ObservedBundle:
-        await self._enter("observe")
+    async def _confirmed_not_before(self, not_before: datetime) -> datetime:
+        """A confirmation at or after ``not_before`` (or now, when that is later on the clock).
+
+        While the cache is down (:meth:`simulate_cache_down`), waits for
+        :meth:`simulate_cache_up`, up to ``CONFIRM_TIMEOUT`` seconds of real time.
+        """
+        wanted = min(not_before, self.clock.now())
         confirmed_at = self._confirmed_at()
+        if confirmed_at >= wanted:
+            return confirmed_at
+        with anyio.move_on_after(CONFIRM_TIMEOUT):
+            await self._confirmed_again.wait()
+            return self._confirmed_at()
+        raise AdapterUnavailable(
+            f"the runtime has confirmed nothing since {confirmed_at.isoformat()}",
+            remedy="Retry when the runtime answers, or observe without 'not_before'.",
+            details={"confirmed_at": confirmed_at.isoformat(), "not_before": wanted.isoformat()},
+        )
+
+    async def observe(
+        self, ref: BundleRef, *, not_before: datetime | None = None
+    ) -> ObservedBundle:
+        await self._enter("observe")
+        if not_before is None:
+            confirmed_at = self._confirmed_at()
+        else:
+            confirmed_at = await self._confirmed_not_before(not_before)
         bundle = self._bundles.get(ref.bundle_id)
         if bundle is None:
             return ObservedBundle(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from datetime import datetime
 from typing import Any, ClassVar, Self
 
 from anyio.abc import ByteReceiveStream
@@ -262,9 +263,11 @@ class KubernetesAdapter(RuntimeAdapter):
             raise InvalidPlan(msg, conflicts)
         return await self._bundles.apply(plan)
 
-    async def observe(self, ref: BundleRef) -> ObservedBundle:
+    async def observe(
+        self, ref: BundleRef, *, not_before: datetime | None = None
+    ) -> ObservedBundle:
         """The bundle as the cache (or the API) sees it; never remediates."""
-        return await self._bundles.observe(ref)
+        return await self._bundles.observe(ref, not_before=not_before)
 
     async def stop(self, ref: BundleRef) -> None:
         """Delete running pods; keep finished ones (their logs) and everything else."""

@@ -37,7 +37,7 @@ from pando_runtime import (
 )
 
 from . import _objects as objects
-from ._cache import NamespaceFacts, PodFacts, bundle_workloads, newest, project_pod
+from ._cache import Informer, NamespaceFacts, PodFacts, bundle_workloads, newest, project_pod
 from ._gateway import GATEWAY
 from ._gateways import EgressGateways
 from ._info import KubernetesConfig
@@ -108,22 +108,34 @@ class Bundles:
 
     # -- reading state --------------------------------------------------------------------
 
-    async def observe(self, ref: BundleRef) -> ObservedBundle:
+    async def observe(
+        self, ref: BundleRef, *, not_before: datetime | None = None
+    ) -> ObservedBundle:
         """The bundle as the cache (or the API) sees it; never remediates.
 
         With a synced cache, the answer is kept until a fact of the app's namespace changes.
+        After a warm start, the saved cache answers at once while it is within
+        ``cache_max_staleness`` (``confirmed_at``: its saved confirmation, moving forward as
+        the watches catch up). ``not_before``: wait for a confirmation at or after it (or read).
         """
         ns = namespace_for(ref.bundle_id)
-        informer = await self._session.synced()
+        session = self._session
+        if not_before is None or session.saved_confirms(not_before):
+            with session.answering_from_saved():
+                return await self._answer(ref, ns, await session.synced())
+        return await self._answer(ref, ns, await session.confirmed(not_before))
+
+    async def _answer(self, ref: BundleRef, ns: str, informer: Informer | None) -> ObservedBundle:
         if informer is None:
             read_at = datetime.now(UTC)  # read from the API: confirmed as it is read
             return attrs.evolve(await self._observe(ref, ns), confirmed_at=read_at)
+        confirmed_at = informer.confirmed_at()  # before the reads: never later than the truth
         kept = informer.observed.get(ns)
         if kept is None or kept.bundle_id != ref.bundle_id:
             since = informer.observed.changes
             kept = await self._observe(ref, ns)
             informer.observed.keep(ns, kept, since)
-        answer: ObservedBundle = attrs.evolve(kept, confirmed_at=informer.confirmed_at())
+        answer: ObservedBundle = attrs.evolve(kept, confirmed_at=confirmed_at)
         return answer
 
     async def _observe(self, ref: BundleRef, ns: str) -> ObservedBundle:

@@ -837,7 +837,7 @@ class NamespaceStore:
 class CacheState:
     """The stores' facts and each watch's version: what a warm start resumes from."""
 
-    __slots__ = ("claims", "gateways", "namespaces", "pods", "services", "versions")
+    __slots__ = ("claims", "confirmed", "gateways", "namespaces", "pods", "services", "versions")
 
     def __init__(
         self,
@@ -848,8 +848,11 @@ class CacheState:
         services: list[tuple[str, str]],
         namespaces: list[NamespaceFacts],
         claims: list[ClaimFacts],
+        confirmed: dict[str, datetime] | None = None,
     ) -> None:
         self.versions = versions
+        self.confirmed = confirmed or {}
+        """Each watch's last confirmation (UTC) of the state at its version, when known."""
         self.pods = pods
         self.gateways = gateways
         self.services = services
@@ -932,6 +935,7 @@ class Informer:
         """False while the last probe of the API server got no answer."""
         self.probes = 0
         self._utc_epoch: datetime | None = None
+        self._confirming = anyio.Lock()
 
     def _changed(self, namespace: str | None) -> None:
         self.observed.forget(namespace)
@@ -944,7 +948,9 @@ class Informer:
         """Before :meth:`running`: hold ``state`` (saved earlier) and watch on from its versions.
 
         Until each watch has caught up the cache is not synced (reads wait, then read the
-        API); the pod events of the catch-up are kept for the first event stream.
+        API), except that observe may answer from a saved state whose confirmation
+        (``state.confirmed``) is within ``max_staleness`` (:attr:`serves_saved`); the pod
+        events of the catch-up are kept for the first event stream.
         """
         self.pods.on_list(state.pods, relist=False)
         self.gateways.on_list(state.gateways, relist=False)
@@ -953,8 +959,11 @@ class Informer:
         self.claims.on_list(state.claims, relist=False)
         self.pods.replay = []
         newest = SharedAnswer(self._newest_version) if self._newest_version else None
+        now = anyio.current_time()
         for kind, loop in self.loops.items():
-            loop.resume(state.versions[kind], newest)
+            confirmed = state.confirmed.get(kind)
+            saved_at = None if confirmed is None else min(now, self.monotonic(confirmed))
+            loop.resume(state.versions[kind], newest, saved_at)
 
     def state(self) -> CacheState:
         """What the stores hold now, with each watch's version (nothing copied but lists)."""
@@ -965,6 +974,7 @@ class Informer:
             services=[(ns, n) for ns, names in self.services.by_namespace.items() for n in names],
             namespaces=list(self.namespaces.by_name.values()),
             claims=[f for kept in self.claims.by_namespace.values() for f in kept.values()],
+            confirmed=self.confirmations(),
         )
 
     def start_report(self) -> dict[str, Any]:
@@ -986,21 +996,88 @@ class Informer:
         """Seconds since every watch was last proved current (its oldest proof)."""
         if not self.loops:
             return 0.0
-        oldest = min(loop.alive_at for loop in self.loops.values())
+        oldest = min(loop.proved_at for loop in self.loops.values())
         return max(0.0, anyio.current_time() - oldest)
 
-    def confirmed_at(self) -> datetime:
-        """When the cache was last known current, as a UTC time.
+    def _epoch(self) -> datetime:
+        """The UTC time of the event loop's clock's zero.
 
         The event loop's clock is mapped to UTC once: reading both clocks on every call made
         two answers with no proof in between differ by the gap between the reads, sometimes
         going back in time.
         """
-        now = anyio.current_time()
         if self._utc_epoch is None:
-            self._utc_epoch = datetime.now(UTC) - timedelta(seconds=now)
-        proved = min((loop.alive_at for loop in self.loops.values()), default=now)
-        return self._utc_epoch + timedelta(seconds=min(proved, now))
+            self._utc_epoch = datetime.now(UTC) - timedelta(seconds=anyio.current_time())
+        return self._utc_epoch
+
+    def utc(self, at: float) -> datetime:
+        """The UTC time of ``at`` on the event loop's clock."""
+        return self._epoch() + timedelta(seconds=at)
+
+    def monotonic(self, when: datetime) -> float:
+        """The event loop's clock at the UTC time ``when``."""
+        return (when - self._epoch()).total_seconds()
+
+    def confirmations(self) -> dict[str, datetime]:
+        """Each watch's last proof, as a UTC time (saved with the versions)."""
+        now = anyio.current_time()
+        return {kind: self.utc(min(loop.proved_at, now)) for kind, loop in self.loops.items()}
+
+    def confirmed_at(self) -> datetime:
+        """When the cache was last known current (its oldest watch's proof), as a UTC time."""
+        now = anyio.current_time()
+        proved = min((loop.proved_at for loop in self.loops.values()), default=now)
+        return self.utc(min(proved, now))
+
+    @property
+    def serves_saved(self) -> bool:
+        """A warm start not caught up yet whose saved state is within the staleness bound.
+
+        Every watch either caught up (and is connected) or still holds a saved state whose
+        confirmation time is known; ``observe`` may then answer from it at once.
+        """
+        if not self.active:
+            return False
+        saved = False
+        for loop in self.loops.values():
+            if loop.serves_saved:
+                saved = True
+            elif not (loop.ready and loop.healthy):
+                return False
+        return saved and self.unconfirmed_for() <= self.max_staleness
+
+    async def confirm(self, at: float, timeout: float) -> bool:  # noqa: ASYNC109 - a bound
+        """Wait until the cache is synced and proved current at ``at`` or later.
+
+        A synced cache whose watches have been quiet since before ``at`` is proved by one probe
+        of the API server, shared by concurrent callers (the watches are connected, so
+        nothing older than the probe is missing). False when not proved within ``timeout``.
+        """
+        at = min(at, anyio.current_time())
+        with anyio.move_on_after(timeout):
+            while True:
+                proved = min((loop.proved_at for loop in self.loops.values()), default=at)
+                if self.synced and proved >= at:
+                    return True
+                if not self.synced or self._probe is None:
+                    await anyio.sleep(0.05)
+                    continue
+                async with self._confirming:
+                    proved = min(loop.proved_at for loop in self.loops.values())
+                    if proved >= at:
+                        continue
+                    asked = anyio.current_time()
+                    try:
+                        await self._probe(min(timeout, self.probe_interval))
+                    except Exception:  # noqa: BLE001 - any failure means no answer
+                        self.reachable = False
+                        await anyio.sleep(0.2)
+                        continue
+                    self.reachable = True
+                    if self.synced:
+                        for loop in self.loops.values():
+                            loop.alive_at = max(loop.alive_at, asked)
+        return False
 
     @property
     def fresh(self) -> bool:

@@ -427,14 +427,16 @@ class MultiClusterAdapter(RuntimeAdapter):
             details={**handle.details, "cluster": name},
         )
 
-    async def observe(self, ref: BundleRef) -> ObservedBundle:
+    async def observe(
+        self, ref: BundleRef, *, not_before: datetime | None = None
+    ) -> ObservedBundle:
         """The bundle as its cluster sees it; absent only when every member says so."""
         name = await self.locate(ref.bundle_id)
         if name is None:
             return ObservedBundle(bundle_id=ref.bundle_id, exists=False)
         members = await self._ready()
         try:
-            return await members[name].observe(ref)
+            return await members[name].observe(ref, not_before=not_before)
         except AdapterUnavailable as error:
             raise _naming(error, name) from error
 

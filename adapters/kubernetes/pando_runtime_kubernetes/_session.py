@@ -24,6 +24,7 @@ import contextlib
 import contextvars
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any, TypeVar
@@ -68,6 +69,12 @@ __all__ = ["ClusterSession", "api_path", "build_transport", "transport_to"]
 T = TypeVar("T")
 
 _LOG = logger("session")
+
+_SAVED_OK: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "pando_kube_saved_ok", default=False
+)
+"""True inside :meth:`ClusterSession.answering_from_saved`: reads may use a warm start's saved
+cache before the watches caught up (observe only; writes never decide from it)."""
 
 _WRITES: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
     "pando_kubernetes_writes", default=None
@@ -361,15 +368,56 @@ class ClusterSession:
         if self._transport is not None:
             self._transport.close()
 
+    @contextlib.contextmanager
+    def answering_from_saved(self) -> Iterator[None]:
+        """Within the block, reads may answer from a warm start's saved cache at once.
+
+        Only while every watch is caught up or holds a saved state confirmed within
+        ``cache_max_staleness`` (see :attr:`Informer.serves_saved`); otherwise reads wait as
+        outside the block. Writes never run inside it.
+        """
+        token = _SAVED_OK.set(True)
+        try:
+            yield
+        finally:
+            _SAVED_OK.reset(token)
+
+    def saved_confirms(self, not_before: datetime) -> bool:
+        """A warm start's saved cache may answer now, confirmed at or after ``not_before``."""
+        informer = self._informer
+        return (
+            informer is not None and informer.serves_saved and informer.confirmed_at() >= not_before
+        )
+
+    async def confirmed(self, not_before: datetime) -> Informer | None:
+        """The cache once proved current at ``not_before`` or later, else ``None``.
+
+        Proved within ``read_timeout`` (at the call, when ``not_before`` is later); ``None``:
+        read the API directly.
+        """
+        informer = self._informer
+        if informer is None:
+            return None
+        at = informer.monotonic(not_before)
+        if await informer.confirm(at, self.config.read_timeout) and informer.fresh:
+            return informer
+        error = informer.stale_error()
+        if error is not None:
+            raise self.down(error.message, remedy=error.remedy, details=error.details)
+        return None
+
     async def synced(self) -> Informer | None:
         """The cache when it can answer now, else ``None`` (read the API directly).
 
         A cache unconfirmed past ``cache_max_staleness`` never answers; when the API server
         does not answer its probe either, :class:`AdapterUnavailable` is raised at once.
+        Inside :meth:`answering_from_saved`, a warm start's saved cache answers at once.
         """
         informer = self._informer
         if informer is None:
             return None
+        if not informer.synced and _SAVED_OK.get() and informer.serves_saved:
+            return informer
         if (informer.synced or await informer.wait_synced(self.config.read_timeout)) and (
             informer.fresh
         ):

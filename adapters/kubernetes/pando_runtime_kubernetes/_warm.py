@@ -3,8 +3,10 @@
 One SQLite file per cluster, in WAL mode (standard library, crash-safe transactions, readers
 never block the writer). It holds one row per app namespace (the projected facts of its pods,
 gateway pods, Services, namespace and claims, as JSON lists of their slots' values, never API
-objects) and each watch's resource version, written together in one transaction: whatever
-a crash leaves is a state the watches can resume from. A flusher writes what changed (the
+objects) and each watch's resource version and last confirmation (``meta``'s ``confirmed``:
+when the state at that version was last proved current, so a restart may answer from it at
+once, saying how old it is), written together in one transaction: whatever a crash leaves is
+a state the watches can resume from. A flusher writes what changed (the
 namespaces the stores were told of) about once a second, in one batched transaction, and
 once more on close; a relist rewrites everything once.
 
@@ -28,6 +30,7 @@ import os
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -243,6 +246,7 @@ class DiskCache:
                 return None
         versions = dict(db.execute("SELECT kind, version FROM versions").fetchall())
         state = _state(versions, db.execute("SELECT namespace, data FROM facts"))
+        state.confirmed = _confirmations(meta.get("confirmed"))
         _LOG.info(
             "loaded the saved cache: apps: %d",
             len(state.namespaces),
@@ -263,11 +267,17 @@ class DiskCache:
             db.executemany("INSERT INTO meta VALUES (?, ?)", [*identity.items(), ("flushed", "0")])
 
     def write(
-        self, versions: dict[str, str], rows: dict[str, str | None], *, everything: bool
+        self,
+        versions: dict[str, str],
+        rows: dict[str, str | None],
+        *,
+        everything: bool,
+        confirmed: dict[str, datetime] | None = None,
     ) -> None:
         """One transaction: the changed rows (``None``: delete), the versions, the marker.
 
         ``everything``: ``rows`` is the whole state (after a list); the rest is dropped.
+        ``confirmed``: each watch's last confirmation of the state at its version.
         """
         db = self._db
         if db is None:
@@ -285,6 +295,12 @@ class DiskCache:
             )
             db.execute("DELETE FROM versions")
             db.executemany("INSERT INTO versions VALUES (?, ?)", versions.items())
+            if confirmed is not None:
+                times = {kind: when.isoformat() for kind, when in confirmed.items()}
+                db.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('confirmed', ?)",
+                    (json.dumps(times, sort_keys=True),),
+                )
             db.execute("UPDATE meta SET value = '1' WHERE key = 'flushed'")
 
     def close(self) -> None:
@@ -296,6 +312,18 @@ class DiskCache:
         if fd is not None:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+
+def _confirmations(saved: str | None) -> dict[str, datetime]:
+    """The saved confirmation times (none when absent or unreadable: reads then wait)."""
+    if not saved:
+        return {}
+    try:
+        times = json.loads(saved)
+        confirmed = {str(kind): datetime.fromisoformat(when) for kind, when in times.items()}
+    except (ValueError, TypeError, AttributeError):
+        return {}
+    return {kind: when for kind, when in confirmed.items() if when.tzinfo is not None}
 
 
 @contextlib.contextmanager
@@ -325,6 +353,7 @@ class WarmCache:
         self._dirty: set[str] = set()
         self._everything = False
         self._versions: dict[str, str] = {}
+        self._confirmed: dict[str, datetime] = {}
         self._lock = anyio.Lock()
         informer.journal = self.touch
 
@@ -336,13 +365,20 @@ class WarmCache:
         elif not self._everything:
             self._dirty.add(namespace)
 
-    def _pending(self) -> tuple[dict[str, str], dict[str, str | None], bool] | None:
-        """What to write now, taken synchronously: rows and versions agree."""
+    def _pending(
+        self,
+    ) -> tuple[dict[str, str], dict[str, str | None], bool, dict[str, datetime]] | None:
+        """What to write now, taken synchronously: rows, versions and confirmations agree."""
         loops = self.informer.loops.values()
         versions = {loop.name: loop.resource_version for loop in loops}
         if not all(versions.values()):
             return None
-        if not (self._dirty or self._everything) and versions == self._versions:
+        confirmed = self.informer.confirmations()
+        if (
+            not (self._dirty or self._everything)
+            and versions == self._versions
+            and confirmed == self._confirmed
+        ):
             return None
         everything = self._everything
         names = _namespaces(self.informer) if everything else self._dirty
@@ -350,7 +386,8 @@ class WarmCache:
         if everything:
             rows = {ns: data for ns, data in rows.items() if data is not None}
         self._dirty, self._everything, self._versions = set(), False, versions
-        return versions, rows, everything
+        self._confirmed = confirmed
+        return versions, rows, everything, confirmed
 
     async def flush(self) -> None:
         """Write what changed since the last flush (nothing when nothing did)."""
@@ -358,10 +395,12 @@ class WarmCache:
             pending = self._pending()
             if pending is None:
                 return
-            versions, rows, everything = pending
+            versions, rows, everything, confirmed = pending
             try:
                 await anyio.to_thread.run_sync(
-                    lambda: self.disk.write(versions, rows, everything=everything)
+                    lambda: self.disk.write(
+                        versions, rows, everything=everything, confirmed=confirmed
+                    )
                 )
             except BaseException:
                 self._everything = True  # what was taken is written whole next time

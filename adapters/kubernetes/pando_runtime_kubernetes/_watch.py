@@ -197,6 +197,9 @@ class WatchLoop:
         """When (``anyio.current_time()``) the API last proved this watch current: a list, an
         opened watch, an event or a bookmark (or a probe answered while it was connected)."""
         self.resource_version = ""
+        self.saved_at: float | None = None
+        """Resumed from a saved cache: when (``anyio.current_time()``, earlier than the start)
+        the saved state was last confirmed; it stands for the loop's proof until it caught up."""
         self.ready = False
         self.start = "cold"
         self.replayed = 0
@@ -218,16 +221,39 @@ class WatchLoop:
         if self._on_restart is not None:
             self._on_restart(reason)
 
-    def resume(self, resource_version: str, newest_version: NewestVersion | None = None) -> None:
+    def resume(
+        self,
+        resource_version: str,
+        newest_version: NewestVersion | None = None,
+        saved_at: float | None = None,
+    ) -> None:
         """Before :meth:`run`: the handler holds the state at ``resource_version``; watch on.
 
         ``newest_version``, when given, is asked once as the loop starts: an event at or past
-        its answer proves the loop caught up.
+        its answer proves the loop caught up. ``saved_at``: when that state was last
+        confirmed (see :attr:`proved_at`).
         """
         self.resource_version = resource_version
+        self.saved_at = saved_at
         self._resuming = True
         self._newest_version = newest_version
         self.start = "warm"
+
+    @property
+    def serves_saved(self) -> bool:
+        """Resumed from a saved state confirmed at a known time, and not caught up yet."""
+        return self._resuming and self.saved_at is not None
+
+    @property
+    def proved_at(self) -> float:
+        """When the state the handler holds was last proved current.
+
+        While a resumed loop catches up, its opened watch and replayed events prove nothing
+        (more may follow): the saved confirmation stands until the loop caught up.
+        """
+        if self._resuming and self.saved_at is not None:
+            return self.saved_at
+        return self.alive_at
 
     def request_relist(self) -> None:
         """Relist now: the current watch is left at once."""

@@ -13,6 +13,7 @@ import sys
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,57 @@ async def test_a_warm_restart_lists_nothing_and_reports_what_changed_while_down(
                 await anyio.sleep(0.2)
         await second.destroy(BundleRef(kept))
         await second.destroy(BundleRef(new))
+
+
+def _writes(adapter: KubernetesAdapter) -> int:
+    calls = adapter.session.calls_by_kind
+    return sum(n for kind, n in calls.items() if kind.split()[0] in WRITE_VERBS)
+
+
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
+
+
+async def test_a_restarted_adapter_answers_at_once_but_applies_what_changed_while_down(
+    cached: dict[str, Any], other: KubernetesAdapter
+) -> None:
+    """Observe answers from the saved cache at once; apply waits for the truth (issue 20)."""
+    bundle_id = f"WarmSeen{_run()}"
+    config = {**cached, "cache_max_staleness": 300}
+    async with KubernetesAdapter(config) as first:
+        await first.apply(_plan(bundle_id))
+        await _until_running(first, bundle_id)
+        saved = await first.observe(BundleRef(bundle_id))
+    closed = datetime.now(UTC)
+    # While it is down, another writer changes the app: a new image, so a new instance.
+    changed = BundlePlan(
+        bundle_id=bundle_id, workloads=(WorkloadPlan(name="web", image=f"{IMAGE}-changed"),)
+    )
+    await other.apply(changed)
+    with anyio.fail_after(30):
+        while True:
+            truth = await other.observe(BundleRef(bundle_id))
+            (web,) = truth.workloads
+            if truth.all_running and web.instance_id != saved.workloads[0].instance_id:
+                break
+            await anyio.sleep(0.1)
+    started = datetime.now(UTC)
+    async with KubernetesAdapter(config) as second:
+        at_once = await second.observe(BundleRef(bundle_id))
+        assert at_once.confirmed_at is not None
+        assert at_once.confirmed_at <= datetime.now(UTC)  # never later than the truth
+        if at_once.confirmed_at < started:  # answered from the store: its time, its state
+            assert at_once.confirmed_at <= closed
+            assert at_once.workloads == saved.workloads
+        writes = _writes(second)
+        # The changed plan is what runs: an apply that saw it writes nothing and keeps it.
+        await second.apply(changed)
+        assert _writes(second) == writes
+        confirmed = await second.observe(BundleRef(bundle_id), not_before=started)
+        assert confirmed.confirmed_at is not None
+        assert confirmed.confirmed_at >= started
+        assert confirmed.workloads == truth.workloads
+        assert second.health_details()["cache_start"] == "warm"
+        await second.destroy(BundleRef(bundle_id))
 
 
 def _expire_history(kube_cluster: Any) -> None:

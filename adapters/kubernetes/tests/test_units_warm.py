@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,26 @@ def _filled() -> Informer:
     return informer
 
 
+def _journaled(tmp_path: Path, informer: Informer) -> tuple[DiskCache, WarmCache]:
+    """A store opened on ``tmp_path`` and a warm cache writing ``informer``'s changes to it."""
+    disk = DiskCache(tmp_path)
+    disk.open()
+    disk.load(IDENTITY)
+    warm = WarmCache(disk, informer)
+    informer.journal(None)
+    return disk, warm
+
+
+def _reloaded(tmp_path: Path) -> Any:
+    """What a new process loads from the store on ``tmp_path``."""
+    disk = DiskCache(tmp_path)
+    disk.open()
+    try:
+        return disk.load(IDENTITY)
+    finally:
+        disk.close()
+
+
 async def test_store_round_trip_keeps_every_fact(tmp_path: Path) -> None:
     informer = _filled()
     disk = DiskCache(tmp_path, "dev")
@@ -140,11 +161,7 @@ async def test_store_round_trip_keeps_every_fact(tmp_path: Path) -> None:
 
 async def test_flush_writes_only_what_changed_and_deletes_what_went(tmp_path: Path) -> None:
     informer = _filled()
-    disk = DiskCache(tmp_path)
-    disk.open()
-    disk.load(IDENTITY)
-    warm = WarmCache(disk, informer)
-    informer.journal(None)
+    disk, warm = _journaled(tmp_path, informer)
     await warm.flush()
     await warm.flush()
     assert warm.flushes == 1  # nothing changed: nothing written
@@ -371,14 +388,134 @@ async def test_a_failed_write_is_a_warning_not_an_error(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     informer = _filled()
-    disk = DiskCache(tmp_path)
-    disk.open()
-    disk.load(IDENTITY)
-    warm = WarmCache(disk, informer)
-    informer.journal(None)
+    disk, warm = _journaled(tmp_path, informer)
     with sqlite3.connect(disk.path) as other:
         other.execute("DROP TABLE facts")  # every write now fails
     async with warm.running():
         pass  # the last flush on exit fails: a warning, no error
     assert "cannot write the saved cache" in caplog.text
     assert warm.flushes == 0
+
+
+# -- answering at once from the saved cache (issue 20) ------------------------------------------
+
+
+class GatedSource(ScriptedSource):
+    """A scripted source whose watches send nothing until ``gate`` is set."""
+
+    def __init__(self, scripts: list[list[dict[str, Any]]]) -> None:
+        super().__init__(scripts)
+        self.gate = anyio.Event()
+
+    @asynccontextmanager
+    async def watch(
+        self, resource_version: str, timeout_seconds: int | None = None
+    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        async with super().watch(resource_version, timeout_seconds) as events:
+
+            async def gated() -> AsyncIterator[dict[str, Any]]:
+                await self.gate.wait()
+                async for event in events:
+                    yield event
+
+            yield gated()
+
+
+def _bookmark(version: str) -> dict[str, Any]:
+    return {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": version}}}
+
+
+async def test_the_store_keeps_each_watchs_last_confirmation(tmp_path: Path) -> None:
+    informer = _filled()
+    disk, warm = _journaled(tmp_path, informer)
+    await warm.flush()
+    disk.close()
+    state = _reloaded(tmp_path)
+    assert state is not None
+    assert state.confirmed == informer.confirmations()
+    assert set(state.confirmed) == {"pods", "namespaces"}
+    # A store written before confirmations were saved has none: reads then wait.
+    db = sqlite3.connect(disk.path)
+    db.execute("DELETE FROM meta WHERE key = 'confirmed'")
+    db.commit()
+    db.close()
+    state = _reloaded(tmp_path)
+    assert state is not None
+    assert state.confirmed == {}
+
+
+async def test_a_resumed_cache_serves_its_saved_state_honestly_until_it_catches_up() -> None:
+    saved = _filled()
+    state = saved.state()
+    down = timedelta(seconds=4)
+    state.confirmed = {"pods": datetime.now(UTC) - down}
+    source = GatedSource([[_bookmark("60")]])
+    resumed = _informer({"pods": source})
+    resumed.max_staleness = 30.0
+    resumed.resume(state)
+    async with resumed.running():
+        await anyio.sleep(0.05)  # the catch-up watch is open: it proves nothing yet
+        assert not resumed.synced
+        assert resumed.serves_saved
+        assert resumed.confirmed_at() == state.confirmed["pods"]  # the saved time, not now
+        assert resumed.unconfirmed_for() >= down.total_seconds()
+        source.gate.set()
+        with anyio.fail_after(5):
+            await resumed.loops["pods"].synced.wait()
+        assert resumed.synced
+        assert not resumed.serves_saved
+        assert resumed.confirmed_at() > state.confirmed["pods"] + down / 2
+
+
+async def test_a_saved_state_past_the_bound_or_of_unknown_age_is_not_served() -> None:
+    state = _filled().state()
+    old = {"pods": datetime.now(UTC) - timedelta(seconds=60)}
+    for confirmed in (old, {}):
+        state.confirmed = confirmed
+        resumed = _informer({"pods": GatedSource([])})
+        resumed.max_staleness = 30.0
+        resumed.resume(state)
+        async with resumed.running():
+            await anyio.sleep(0.05)
+            assert not resumed.serves_saved
+            assert not resumed.synced
+
+
+async def test_confirm_proves_a_quiet_cache_with_one_probe_shared_by_its_callers() -> None:
+    probes: list[float] = []
+
+    async def probe(bound: float) -> None:
+        probes.append(bound)
+        await anyio.sleep(0.05)
+
+    informer = Informer(None, sources={"pods": ScriptedSource([])}, kinds=("pods",), probe=probe)
+    async with informer.running():
+        with anyio.fail_after(5):
+            await informer.loops["pods"].synced.wait()
+        await anyio.sleep(0.05)
+        wanted = anyio.current_time()
+        assert informer.confirmed_at() < informer.utc(wanted)  # quiet since the list
+        answers: list[bool] = []
+
+        async def ask() -> None:
+            answers.append(await informer.confirm(wanted, timeout=5))
+
+        async with anyio.create_task_group() as group:
+            for _ in range(5):
+                group.start_soon(ask)
+        assert answers == [True] * 5
+        assert len(probes) == 1
+        assert informer.confirmed_at() >= informer.utc(wanted)
+
+
+async def test_confirm_gives_up_when_the_api_server_does_not_answer() -> None:
+    async def probe(bound: float) -> None:
+        raise OSError(f"refused within {bound} s")
+
+    informer = Informer(None, sources={"pods": ScriptedSource([])}, kinds=("pods",), probe=probe)
+    async with informer.running():
+        with anyio.fail_after(5):
+            await informer.loops["pods"].synced.wait()
+        await anyio.sleep(0.05)
+        assert not await informer.confirm(anyio.current_time(), timeout=0.5)
+        assert not informer.reachable

@@ -265,7 +265,12 @@ class LocalProcessAdapter(pr.RuntimeAdapter):
             for v in sorted(ids)
         ]
 
-    async def observe(self, ref: pr.BundleRef) -> pr.ObservedBundle:
+    async def observe(
+        self,
+        ref: pr.BundleRef,
+        *,
+        not_before: datetime | None = None,  # every answer is read now
+    ) -> pr.ObservedBundle:
         bundle = self._bundles.get(ref.bundle_id)
         if bundle is None:
             return pr.ObservedBundle(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import anyio
 import pytest
 
@@ -26,6 +28,9 @@ from ..._refs import BundleRef, DestroyOptions, WorkloadRef
 from ._base import ConformanceBase, Kit, requires
 
 __all__ = ["BundleConformance", "ValidationConformance"]
+
+AT_ONCE = 2.0
+"""Seconds within which an adapter answers from state it holds, confirmed or not."""
 
 
 async def _confirmed(kit: Kit, plan: BundlePlan) -> ObservedBundle | None:
@@ -85,6 +90,52 @@ class BundleConformance(ConformanceBase):
             await kit.harness.cache_recovers(kit.adapter)
         observed = await kit.eventually(lambda: _confirmed(kit, plan), "observe to answer again")
         assert observed.exists
+
+    async def test_observe_not_before_answers_state_confirmed_since(self, kit: Kit) -> None:
+        plan = kit.plan(kit.workload("web"))
+        await kit.applied_and_running(plan)
+        first = (await kit.observe(plan)).confirmed_at
+        if first is None:  # the adapter does not say: nothing to compare
+            return
+        ref = BundleRef(plan.bundle_id)
+        again = await kit.adapter.observe(ref, not_before=first)
+        assert again.exists
+        assert again.confirmed_at is not None
+        assert again.confirmed_at >= first
+
+    async def test_observe_answers_unconfirmed_state_at_once_and_waits_when_asked(
+        self, kit: Kit
+    ) -> None:
+        kit.needs("cache_unconfirmed", "cache_recovers")
+        plan = kit.plan(kit.workload("web"))
+        await kit.applied_and_running(plan)
+        ref = BundleRef(plan.bundle_id)
+        await kit.harness.cache_unconfirmed(kit.adapter)
+        try:
+            with anyio.fail_after(AT_ONCE):  # no waiting for a confirmation
+                stale = await kit.observe(plan)
+                later = await kit.observe(plan)
+            assert stale.exists
+            assert stale.confirmed_at is not None
+            # Nothing confirmed it in between: the adapter does not claim it did.
+            assert later.confirmed_at == stale.confirmed_at
+            wanted = stale.confirmed_at + timedelta(milliseconds=1)
+            answers: list[ObservedBundle] = []
+
+            async def ask() -> None:
+                answers.append(await kit.adapter.observe(ref, not_before=wanted))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(ask)
+                await anyio.sleep(0.3)
+                assert not answers, "observe(not_before=...) answered unconfirmed state"
+                await kit.harness.cache_recovers(kit.adapter)
+        finally:
+            await kit.harness.cache_recovers(kit.adapter)
+        (fresh,) = answers
+        assert fresh.exists
+        assert fresh.confirmed_at is not None
+        assert fresh.confirmed_at >= wanted
 
     async def test_second_apply_changes_nothing_observable(self, kit: Kit) -> None:
         plan = kit.plan(kit.workload("web", env={"GREETING": "hello"}))

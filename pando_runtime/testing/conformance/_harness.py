@@ -73,6 +73,15 @@ class ConformanceHarness:
         """
         raise HarnessCannot("leave the adapter's cache unconfirmed past its bound")
 
+    async def cache_unconfirmed(self, adapter: RuntimeAdapter) -> None:
+        """Leave the adapter's view of the runtime unconfirmed, but within its bound.
+
+        As a restarted adapter answering from its saved cache, or a cache whose watch is
+        silent: ``observe`` must still answer at once, saying when its state was confirmed.
+        :meth:`cache_recovers` ends it.
+        """
+        raise HarnessCannot("leave the adapter's cache unconfirmed within its bound")
+
     async def cache_recovers(self, adapter: RuntimeAdapter) -> None:
         """Undo :meth:`cache_goes_stale`: the runtime confirms the adapter's view again."""
         raise HarnessCannot("let the adapter's cache recover")

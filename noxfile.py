@@ -49,10 +49,13 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def lint(session: nox.Session) -> None:
-    """ruff, for lint and format."""
-    session.install("ruff>=0.8")
+    """ruff, for lint and format; the import contract (layers, no circles) of pyproject.toml."""
+    session.install("ruff>=0.8", "import-linter>=2.1")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", "pando_runtime", "adapters", "examples")
+    # import-linter reads the packages' imports: they must be importable in the session.
+    session.install("-e", ".", "-e", "adapters/kubernetes", "-e", "adapters/consul")
+    session.run("lint-imports")
 
 
 @nox.session(python="3.11")

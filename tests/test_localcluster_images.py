@@ -480,7 +480,7 @@ def test_pause_ends_promptly_on_sigterm(
 def test_squid_starts_with_the_adapter_config_and_refuses_unlisted_hosts(
     containerd: Containerd, imported: dict[str, BuiltImage]
 ) -> None:
-    from pando_runtime_kubernetes._gateway import gateway_pod, squid_config  # noqa: PLC0415
+    from pando_runtime_kubernetes.manifests._gateway import gateway_pod, squid_config  # noqa: PLC0415
 
     pod = gateway_pod("ns", "0" * 64, image=images.GATEWAY, labels={}, placement={}, replaces=None)
     (container,) = pod["spec"]["containers"]

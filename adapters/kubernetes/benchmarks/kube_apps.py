@@ -32,9 +32,9 @@ from typing import Any
 
 import anyio
 from pando_runtime_kubernetes import KubernetesAdapter
-from pando_runtime_kubernetes._cache import PodStore
 from pando_runtime_kubernetes._multi import MultiClusterAdapter
 from pando_runtime_kubernetes._names import MANAGED_SELECTOR
+from pando_runtime_kubernetes.cache._stores import PodStore
 
 from pando_runtime import (
     BundlePlan,

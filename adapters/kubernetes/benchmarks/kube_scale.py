@@ -248,7 +248,7 @@ def child_cold(kubeconfig: str, apps: int, args: argparse.Namespace) -> dict[str
 def cache_bytes(kubeconfig: str) -> dict[str, float]:
     """Bytes the lean cache's projections of every managed pod, namespace and Service take."""
     from kubernetes import client, config  # noqa: PLC0415
-    from pando_runtime_kubernetes._cache import (  # noqa: PLC0415
+    from pando_runtime_kubernetes.cache._stores import (  # noqa: PLC0415
         NamespaceStore,
         PodStore,
         ServiceStore,

@@ -101,7 +101,7 @@ def load_store(cache_dir: str) -> dict[str, float]:
     """Load the saved store as a start does (no adapter): seconds, apps, and its memory."""
     import sqlite3  # noqa: PLC0415
 
-    from pando_runtime_kubernetes._warm import DiskCache  # noqa: PLC0415
+    from pando_runtime_kubernetes.cache._warm import DiskCache  # noqa: PLC0415
 
     stores = list(Path(cache_dir).glob("cache-*.sqlite"))
     if not stores:

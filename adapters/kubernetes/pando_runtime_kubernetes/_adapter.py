@@ -53,25 +53,26 @@ from pando_runtime import (
     validate_trial,
 )
 
-from . import _objects as objects
-from ._bundle_events import BundleEvents
-from ._bundles import Bundles
-from ._cache import Informer
-from ._canary import NetworkPolicyCanary
-from ._client import ApiError, KubeTransport
-from ._edge import Edges
-from ._gateways import EgressGateways
-from ._images import RegistryImages
 from ._info import DESCRIPTION, KubernetesConfig
 from ._log import logger
-from ._namespaces import AppNamespaces
-from ._network import AppNetwork
-from ._room import ClusterCapacity
-from ._session import ClusterSession, api_path
-from ._trial import Trials
-from ._usage import Usage
-from ._volumes import Volumes
-from ._workload_io import WorkloadIO
+from .api._errors import ApiError
+from .api._transport import KubeTransport
+from .cache._informer import Informer
+from .features._bundle_events import BundleEvents
+from .features._bundles import Bundles
+from .features._canary import NetworkPolicyCanary
+from .features._capacity import ClusterCapacity
+from .features._edge import Edges
+from .features._gateways import EgressGateways
+from .features._images import RegistryImages
+from .features._namespaces import AppNamespaces
+from .features._session import ClusterSession, api_path
+from .features._trial import Trials
+from .features._usage import Usage
+from .features._volumes import Volumes
+from .features._workload_io import WorkloadIO
+from .manifests import _objects as objects
+from .manifests._network import AppNetwork
 
 __all__ = ["KubernetesAdapter"]
 

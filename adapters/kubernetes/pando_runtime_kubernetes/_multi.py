@@ -65,13 +65,13 @@ from pando_runtime import (
 )
 
 from ._adapter import KubernetesAdapter
-from ._clusters import ApiRate, Cluster, ClusterSet
 from ._info import MULTI_DESCRIPTION, KubernetesConfig, MultiClusterConfig
 from ._log import logger
 from ._names import namespace_for
-from ._network import AppNetwork
-from ._session import ClusterSession, transport_to
-from ._volumes import parse_handle
+from .api._clusters import ApiRate, Cluster, ClusterSet
+from .features._session import ClusterSession, transport_to
+from .features._volumes import parse_handle
+from .manifests._network import AppNetwork
 
 __all__ = ["MultiClusterAdapter", "common_capabilities"]
 

@@ -18,7 +18,6 @@ import anyio.to_thread
 import pytest
 from _admin_calls import core_call
 from pando_runtime_kubernetes import KubernetesAdapter
-from pando_runtime_kubernetes._capacity import NodeRoom, node_rooms, pod_reservation
 from pando_runtime_kubernetes._names import (
     LABEL_MANAGED_BY,
     LABEL_ROLE,
@@ -26,7 +25,8 @@ from pando_runtime_kubernetes._names import (
     ROLE_VOLUME_HELPER,
     namespace_for,
 )
-from pando_runtime_kubernetes._room import ClusterCapacity, largest_fit
+from pando_runtime_kubernetes.cache._capacity import NodeRoom, node_rooms, pod_reservation
+from pando_runtime_kubernetes.features._capacity import ClusterCapacity, largest_fit
 
 from pando_runtime import (
     BundlePlan,

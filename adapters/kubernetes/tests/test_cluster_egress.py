@@ -19,14 +19,19 @@ import anyio
 import anyio.to_thread
 import pytest
 from pando_runtime_kubernetes import KubernetesAdapter
-from pando_runtime_kubernetes._egress import (
+from pando_runtime_kubernetes._names import namespace_for, trial_namespace
+from pando_runtime_kubernetes.manifests._egress import (
     GATEWAY_POLICY,
     METADATA_ADDRESSES,
     PRIVATE_RANGES,
     ClusterRanges,
 )
-from pando_runtime_kubernetes._gateway import CONFIG_KEY, GATEWAY, GATEWAY_PORT, squid_config
-from pando_runtime_kubernetes._names import namespace_for, trial_namespace
+from pando_runtime_kubernetes.manifests._gateway import (
+    CONFIG_KEY,
+    GATEWAY,
+    GATEWAY_PORT,
+    squid_config,
+)
 
 from pando_runtime import (
     BundlePlan,

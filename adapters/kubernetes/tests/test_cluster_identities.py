@@ -18,9 +18,8 @@ import anyio
 import anyio.to_thread
 import pytest
 from localcluster.backends import KubeCluster
-from pando_runtime_kubernetes import Cluster, KubernetesAdapter, KubeTransport
-from pando_runtime_kubernetes._client import ApiError
-from pando_runtime_kubernetes._tokens import REFRESH_AT, RequestedToken, acting_as
+from pando_runtime_kubernetes import ApiError, Cluster, KubernetesAdapter, KubeTransport
+from pando_runtime_kubernetes.api._tokens import REFRESH_AT, RequestedToken, acting_as
 
 from pando_runtime import (
     AdapterFailed,
@@ -212,7 +211,7 @@ async def test_run_as_token_is_requested_again_before_it_expires(
         # A refresh that fails while the token is valid keeps it and retries later.
         source._base = Configuration(host="https://127.0.0.1:9")  # a dead server
         now[0] += REFRESH_AT * 600 + 1
-        with caplog.at_level(logging.WARNING, logger="pando_runtime_kubernetes._tokens"):
+        with caplog.at_level(logging.WARNING, logger="pando_runtime_kubernetes.api._tokens"):
             assert await _who(transport) == who
         assert "cannot renew the token" in caplog.text
         assert second.token not in caplog.text

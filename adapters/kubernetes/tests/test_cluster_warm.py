@@ -228,7 +228,7 @@ async def test_the_server_tells_its_newest_version_in_one_watch_call(
     other: KubernetesAdapter, admin_api: Any
 ) -> None:
     """The catch-up proof's version: at or past every change made before it was asked."""
-    from pando_runtime_kubernetes._watch import ApiListWatch, at_or_past  # noqa: PLC0415
+    from pando_runtime_kubernetes.cache._watch import ApiListWatch, at_or_past  # noqa: PLC0415
 
     bundle_id = f"WarmNewest{_run()}"
     await other.apply(_plan(bundle_id))

@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pando_runtime_kubernetes._egress import ClusterRanges
-from pando_runtime_kubernetes._gateway import (
+from pando_runtime_kubernetes.manifests._egress import ClusterRanges
+from pando_runtime_kubernetes.manifests._gateway import (
     CONFIG_KEY,
     gateway_config,
     gateway_objects,

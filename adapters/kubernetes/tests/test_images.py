@@ -22,17 +22,17 @@ from typing import Any
 import anyio
 import pytest
 from localcluster.registry import LocalRegistry
-from pando_runtime_kubernetes import _objects as objects
 from pando_runtime_kubernetes._adapter import KubernetesAdapter
-from pando_runtime_kubernetes._image_archive import (
+from pando_runtime_kubernetes._multi import MultiClusterAdapter
+from pando_runtime_kubernetes.api._image_archive import (
     OCI_INDEX,
     OCI_MANIFEST,
     read_archive,
     repository_name,
 )
-from pando_runtime_kubernetes._images import _Spool, split_reference
-from pando_runtime_kubernetes._multi import MultiClusterAdapter
-from pando_runtime_kubernetes._registry_client import BlobBody
+from pando_runtime_kubernetes.api._registry import BlobBody
+from pando_runtime_kubernetes.features._images import _Spool, split_reference
+from pando_runtime_kubernetes.manifests import _objects as objects
 
 import pando_runtime as pr
 

@@ -12,15 +12,9 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-from pando_runtime_kubernetes import _objects as objects
-from pando_runtime_kubernetes._cache import (
-    Informer,
-    PodStore,
-    ServiceStore,
-    pod_transitions,
-    project_pod,
-)
-from pando_runtime_kubernetes._capacity import (
+from pando_runtime_kubernetes._names import namespace_for, pod_name
+from pando_runtime_kubernetes.api._ratelimit import TokenBucket
+from pando_runtime_kubernetes.cache._capacity import (
     cpu_millis,
     eligible,
     memory_bytes,
@@ -28,10 +22,12 @@ from pando_runtime_kubernetes._capacity import (
     pod_requests,
     pod_reservation,
 )
-from pando_runtime_kubernetes._names import namespace_for, pod_name
-from pando_runtime_kubernetes._ratelimit import TokenBucket
-from pando_runtime_kubernetes._usage import APP_PODS_SELECTOR, pod_usage, workload_usages
-from pando_runtime_kubernetes._watch import Gone, WatchLoop, WorkQueue
+from pando_runtime_kubernetes.cache._informer import Informer
+from pando_runtime_kubernetes.cache._projections import pod_transitions, project_pod
+from pando_runtime_kubernetes.cache._stores import PodStore, ServiceStore
+from pando_runtime_kubernetes.cache._watch import Gone, WatchLoop, WorkQueue
+from pando_runtime_kubernetes.features._usage import APP_PODS_SELECTOR, pod_usage, workload_usages
+from pando_runtime_kubernetes.manifests import _objects as objects
 
 from pando_runtime import (
     BundleEventKind,
@@ -280,7 +276,7 @@ def test_pod_projection_and_transitions() -> None:
 
 
 def test_a_stuck_pod_is_observed_with_its_problem() -> None:
-    from pando_runtime_kubernetes._bundles import observed_workload  # noqa: PLC0415
+    from pando_runtime_kubernetes.features._bundles import observed_workload  # noqa: PLC0415
 
     message = 'failed to pull image "127.0.0.1:5000/app:1": 401 Unauthorized'
     pull = project_pod(_pod("Pending", waiting={"reason": "ErrImagePull", "message": message}))
@@ -533,7 +529,8 @@ def test_a_connection_cut_while_a_body_is_read_is_a_coded_api_error() -> None:
     # The official client opens responses without reading them: the body is read later, and a
     # connection reset there must come out as the transport's own error, like any other cut.
     import urllib3  # noqa: PLC0415
-    from pando_runtime_kubernetes._client import ApiError, _body  # noqa: PLC0415
+    from pando_runtime_kubernetes import ApiError  # noqa: PLC0415
+    from pando_runtime_kubernetes.api._transport import _body  # noqa: PLC0415
 
     class CutResponse:
         @property

@@ -6,7 +6,7 @@ import ipaddress
 from typing import Any
 
 import pytest
-from pando_runtime_kubernetes._egress import (
+from pando_runtime_kubernetes.manifests._egress import (
     GATEWAY_POLICY,
     METADATA_ADDRESSES,
     PRIVATE_RANGES,
@@ -16,7 +16,7 @@ from pando_runtime_kubernetes._egress import (
     egress_rules,
     gateway_policy,
 )
-from pando_runtime_kubernetes._gateway import (
+from pando_runtime_kubernetes.manifests._gateway import (
     CONFIG_KEY,
     GATEWAY,
     GATEWAY_PORT,
@@ -27,7 +27,7 @@ from pando_runtime_kubernetes._gateway import (
     proxy_env,
     squid_config,
 )
-from pando_runtime_kubernetes._objects import network_policy
+from pando_runtime_kubernetes.manifests._objects import network_policy
 
 from pando_runtime import EgressPolicy, EgressRule, InvalidPlan
 
@@ -301,7 +301,7 @@ def test_proxy_variables_point_at_the_gateway_and_keep_local_names_direct() -> N
 
 def test_bad_network_settings_are_refused_naming_each_setting() -> None:
     from pando_runtime_kubernetes._info import KubernetesConfig  # noqa: PLC0415
-    from pando_runtime_kubernetes._network import AppNetwork  # noqa: PLC0415
+    from pando_runtime_kubernetes.manifests._network import AppNetwork  # noqa: PLC0415
 
     from pando_runtime import InvalidConfig  # noqa: PLC0415
 
@@ -331,7 +331,7 @@ def test_bad_network_settings_are_refused_naming_each_setting() -> None:
 
 def test_a_workload_may_not_take_the_gateway_name_when_a_gateway_is_needed() -> None:
     from pando_runtime_kubernetes._info import KubernetesConfig  # noqa: PLC0415
-    from pando_runtime_kubernetes._network import AppNetwork  # noqa: PLC0415
+    from pando_runtime_kubernetes.manifests._network import AppNetwork  # noqa: PLC0415
 
     from pando_runtime import WorkloadPlan  # noqa: PLC0415
 
@@ -347,9 +347,9 @@ def test_a_workload_may_not_take_the_gateway_name_when_a_gateway_is_needed() -> 
 
 def test_a_trial_is_held_to_the_app_rules() -> None:
     from pando_runtime_kubernetes._info import KubernetesConfig  # noqa: PLC0415
-    from pando_runtime_kubernetes._network import AppNetwork  # noqa: PLC0415
-    from pando_runtime_kubernetes._objects import PodSettings  # noqa: PLC0415
-    from pando_runtime_kubernetes._trial import trial_objects  # noqa: PLC0415
+    from pando_runtime_kubernetes.features._trial import trial_objects  # noqa: PLC0415
+    from pando_runtime_kubernetes.manifests._network import AppNetwork  # noqa: PLC0415
+    from pando_runtime_kubernetes.manifests._objects import PodSettings  # noqa: PLC0415
 
     from pando_runtime import TrialRequest  # noqa: PLC0415
 

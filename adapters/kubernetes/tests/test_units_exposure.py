@@ -14,13 +14,13 @@ from typing import Any
 import attrs
 import pytest
 from pando_runtime_kubernetes import KubernetesAdapter
-from pando_runtime_kubernetes import _objects as objects
-from pando_runtime_kubernetes._cache import NamespaceFacts, project_namespace
-from pando_runtime_kubernetes._edge import edge_objects
 from pando_runtime_kubernetes._names import namespace_for
-from pando_runtime_kubernetes._namespaces import AppNamespaces
-from pando_runtime_kubernetes._network import AppNetwork
-from pando_runtime_kubernetes._warm import _decode, _encode
+from pando_runtime_kubernetes.cache._projections import NamespaceFacts, project_namespace
+from pando_runtime_kubernetes.cache._warm import _decode, _encode
+from pando_runtime_kubernetes.features._edge import edge_objects
+from pando_runtime_kubernetes.features._namespaces import AppNamespaces
+from pando_runtime_kubernetes.manifests import _objects as objects
+from pando_runtime_kubernetes.manifests._network import AppNetwork
 
 from pando_runtime import BundlePlan, EdgePlan, EdgePort, Port, Protocol, WorkloadPlan
 

@@ -9,12 +9,17 @@ from typing import Any
 
 import anyio
 import pytest
-from pando_runtime_kubernetes._edge import edge_objects, pod_reason
-from pando_runtime_kubernetes._exec import KubeExecSession, exit_code_of, with_env
 from pando_runtime_kubernetes._names import claim_name, edge_object_name, helper_name
-from pando_runtime_kubernetes._objects import PodSettings
-from pando_runtime_kubernetes._trial import listening_ports
-from pando_runtime_kubernetes._volumes import claim_body, helper_pod, parse_handle, volume_handle
+from pando_runtime_kubernetes.api._exec import KubeExecSession, exit_code_of, with_env
+from pando_runtime_kubernetes.features._edge import edge_objects, pod_reason
+from pando_runtime_kubernetes.features._trial import listening_ports
+from pando_runtime_kubernetes.features._volumes import (
+    claim_body,
+    helper_pod,
+    parse_handle,
+    volume_handle,
+)
+from pando_runtime_kubernetes.manifests._objects import PodSettings
 from websocket import ABNF, WebSocketConnectionClosedException
 
 from pando_runtime import EdgeMount, EdgePlan, EdgePort, NotFound, Port, Protocol, VolumeHandle
@@ -287,7 +292,7 @@ def test_edge_objects() -> None:
 
 
 def test_the_canary_admits_only_its_labelled_probe() -> None:
-    from pando_runtime_kubernetes._canary import (  # noqa: PLC0415
+    from pando_runtime_kubernetes.features._canary import (  # noqa: PLC0415
         ADMITTED,
         EGRESS_DENIED,
         canary_objects,
@@ -323,7 +328,7 @@ def test_the_canary_admits_only_its_labelled_probe() -> None:
 
 
 def test_the_canary_runs_where_app_pods_run() -> None:
-    from pando_runtime_kubernetes._canary import canary_objects, probe  # noqa: PLC0415
+    from pando_runtime_kubernetes.features._canary import canary_objects, probe  # noqa: PLC0415
 
     placement = PodSettings("sandboxed", {"pool": "apps"})
     server = canary_objects(

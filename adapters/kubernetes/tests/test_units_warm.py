@@ -11,9 +11,10 @@ from typing import Any
 
 import anyio
 import pytest
-from pando_runtime_kubernetes._cache import Informer, project_namespace, project_pod
-from pando_runtime_kubernetes._warm import SCHEMA, DiskCache, WarmCache
-from pando_runtime_kubernetes._watch import SharedAnswer, WatchLoop, at_or_past
+from pando_runtime_kubernetes.cache._informer import Informer
+from pando_runtime_kubernetes.cache._projections import project_namespace, project_pod
+from pando_runtime_kubernetes.cache._warm import SCHEMA, DiskCache, WarmCache
+from pando_runtime_kubernetes.cache._watch import SharedAnswer, WatchLoop, at_or_past
 
 from pando_runtime import AdapterUnavailable, BundleEventKind
 

@@ -19,6 +19,7 @@ imports PyYAML.
 from __future__ import annotations
 
 import importlib
+import warnings
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; type checkers read True
 if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API reference
@@ -62,7 +63,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         SyncStatus,
     )
     from ._config import ConfigField, EmptyConfig, config_json_schema, setting, structure_config
-    from ._convert import converter, from_json, load_bundle_file, structure, to_json, unstructure
+    from ._convert import from_json, load_bundle_file, structure, to_json, unstructure
     from ._edge import EdgeCertificate, EdgeMount, EdgePlan, EdgePort, EdgeState
     from ._errors import (
         AdapterFailed,
@@ -97,7 +98,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         Mount,
         NetworkPlan,
         Port,
-        Protocol,
+        PortProtocol,
         RegistryAuth,
         Resources,
         VolumePlan,
@@ -173,7 +174,6 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "_config": ("ConfigField", "EmptyConfig", "config_json_schema", "setting", "structure_config"),
     "_convert": (
-        "converter",
         "from_json",
         "load_bundle_file",
         "structure",
@@ -214,7 +214,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Mount",
         "NetworkPlan",
         "Port",
-        "Protocol",
+        "PortProtocol",
         "RegistryAuth",
         "Resources",
         "VolumePlan",
@@ -248,6 +248,11 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "_volumes": ("VolumeHandle", "VolumeRequest"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+# Old names, still resolvable with a DeprecationWarning, in no list: ``Protocol`` shadowed
+# ``typing.Protocol`` in a star import; ``converter`` was the mutable global cattrs converter
+# (use ``to_json``, ``from_json``, ``structure`` and ``unstructure``).
+_RENAMED = {"Protocol": ("PortProtocol", "_plans"), "converter": ("converter", "_convert")}
 
 __all__ = [
     "API_VERSION",
@@ -321,8 +326,8 @@ __all__ = [
     "ObservedWorkload",
     "PandoRuntimeError",
     "Port",
+    "PortProtocol",
     "Problem",
-    "Protocol",
     "RateLimited",
     "RegistryAuth",
     "Resources",
@@ -354,7 +359,6 @@ __all__ = [
     "byte_stream_pair",
     "check_plan",
     "config_json_schema",
-    "converter",
     "from_json",
     "in_read_scope",
     "instrument",
@@ -384,6 +388,15 @@ __all__ = [
 if not TYPE_CHECKING:  # type checkers see the imports above; unknown names stay errors for them
 
     def __getattr__(name: str) -> Any:
+        renamed = _RENAMED.get(name)
+        if renamed is not None:
+            new, module_name = renamed
+            warnings.warn(
+                f"pando_runtime.{name} is {new} now; the old name goes at 1.0",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(importlib.import_module(f".{module_name}", __name__), new)
         module = _MODULE_OF.get(name)
         if module is None:
             msg = f"module {__name__!r} has no attribute {name!r}"

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import attrs
 
 from ._frozen import frozen_mapping, frozen_tuple
-from ._plans import Protocol
+from ._plans import PortProtocol
 
 __all__ = ["EdgeCertificate", "EdgeMount", "EdgePlan", "EdgePort", "EdgeState"]
 
@@ -18,7 +18,7 @@ class EdgePort:
 
     published: int
     target: int
-    protocol: Protocol = Protocol.TCP
+    protocol: PortProtocol = PortProtocol.TCP
 
 
 @attrs.frozen(kw_only=True)

@@ -25,7 +25,7 @@ __all__ = [
     "Mount",
     "NetworkPlan",
     "Port",
-    "Protocol",
+    "PortProtocol",
     "RegistryAuth",
     "Resources",
     "VolumePlan",
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 
-class Protocol(enum.StrEnum):
+class PortProtocol(enum.StrEnum):
     """Transport protocol of a port."""
 
     TCP = "tcp"
@@ -45,7 +45,7 @@ class Port:
     """A port a workload listens on."""
 
     number: int
-    protocol: Protocol = Protocol.TCP
+    protocol: PortProtocol = PortProtocol.TCP
 
 
 @attrs.frozen

@@ -25,7 +25,7 @@ SAMPLES: list[Any] = [
                 pull_auth=pr.RegistryAuth(registry="r.example", username="u", password="p"),
                 mounts=(pr.Mount("v", "/data", read_only=True),),
                 files=(pr.CarriedFile("/etc/x", b"\x00\x01binary", mode=0o600),),
-                ports=(pr.Port(80), pr.Port(53, pr.Protocol.UDP)),
+                ports=(pr.Port(80), pr.Port(53, pr.PortProtocol.UDP)),
                 health=pr.HealthCheck(http_path="/", port=80),
                 resources=pr.Resources(cpu_millis=100, memory_bytes=1 << 20),
                 log_bytes=1 << 20,

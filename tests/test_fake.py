@@ -316,7 +316,7 @@ async def test_only_exposed_ports_admit_the_outside_and_exposure_replaces_nothin
     web = pr.WorkloadPlan(
         name="web",
         image="example/web:1",
-        ports=(pr.Port(8080), pr.Port(5353, pr.Protocol.UDP)),
+        ports=(pr.Port(8080), pr.Port(5353, pr.PortProtocol.UDP)),
         exposed=True,
     )
     db = pr.WorkloadPlan(name="db", image="example/db:1", ports=(pr.Port(5432),))

@@ -106,3 +106,15 @@ def test_the_command_lines_help_imports_no_runtime_code() -> None:
     )
     assert "pando_runtime._cli_commands" not in loaded
     assert not {m for m in loaded if m.split(".")[0] in {"cattrs", "yaml", "attrs", "anyio"}}
+
+
+@pytest.mark.parametrize(("old", "new"), [("Protocol", "PortProtocol"), ("converter", None)])
+def test_old_names_resolve_with_a_deprecation_warning_and_are_in_no_list(
+    old: str, new: str | None
+) -> None:
+    with pytest.warns(DeprecationWarning, match=f"pando_runtime.{old} "):
+        value = getattr(pr, old)
+    if new is not None:
+        assert value is getattr(pr, new)
+    assert old not in pr.__all__
+    assert old not in {n for names in pr._EXPORTS.values() for n in names}

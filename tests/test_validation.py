@@ -36,7 +36,7 @@ def test_a_good_plan_has_no_problems() -> None:
             name="api",
             image="ghcr.io/example/api:v2",
             depends_on=("db",),
-            ports=(pr.Port(8080), pr.Port(8080, pr.Protocol.UDP)),
+            ports=(pr.Port(8080), pr.Port(8080, pr.PortProtocol.UDP)),
             files=(pr.CarriedFile("/etc/api.toml", b"x = 1\n"),),
             health=pr.HealthCheck(http_path="/healthz", port=8080),
         ),

@@ -35,7 +35,7 @@ from .._fake_info import FakeConfig
 from .._log import logger
 from .._logs import LogOptions
 from .._observed import ObservedBundle, ObservedVolume, ObservedWorkload, WorkloadProblem
-from .._plans import BundlePlan, EgressPolicy, Port, Protocol, WorkloadPlan
+from .._plans import BundlePlan, EgressPolicy, Port, PortProtocol, WorkloadPlan
 from .._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
 from .._scope import scoped_read
 from .._streams import BytesReceiveStream, IteratorByteStream, read_all
@@ -342,7 +342,7 @@ class FakeAdapter(RuntimeAdapter):
         return egress is None or egress.allows(destination, port)
 
     def ingress_allowed(
-        self, ref: WorkloadRef, port: int, protocol: Protocol | str = Protocol.TCP
+        self, ref: WorkloadRef, port: int, protocol: PortProtocol | str = PortProtocol.TCP
     ) -> bool:
         """Whether anything outside the workload's app may connect to it on ``port``.
 
@@ -351,7 +351,7 @@ class FakeAdapter(RuntimeAdapter):
         workloads of its own app reach it on any port.
         """
         plan = self._workload(ref).plan
-        return plan.exposed and Port(port, Protocol(protocol)) in plan.ports
+        return plan.exposed and Port(port, PortProtocol(protocol)) in plan.ports
 
     def plan_of(self, bundle_id: str) -> BundlePlan:
         """The last plan applied for ``bundle_id``."""

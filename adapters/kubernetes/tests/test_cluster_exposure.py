@@ -23,7 +23,7 @@ from _admin_calls import core_call
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import namespace_for
 
-from pando_runtime import BundlePlan, BundleRef, Port, Protocol, WorkloadPlan
+from pando_runtime import BundlePlan, BundleRef, Port, PortProtocol, WorkloadPlan
 
 pytestmark = [pytest.mark.kube, pytest.mark.anyio]
 
@@ -53,7 +53,7 @@ def _plan(bundle_id: str, *, web: bool, db: bool) -> BundlePlan:
             WorkloadPlan(
                 name="web",
                 image=IMAGE,
-                ports=(Port(8080), Port(8443), Port(5353, Protocol.UDP)),
+                ports=(Port(8080), Port(8443), Port(5353, PortProtocol.UDP)),
                 exposed=web,
             ),
             WorkloadPlan(name="db", image=IMAGE, ports=(Port(5432),), exposed=db),

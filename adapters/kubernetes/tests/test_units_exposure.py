@@ -22,7 +22,7 @@ from pando_runtime_kubernetes.features._namespaces import AppNamespaces
 from pando_runtime_kubernetes.manifests import _objects as objects
 from pando_runtime_kubernetes.manifests._network import AppNetwork
 
-from pando_runtime import BundlePlan, EdgePlan, EdgePort, Port, Protocol, WorkloadPlan
+from pando_runtime import BundlePlan, EdgePlan, EdgePort, Port, PortProtocol, WorkloadPlan
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +32,7 @@ PEERS = objects.outside_peers(*SERVER, "pando-edge")
 WEB = WorkloadPlan(
     name="web",
     image="registry.example/web:1",
-    ports=(Port(8080), Port(8443), Port(5353, Protocol.UDP)),
+    ports=(Port(8080), Port(8443), Port(5353, PortProtocol.UDP)),
     exposed=True,
 )
 DB = WorkloadPlan(name="db", image="registry.example/db:1", ports=(Port(5432),))

@@ -22,7 +22,7 @@ from pando_runtime_kubernetes.features._volumes import (
 from pando_runtime_kubernetes.manifests._objects import PodSettings
 from websocket import ABNF, WebSocketConnectionClosedException
 
-from pando_runtime import EdgeMount, EdgePlan, EdgePort, NotFound, Port, Protocol, VolumeHandle
+from pando_runtime import EdgeMount, EdgePlan, EdgePort, NotFound, Port, PortProtocol, VolumeHandle
 
 pytestmark = pytest.mark.anyio
 
@@ -187,8 +187,8 @@ def test_socket_tables() -> None:
         "   1: 00000000000000000000000000000000:01BB 00000000000000000000000000000000:0000 0A\n"
     )
     udp = "   0: 00000000:0035 00000000:0000 07 00000000\n"
-    routable, loopback = listening_ports({Protocol.TCP: tcp, Protocol.UDP: udp})
-    assert routable == {Port(8080), Port(443), Port(53, Protocol.UDP)}
+    routable, loopback = listening_ports({PortProtocol.TCP: tcp, PortProtocol.UDP: udp})
+    assert routable == {Port(8080), Port(443), Port(53, PortProtocol.UDP)}
     assert loopback == {Port(6666), Port(9000)}
 
 

@@ -25,7 +25,7 @@ from pando_runtime import (
     AdapterFailed,
     IsolationClass,
     Port,
-    Protocol,
+    PortProtocol,
     TrialRequest,
     TrialResult,
 )
@@ -66,12 +66,12 @@ def _address(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     return ipaddress.IPv6Address(words)
 
 
-def listening_ports(tables: Mapping[Protocol, str]) -> tuple[set[Port], set[Port]]:
+def listening_ports(tables: Mapping[PortProtocol, str]) -> tuple[set[Port], set[Port]]:
     """Ports listened on, from ``/proc/net`` socket tables: (routable, loopback only)."""
     routable: set[Port] = set()
     loopback: set[Port] = set()
     for protocol, text in tables.items():
-        wanted = _TCP_LISTEN if protocol is Protocol.TCP else _UDP_UNCONNECTED
+        wanted = _TCP_LISTEN if protocol is PortProtocol.TCP else _UDP_UNCONNECTED
         for line in text.splitlines():
             fields = line.split()
             if len(fields) < 4 or ":" not in fields[1] or fields[3] != wanted:  # noqa: PLR2004
@@ -88,13 +88,13 @@ def listening_ports(tables: Mapping[Protocol, str]) -> tuple[set[Port], set[Port
     return routable, loopback - routable
 
 
-def _split_tables(output: str) -> dict[Protocol, str]:
+def _split_tables(output: str) -> dict[PortProtocol, str]:
     """The observer prints each table after a ``==> path`` line."""
-    tables = {Protocol.TCP: "", Protocol.UDP: ""}
-    current: Protocol | None = None
+    tables = {PortProtocol.TCP: "", PortProtocol.UDP: ""}
+    current: PortProtocol | None = None
     for line in output.splitlines():
         if line.startswith("==> "):
-            current = Protocol.UDP if "udp" in line else Protocol.TCP
+            current = PortProtocol.UDP if "udp" in line else PortProtocol.TCP
             continue
         if current is not None:
             tables[current] += line + "\n"

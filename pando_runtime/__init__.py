@@ -40,7 +40,15 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         LogRetention,
         RuntimeCapabilities,
     )
-    from ._capacity import BundleUsage, Capacity, Fit, InUse, VolumeUsage, WorkloadUsage
+    from ._capacity import (
+        BundleUsage,
+        Capacity,
+        Fit,
+        InUse,
+        VolumeUsage,
+        WorkloadUsage,
+        roomiest,
+    )
     from ._catalog import (
         CATALOG_NODE,
         CatalogBackend,
@@ -84,7 +92,13 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         UnknownAdapter,
         UnknownCatalog,
     )
-    from ._events import BundleEvent, BundleEventKind, BundleEventStream, bundle_event_channel
+    from ._events import (
+        BundleEvent,
+        BundleEventHub,
+        BundleEventKind,
+        BundleEventStream,
+        bundle_event_channel,
+    )
     from ._exec import ExecRequest, ExecResult, ExecSession
     from ._info import AdapterInfo
     from ._logs import LogOptions
@@ -150,7 +164,15 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "LogRetention",
         "RuntimeCapabilities",
     ),
-    "_capacity": ("BundleUsage", "Capacity", "Fit", "InUse", "VolumeUsage", "WorkloadUsage"),
+    "_capacity": (
+        "BundleUsage",
+        "Capacity",
+        "Fit",
+        "InUse",
+        "VolumeUsage",
+        "WorkloadUsage",
+        "roomiest",
+    ),
     "_catalog": (
         "CATALOG_NODE",
         "CatalogBackend",
@@ -200,7 +222,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "UnknownAdapter",
         "UnknownCatalog",
     ),
-    "_events": ("BundleEvent", "BundleEventKind", "BundleEventStream", "bundle_event_channel"),
+    "_events": (
+        "BundleEvent",
+        "BundleEventHub",
+        "BundleEventKind",
+        "BundleEventStream",
+        "bundle_event_channel",
+    ),
     "_exec": ("ExecRequest", "ExecResult", "ExecSession"),
     "_info": ("AdapterInfo",),
     "_logs": ("LogOptions",),
@@ -270,6 +298,7 @@ __all__ = [
     "ApiState",
     "ApiStateSource",
     "BundleEvent",
+    "BundleEventHub",
     "BundleEventKind",
     "BundleEventStream",
     "BundleHandle",
@@ -371,6 +400,7 @@ __all__ = [
     "read_scope",
     "register_adapter",
     "register_catalog",
+    "roomiest",
     "scoped_read",
     "setting",
     "structure",

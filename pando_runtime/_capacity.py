@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 import attrs
 
 from ._frozen import frozen_mapping, frozen_tuple
 
-__all__ = ["BundleUsage", "Capacity", "Fit", "InUse", "VolumeUsage", "WorkloadUsage"]
+__all__ = ["BundleUsage", "Capacity", "Fit", "InUse", "VolumeUsage", "WorkloadUsage", "roomiest"]
 
 
 @attrs.frozen(kw_only=True)
@@ -22,6 +22,19 @@ class Fit:
     def holds(self, cpu_millis: int, memory_bytes: int) -> bool:
         """Whether a request of that size fits here."""
         return cpu_millis <= self.cpu_millis and memory_bytes <= self.memory_bytes
+
+    @property
+    def roominess(self) -> tuple[int, int]:
+        """The order of "roomiest": memory first (what runs out), then CPU."""
+        return (self.memory_bytes, self.cpu_millis)
+
+
+def roomiest(fits: Iterable[Fit]) -> Fit | None:
+    """The roomiest of ``fits`` by :attr:`Fit.roominess` (``None`` when there are none).
+
+    The one ordering every adapter uses for ``largest_fit`` and for placing by room.
+    """
+    return max(fits, key=lambda fit: fit.roominess, default=None)
 
 
 @attrs.frozen(kw_only=True)

@@ -21,15 +21,14 @@ from typing import Any
 import anyio
 import attrs
 from anyio.abc import ByteReceiveStream
-from anyio.streams.memory import MemoryObjectSendStream
 
 from .._adapter import RuntimeAdapter
 from .._capabilities import ImageDelivery, IsolationClass, LogRetention, RuntimeCapabilities
-from .._capacity import BundleUsage, Capacity, Fit, InUse, VolumeUsage, WorkloadUsage
+from .._capacity import BundleUsage, Capacity, Fit, InUse, VolumeUsage, WorkloadUsage, roomiest
 from .._convert import unstructure
 from .._edge import EdgePlan, EdgeState
 from .._errors import AdapterFailed, AdapterUnavailable, CapacityExceeded, InvalidPlan, NotFound
-from .._events import BundleEvent, BundleEventKind, bundle_event_channel
+from .._events import BundleEvent, BundleEventHub, BundleEventKind
 from .._exec import ExecRequest, ExecSession
 from .._fake_info import FakeConfig
 from .._log import logger
@@ -229,7 +228,7 @@ class FakeAdapter(RuntimeAdapter):
         self._edges: dict[str, _Edge] = {}
         self._behaviours: dict[str, ImageBehaviour] = {}
         self._exec_handlers: list[tuple[tuple[str, ...], ExecHandler]] = []
-        self._subscribers: list[MemoryObjectSendStream[BundleEvent | BaseException]] = []
+        self._events = BundleEventHub()
         self._instances = 0
         self._unconfirmed_since: datetime | None = None
         self._confirmed_again = anyio.Event()
@@ -277,7 +276,7 @@ class FakeAdapter(RuntimeAdapter):
 
     def simulate_gap(self) -> None:
         """Tell every event stream that events were lost (they receive ``MISSED``)."""
-        _LOG.warning("event gap: %d streams told to resync", len(self._subscribers))
+        _LOG.warning("event gap: %d streams told to resync", len(self._events))
         self._broadcast(BundleEvent(kind=BundleEventKind.MISSED, at=self.clock.now()))
 
     def simulate_cache_down(self) -> None:
@@ -314,10 +313,7 @@ class FakeAdapter(RuntimeAdapter):
 
     def drop_event_streams(self) -> None:
         """Cut every open event stream: each raises ``AdapterUnavailable`` when read."""
-        for subscriber in self._subscribers:
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                subscriber.send_nowait(AdapterUnavailable("the event stream was lost"))
-        self._subscribers.clear()
+        self._events.fail(AdapterUnavailable("the event stream was lost"))
 
     def fail_edge(self, name: str, detail: str) -> None:
         """Make an applied edge stop serving, for ``detail`` (``observe_edge`` says it)."""
@@ -429,11 +425,7 @@ class FakeAdapter(RuntimeAdapter):
             raise NotFound(f"no edge {name!r}", details={"edge": name}) from None
 
     def _broadcast(self, event: BundleEvent) -> None:
-        for subscriber in list(self._subscribers):
-            try:
-                subscriber.send_nowait(event)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._subscribers.remove(subscriber)
+        self._events.publish(event)
 
     def _emit(self, kind: BundleEventKind, ref: WorkloadRef, **fields: Any) -> None:
         self._broadcast(
@@ -590,9 +582,7 @@ class FakeAdapter(RuntimeAdapter):
         if not self.closed:
             self.save_state()
         self.closed = True
-        for subscriber in self._subscribers:
-            subscriber.close()
-        self._subscribers.clear()
+        self._events.close()
 
     # -- bundles --------------------------------------------------------------------------
 
@@ -789,16 +779,13 @@ class FakeAdapter(RuntimeAdapter):
         )
 
     def _largest(self, used: dict[str, tuple[int, int]]) -> Fit | None:
-        fits = [
+        return roomiest(
             Fit(
                 cpu_millis=max(n.cpu_millis - used[n.name][0], 0),
                 memory_bytes=max(n.memory_bytes - used[n.name][1], 0),
             )
             for n in self.nodes
-        ]
-        if not fits:
-            return None
-        return max(fits, key=lambda f: (f.memory_bytes, f.cpu_millis))
+        )
 
     async def largest_fit_for(self, bundle_id: str) -> Fit | None:
         await self._enter("largest_fit_for")
@@ -852,16 +839,9 @@ class FakeAdapter(RuntimeAdapter):
     async def watch_bundles(self) -> AsyncIterator[AsyncIterator[BundleEvent]]:
         await self._enter("watch_bundles")
         self._capabilities.require("bundle_events")
-        send, stream = bundle_event_channel()
-        send.send_nowait(BundleEvent(kind=BundleEventKind.WATCHING, at=self.clock.now()))
-        self._subscribers.append(send)
-        try:
+        watching = BundleEvent(kind=BundleEventKind.WATCHING, at=self.clock.now())
+        async with self._events.subscribe(watching) as stream:
             yield stream
-        finally:
-            if send in self._subscribers:
-                self._subscribers.remove(send)
-            send.close()
-            await stream.aclose()
 
     # -- logs and exec --------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from pando_runtime import (
     AdapterUnavailable,
     ApiObserver,
     BundleEvent,
+    BundleEventHub,
     BundleEventKind,
     BundleHandle,
     BundlePlan,
@@ -59,8 +60,8 @@ from pando_runtime import (
     VolumeHandle,
     VolumeRequest,
     WorkloadRef,
-    bundle_event_channel,
     check_plan,
+    roomiest,
     structure_config,
 )
 
@@ -351,7 +352,7 @@ class MultiClusterAdapter(RuntimeAdapter):
         """The member with the most room for ``plan`` (ties: the default, then by name)."""
         members = await self._ready()
         cpu, memory = _largest_request(plan)
-        best: tuple[bool, int, int] | None = None
+        best: tuple[bool, int, int] | None = None  # fits first, then by roominess
         chosen = self._default
         for name, member in members.items():
             try:
@@ -360,7 +361,7 @@ class MultiClusterAdapter(RuntimeAdapter):
                 raise _naming(error, name) from error
             if fit is None:
                 continue
-            key = (fit.holds(cpu, memory), fit.memory_bytes, fit.cpu_millis)
+            key = (fit.holds(cpu, memory), *fit.roominess)
             if best is None or key > best:
                 best, chosen = key, name
         return chosen
@@ -498,7 +499,7 @@ class MultiClusterAdapter(RuntimeAdapter):
             total_cpu_millis=sum(c.total_cpu_millis for c in each.values()),
             total_memory_bytes=sum(c.total_memory_bytes for c in each.values()),
             reported_at=datetime.now(UTC),
-            largest_fit=max(fits, key=lambda f: (f.memory_bytes, f.cpu_millis), default=None),
+            largest_fit=roomiest(fits),
             details=details,
         )
 
@@ -548,9 +549,10 @@ class MultiClusterAdapter(RuntimeAdapter):
         ``MISSED``; a member's lost stream ends this one with its error (naming it).
         """
         members = await self._ready()
-        send, stream = bundle_event_channel()
+        hub = BundleEventHub()
         async with contextlib.AsyncExitStack() as stack:
             opened: list[tuple[str, AsyncIterator[Any]]] = []
+            early: list[BundleEvent] = []
             for name, member in members.items():
                 try:
                     events = await stack.enter_async_context(member.watch_bundles())
@@ -558,28 +560,27 @@ class MultiClusterAdapter(RuntimeAdapter):
                     raise _naming(error, name) from error
                 first = await anext(events)  # each member's own WATCHING
                 if isinstance(first, BundleEvent) and first.kind is not BundleEventKind.WATCHING:
-                    send.send_nowait(first)
+                    early.append(first)
                 opened.append((name, events))
 
             async def forward(name: str, events: AsyncIterator[Any]) -> None:
                 try:
                     async for event in events:
-                        send.send_nowait(event)
+                        hub.publish(event)
                 except AdapterUnavailable as error:
-                    send.send_nowait(_naming(error, name))
-                except anyio.ClosedResourceError:
-                    return
+                    hub.fail(_naming(error, name))
 
-            send.send_nowait(BundleEvent(kind=BundleEventKind.WATCHING, at=datetime.now(UTC)))
-            async with anyio.create_task_group() as group:
+            watching = BundleEvent(kind=BundleEventKind.WATCHING, at=datetime.now(UTC))
+            async with (
+                hub.subscribe(*early, watching) as stream,
+                anyio.create_task_group() as group,
+            ):
                 for name, events in opened:
                     group.start_soon(forward, name, events)
                 try:
                     yield stream
                 finally:
                     group.cancel_scope.cancel()
-                    send.close()
-                    await stream.aclose()
 
     @contextlib.asynccontextmanager
     async def logs(

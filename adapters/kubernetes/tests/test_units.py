@@ -336,9 +336,6 @@ class FakeSource:
 async def test_watch_loop_reopens_relists_and_backs_off() -> None:
     source = FakeSource()
     store = PodStore()
-    send_events: list[Any] = []
-    send, receive = anyio.create_memory_object_stream[Any](100)
-    store.subscribers.append(send)
     running = _pod(ready=True)
     source.scripts = [
         [
@@ -349,21 +346,19 @@ async def test_watch_loop_reopens_relists_and_backs_off() -> None:
         OSError("connection reset"),  # backed off, then reopened
     ]
     loop = WatchLoop(source, store, backoff_initial=0.001)
-    async with anyio.create_task_group() as group:
-        group.start_soon(loop.run)
-        with anyio.fail_after(5):
-            while source.lists < 2 or len(source.watches) < 4:
-                await anyio.sleep(0.01)
-        group.cancel_scope.cancel()
+    kinds: list[BundleEventKind] = []
+    async with store.events.subscribe() as stream:
+        async with anyio.create_task_group() as group:
+            group.start_soon(loop.run)
+            with anyio.fail_after(5):
+                while source.lists < 2 or len(source.watches) < 4:
+                    await anyio.sleep(0.01)
+            group.cancel_scope.cancel()
+        store.events.close()  # what was published is buffered: read it to the end
+        kinds.extend([event.kind async for event in stream])
     # first watch from the list's version, reopened from the bookmark's, then relist on 410
     assert source.watches[:2] == ["10", "20"]
     assert source.lists >= 2
-    while True:
-        try:
-            send_events.append(receive.receive_nowait())
-        except anyio.WouldBlock:
-            break
-    kinds = [e.kind for e in send_events]
     assert kinds[0] == BundleEventKind.STARTED
     assert BundleEventKind.MISSED in kinds, "a relist tells subscribers they may have missed"
 

@@ -362,11 +362,7 @@ class Informer:
 
     def fail_subscribers(self, error: AdapterUnavailable) -> None:
         """End every event stream with ``error``."""
-        for subscriber in self.pods.subscribers:
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                subscriber.send_nowait(error)
-            subscriber.close()
-        self.pods.subscribers.clear()
+        self.pods.events.fail(error)
 
     async def _supervise(self, give_up_after: float) -> None:
         """End event streams when the pod watch has been down for ``give_up_after`` s."""
@@ -381,7 +377,7 @@ class Informer:
                 continue
             now = anyio.current_time()
             down_since = down_since or now
-            if now - down_since >= give_up_after and self.pods.subscribers:
+            if now - down_since >= give_up_after and self.pods.events:
                 self.fail_subscribers(
                     AdapterUnavailable(
                         f"the pod watch is down: {loop.last_error}",

@@ -12,9 +12,8 @@ from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
-from anyio.streams.memory import MemoryObjectSendStream
 
-from pando_runtime import BundleEvent, BundleEventKind
+from pando_runtime import BundleEvent, BundleEventHub, BundleEventKind
 
 from ._capacity import Reservation
 from ._projections import (
@@ -87,11 +86,14 @@ class ObservedMemo:
 
 
 class PodStore:
-    """Pods by namespace, plus event subscribers (a :class:`WatchHandler`)."""
+    """Pods by namespace, and the bundle events their changes make (a :class:`WatchHandler`).
+
+    ``events``: the hub every ``watch_bundles`` stream of this cluster subscribes to.
+    """
 
     def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.by_namespace: dict[str, dict[str, PodFacts]] = {}
-        self.subscribers: list[MemoryObjectSendStream[BundleEvent | BaseException]] = []
+        self.events = BundleEventHub()
         self.on_change: Callable[[PodFacts], None] | None = None
         self.forget: Callable[[str | None], None] = no_memo
         """Told the namespace of every change (``None``: everything), for a memo."""
@@ -124,11 +126,7 @@ class PodStore:
                     self.replay.append(event)
                 else:  # too many to tell one by one: the stream says MISSED instead
                     self.replay = [BundleEvent(kind=BundleEventKind.MISSED, at=event.at)]
-            for subscriber in list(self.subscribers):
-                try:
-                    subscriber.send_nowait(event)
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    self.subscribers.remove(subscriber)
+            self.events.publish(event)
 
     def put(self, facts: PodFacts, *, emit: bool = True) -> None:
         """Store ``facts`` unless a newer version is already there (write-through safe)."""

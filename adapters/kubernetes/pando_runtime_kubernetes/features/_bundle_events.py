@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from pando_runtime import BundleEvent, BundleEventKind, bundle_event_channel
+from pando_runtime import BundleEvent, BundleEventKind
 
 from .._info import KubernetesConfig
 from ..cache._informer import Informer
@@ -30,7 +30,6 @@ class BundleEvents:
     @contextlib.asynccontextmanager
     async def watch(self) -> AsyncIterator[Any]:
         """Bundle events from the pod watch: ``WATCHING`` first, ``MISSED`` after a relist."""
-        send, stream = bundle_event_channel()
         informer = self._session.cache
         async with contextlib.AsyncExitStack() as stack:
             if informer is None:
@@ -43,15 +42,8 @@ class BundleEvents:
             if not await informer.wait_synced(self._config.read_timeout):
                 loop = informer.loops["pods"]
                 raise self._session.down(f"cannot watch pods: {loop.last_error}")
-            informer.pods.subscribers.append(send)
-            send.send_nowait(BundleEvent(kind=BundleEventKind.WATCHING, at=datetime.now(UTC)))
+            watching = BundleEvent(kind=BundleEventKind.WATCHING, at=datetime.now(UTC))
             # After a warm start: what changed while the adapter was down, as events.
-            for event in informer.pods.take_replay():
-                send.send_nowait(event)
-            try:
+            replay = informer.pods.take_replay()
+            async with informer.pods.events.subscribe(watching, *replay) as stream:
                 yield stream
-            finally:
-                with contextlib.suppress(ValueError):
-                    informer.pods.subscribers.remove(send)
-                send.close()
-                await stream.aclose()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pando_runtime import Capacity, Fit, scoped_read
+from pando_runtime import Capacity, Fit, roomiest, scoped_read
 
 from .._info import KubernetesConfig
 from .._names import LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY, MANAGED_SELECTOR, namespace_for
@@ -30,12 +30,15 @@ OUR_HELPERS = f"{MANAGED_SELECTOR},{LABEL_ROLE}"
 
 
 def largest_fit(rooms: list[NodeRoom], ns: str | None) -> Fit:
-    """The roomiest node (by memory, then CPU), ``ns``'s own pods counted as free."""
-    best = (0, 0)
-    for room in rooms:
-        cpu, mem = room.free(ns)
-        best = max(best, (max(mem, 0), max(cpu, 0)))
-    return Fit(cpu_millis=best[1], memory_bytes=best[0])
+    """The roomiest node (:func:`~pando_runtime.roomiest`), ``ns``'s own pods counted as free.
+
+    No eligible node: no room at all (a fit of zero).
+    """
+    fits = (
+        Fit(cpu_millis=max(cpu, 0), memory_bytes=max(mem, 0))
+        for cpu, mem in (room.free(ns) for room in rooms)
+    )
+    return roomiest(fits) or Fit(cpu_millis=0, memory_bytes=0)
 
 
 class ClusterCapacity:

@@ -34,6 +34,7 @@ from ._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRe
 from ._scope import read_scope
 from ._streams import read_all
 from ._trial import TrialRequest, TrialResult
+from ._validation import check_plan
 from ._volumes import VolumeHandle, VolumeRequest
 
 __all__ = ["RuntimeAdapter"]
@@ -102,6 +103,16 @@ class RuntimeAdapter(abc.ABC):
         await self.aclose()
 
     # -- bundles ----------------------------------------------------------------------------
+
+    async def check_plan(self, plan: BundlePlan) -> None:
+        """Refuse ``plan`` as :meth:`apply` would, listing every problem; writes nothing.
+
+        Raises :class:`InvalidPlan` (each problem with its path) or, for a good plan this
+        runtime cannot run, :class:`CapabilityUnsupported`. The default checks the contract's
+        rules against :meth:`capabilities`; an adapter with rules of its own checks them here
+        too, in one pass, and its :meth:`apply` starts with this check (API 1.1).
+        """
+        check_plan(plan, await self.capabilities())
 
     @abc.abstractmethod
     async def apply(self, plan: BundlePlan) -> BundleHandle:

@@ -370,6 +370,10 @@ class InstrumentedAdapter(RuntimeAdapter):
 
     # -- bundles --------------------------------------------------------------------------------
 
+    async def check_plan(self, plan: BundlePlan) -> None:
+        with self._operation("check_plan", bundle_id=plan.bundle_id):
+            await self.adapter.check_plan(plan)
+
     async def apply(self, plan: BundlePlan) -> BundleHandle:
         with self._operation("apply", bundle_id=plan.bundle_id):
             return await self.adapter.apply(plan)

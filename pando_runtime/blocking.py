@@ -97,6 +97,10 @@ class BlockingRuntime:
         """See :meth:`RuntimeAdapter.capabilities`."""
         return self.portal.call(self.adapter.capabilities)
 
+    def check_plan(self, plan: BundlePlan) -> None:
+        """See :meth:`RuntimeAdapter.check_plan`."""
+        self.portal.call(self.adapter.check_plan, plan)
+
     def apply(self, plan: BundlePlan) -> BundleHandle:
         """See :meth:`RuntimeAdapter.apply`."""
         return self.portal.call(self.adapter.apply, plan)

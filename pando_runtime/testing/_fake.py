@@ -586,6 +586,10 @@ class FakeAdapter(RuntimeAdapter):
 
     # -- bundles --------------------------------------------------------------------------
 
+    async def check_plan(self, plan: BundlePlan) -> None:
+        await self._enter("check_plan")
+        check_plan(plan, self._capabilities)
+
     async def apply(self, plan: BundlePlan) -> BundleHandle:
         await self._enter("apply")
         check_plan(plan, self._capabilities)

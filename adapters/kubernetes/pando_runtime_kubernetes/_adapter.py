@@ -36,7 +36,6 @@ from pando_runtime import (
     Fit,
     ImageDelivery,
     InUse,
-    InvalidPlan,
     IsolationClass,
     LogOptions,
     ObservedBundle,
@@ -48,9 +47,6 @@ from pando_runtime import (
     VolumeHandle,
     VolumeRequest,
     WorkloadRef,
-    check_plan,
-    raise_problems,
-    validate_trial,
 )
 
 from ._info import DESCRIPTION, KubernetesConfig
@@ -66,12 +62,12 @@ from .features._edge import Edges
 from .features._gateways import EgressGateways
 from .features._images import RegistryImages
 from .features._namespaces import AppNamespaces
+from .features._plan_rules import PlanRules
 from .features._session import ClusterSession, api_path
 from .features._trial import Trials
 from .features._usage import Usage
 from .features._volumes import Volumes
 from .features._workload_io import WorkloadIO
-from .manifests import _objects as objects
 from .manifests._network import AppNetwork
 
 __all__ = ["KubernetesAdapter"]
@@ -108,6 +104,7 @@ class KubernetesAdapter(RuntimeAdapter):
         )
         self._io = WorkloadIO(s, c)
         self._trials = Trials(s, c, self._network)
+        self._rules = PlanRules(self._network)
         self._edges = Edges(s, c, self._volumes)
         self._usage = Usage(s)
         self._canary = NetworkPolicyCanary(s, c)
@@ -250,19 +247,27 @@ class KubernetesAdapter(RuntimeAdapter):
 
     # -- bundles --------------------------------------------------------------------------
 
+    async def check_plan(self, plan: BundlePlan) -> None:
+        """Refuse ``plan`` as :meth:`apply` would, every problem at once; writes nothing."""
+        await self._checked(plan)
+
+    async def _checked(self, plan: BundlePlan) -> BundlePlan:
+        """``plan`` with the registry's pull account where it applies, once every rule holds.
+
+        The account is added first: a workload giving the same registry other credentials
+        is a problem only then.
+        """
+        with_auth = await self._images.with_pull_auth(plan)
+        self._rules.check_bundle(with_auth, await self.capabilities())
+        return with_auth
+
     async def apply(self, plan: BundlePlan) -> BundleHandle:
         """Converge the app's namespace onto ``plan``.
 
         A satisfied plan writes at most the pull secret. A workload whose image is in the
         configured image registry pulls with its credentials unless its plan gives its own.
         """
-        check_plan(plan, await self.capabilities())
-        self._network.check(plan.network.egress, "network.egress", plan.workloads)
-        plan = await self._images.with_pull_auth(plan)
-        if conflicts := objects.pull_auth_conflicts(plan.workloads):
-            msg = "workloads pull from one registry with different credentials"
-            raise InvalidPlan(msg, conflicts)
-        return await self._bundles.apply(plan)
+        return await self._bundles.apply(await self._checked(plan))
 
     async def observe(
         self, ref: BundleRef, *, not_before: datetime | None = None
@@ -360,10 +365,7 @@ class KubernetesAdapter(RuntimeAdapter):
 
     async def trial(self, request: TrialRequest) -> TrialResult:
         """Run the image once, alone; report its ports, exit code and first 64 KiB of log."""
-        raise_problems(
-            validate_trial(request, await self.capabilities()), f"trial {request.trial_id!r}"
-        )
-        self._network.check(request.egress, "egress")
+        self._rules.check_trial(request, await self.capabilities())
         return await self._trials.trial(await self._images.with_trial_pull_auth(request))
 
     async def apply_edge(self, plan: EdgePlan) -> None:

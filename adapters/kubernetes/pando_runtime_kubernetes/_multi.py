@@ -412,9 +412,22 @@ class MultiClusterAdapter(RuntimeAdapter):
 
     # -- bundles --------------------------------------------------------------------------------
 
+    async def check_plan(self, plan: BundlePlan) -> None:
+        """The default member's check, then the capabilities every member shares.
+
+        Members share the plan rules (the same settings but the cluster's address), so a bad
+        plan is refused before placement reads any cluster's room.
+        """
+        members = await self._ready()
+        try:
+            await members[self._default].check_plan(plan)
+        except AdapterUnavailable as error:
+            raise _naming(error, self._default) from error
+        check_plan(plan, await self.capabilities())
+
     async def apply(self, plan: BundlePlan) -> BundleHandle:
         """Converge the bundle on its cluster; a new one is placed first (see the module)."""
-        check_plan(plan, await self.capabilities())
+        await self.check_plan(plan)
         members = await self._ready()
         async with self._placing.setdefault(plan.bundle_id, anyio.Lock()):
             name = await self.locate(plan.bundle_id)

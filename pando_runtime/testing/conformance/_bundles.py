@@ -355,6 +355,22 @@ class ValidationConformance(ConformanceBase):
         assert not observed.exists
         assert not any(w.present for w in observed.workloads)
 
+    async def test_check_plan_refuses_what_apply_refuses_and_writes_nothing(self, kit: Kit) -> None:
+        bad = kit.plan(kit.workload("web"), kit.workload("web", image="not a valid image!"))
+        kit.track(bad.bundle_id)
+        with pytest.raises(InvalidPlan) as checked:
+            await kit.adapter.check_plan(bad)
+        with pytest.raises(InvalidPlan) as applied:
+            await kit.adapter.apply(bad)
+        assert {p.path for p in checked.value.problems} == {p.path for p in applied.value.problems}
+        assert {"workloads[1].name", "workloads[1].image"} <= {
+            p.path for p in checked.value.problems
+        }
+        good = kit.plan(kit.workload("web"))
+        kit.track(good.bundle_id)
+        await kit.adapter.check_plan(good)  # a good plan: no error
+        assert not (await kit.observe(good)).exists, "check_plan writes nothing"
+
     async def test_dependency_cycle_is_refused(self, kit: Kit) -> None:
         plan = kit.plan(kit.workload("a", depends_on=("b",)), kit.workload("b", depends_on=("a",)))
         kit.track(plan.bundle_id)

@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from pando_runtime import EgressPolicy, EgressRule, InvalidPlan, Problem
+from pando_runtime import EgressPolicy, EgressRule, Problem
 
 from .._names import LABEL_ROLE, ROLE_EGRESS_GATEWAY
 
@@ -34,10 +34,10 @@ __all__ = [
     "PRIVATE_RANGES",
     "ClusterRanges",
     "DnsPeer",
-    "check_rules",
     "egress_rules",
     "gateway_policy",
     "host_rules",
+    "rule_problems",
 ]
 
 GATEWAY_POLICY = "pando-egress-gateway"
@@ -152,14 +152,10 @@ def host_rules(egress: EgressPolicy | None) -> tuple[EgressRule, ...]:
     return tuple(r for r in egress.allow if not r.is_cidr) if egress is not None else ()
 
 
-def check_rules(egress: EgressPolicy | None, path: str) -> None:
-    """Refuse a CIDR rule that lies within the metadata address: it is never reachable.
-
-    Raises:
-        InvalidPlan: naming each such rule by its path.
-    """
+def rule_problems(egress: EgressPolicy | None, path: str) -> list[Problem]:
+    """Each CIDR rule that lies within the metadata address (never reachable), by its path."""
     if egress is None:
-        return
+        return []
     metadata = _networks(METADATA_ADDRESSES)
     problems = []
     for i, rule in enumerate(egress.allow):
@@ -174,8 +170,7 @@ def check_rules(egress: EgressPolicy | None, path: str) -> None:
                     "forbidden_destination",
                 )
             )
-    if problems:
-        raise InvalidPlan("egress rules name a forbidden destination", problems)
+    return problems
 
 
 def _internet(ranges: ClusterRanges) -> list[dict[str, Any]]:

@@ -19,7 +19,6 @@ from typing import Any
 from pando_runtime import (
     EgressPolicy,
     InvalidConfig,
-    InvalidPlan,
     Problem,
     WorkloadPlan,
     is_valid_image,
@@ -27,7 +26,7 @@ from pando_runtime import (
 
 from .._info import KubernetesConfig
 from . import _objects as objects
-from ._egress import ClusterRanges, DnsPeer, check_rules, egress_rules, gateway_policy
+from ._egress import ClusterRanges, DnsPeer, egress_rules, gateway_policy, rule_problems
 from ._gateway import GATEWAY, gateway_config, gateway_objects, gateway_pod, proxy_env
 
 __all__ = ["AppNetwork"]
@@ -93,27 +92,24 @@ class AppNetwork:
         """What the health check reports of the ranges in effect and where they come from."""
         return self.ranges.details()
 
-    def check(
+    def problems(
         self, egress: EgressPolicy | None, path: str, workloads: Sequence[WorkloadPlan] = ()
-    ) -> None:
-        """Refuse what no capability check catches.
+    ) -> list[Problem]:
+        """What no capability check catches, each by its path.
 
         That is a rule for the metadata address, and a workload named as the gateway in a
         plan that needs one.
-
-        Raises:
-            InvalidPlan: naming each problem by its path.
         """
-        check_rules(egress, path)
-        if self.config_of(egress) is None:
-            return
-        problems = [
-            Problem(f"workloads[{i}].name", f"{GATEWAY!r} is the egress gateway's name", "reserved")
-            for i, w in enumerate(workloads)
-            if w.name == GATEWAY
-        ]
-        if problems:
-            raise InvalidPlan("a workload takes the egress gateway's name", problems)
+        problems = rule_problems(egress, path)
+        if self.config_of(egress) is not None:
+            problems += [
+                Problem(
+                    f"workloads[{i}].name", f"{GATEWAY!r} is the egress gateway's name", "reserved"
+                )
+                for i, w in enumerate(workloads)
+                if w.name == GATEWAY
+            ]
+        return problems
 
     def policy_rules(self, egress: EgressPolicy | None) -> list[dict[str, Any]]:
         """The egress rules of a namespace's policy (every pod in it)."""

@@ -51,6 +51,7 @@ from pando_runtime import (
 
 from ._info import DESCRIPTION, KubernetesConfig
 from ._log import logger
+from ._names import namespace_for
 from .api._errors import ApiError
 from .api._transport import KubeTransport
 from .cache._informer import Informer
@@ -286,6 +287,25 @@ class KubernetesAdapter(RuntimeAdapter):
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         """``http://<workload>.<namespace>.svc.<cluster domain>:<port>``, computed."""
         return self._bundles.upstream(ref, port)
+
+    # -- where bundles are (for the multi-cluster adapter, and hosts that need to know) -----
+
+    async def holds(self, bundle_id: str) -> bool:
+        """Whether this cluster has the bundle's namespace (its volumes alone included).
+
+        From the cache when it is synced, else one read; ``AdapterUnavailable`` when neither.
+        """
+        facts = await self.session.namespace(namespace_for(bundle_id))
+        return facts is not None and not facts.terminating and facts.bundle_id == bundle_id
+
+    def known_to_hold(self, bundle_id: str) -> bool:
+        """Whether the running cache has the bundle's namespace now (no call).
+
+        ``False`` also while there is no cache (before the adapter is entered).
+        """
+        cache = self.session.cache
+        facts = cache.namespaces.by_name.get(namespace_for(bundle_id)) if cache else None
+        return facts is not None and facts.bundle_id == bundle_id
 
     # -- capacity and usage ------------------------------------------------------------------
 

@@ -68,7 +68,7 @@ from pando_runtime import (
 from ._adapter import KubernetesAdapter
 from ._info import MULTI_DESCRIPTION, KubernetesConfig, MultiClusterConfig
 from ._log import logger
-from ._names import namespace_for
+from ._names import upstream_for
 from .api._clusters import ApiRate, Cluster, ClusterSet
 from .features._session import ClusterSession, transport_to
 from .features._volumes import parse_handle
@@ -308,12 +308,6 @@ class MultiClusterAdapter(RuntimeAdapter):
 
     # -- where bundles are ----------------------------------------------------------------------
 
-    @staticmethod
-    async def _holds(member: KubernetesAdapter, bundle_id: str) -> bool:
-        """Whether ``member`` has the bundle's namespace (its volumes alone included)."""
-        facts = await member.session.namespace(namespace_for(bundle_id))
-        return facts is not None and not facts.terminating and facts.bundle_id == bundle_id
-
     async def locate(self, bundle_id: str) -> str | None:
         """The cluster holding ``bundle_id``, ``None`` when no member has it.
 
@@ -324,7 +318,7 @@ class MultiClusterAdapter(RuntimeAdapter):
         known = self._placed.get(bundle_id)
         if known is not None:
             try:
-                if await self._holds(members[known], bundle_id):
+                if await members[known].holds(bundle_id):
                     return known
             except AdapterUnavailable as error:
                 raise _naming(error, known) from error
@@ -333,7 +327,7 @@ class MultiClusterAdapter(RuntimeAdapter):
             if name == known:
                 continue
             try:
-                if await self._holds(member, bundle_id):
+                if await member.holds(bundle_id):
                     self._placed[bundle_id] = name
                     return name
             except AdapterUnavailable as error:
@@ -383,12 +377,15 @@ class MultiClusterAdapter(RuntimeAdapter):
         settings = {m.images.settings for m in members.values()}
         return len(settings) == 1
 
-    async def health_details(self) -> dict[str, str]:
-        """Each member's :meth:`KubernetesAdapter.health_details`, keyed ``<cluster>.<key>``."""
-        members = await self._ready()
+    def health_details(self) -> dict[str, str]:
+        """Each member's :meth:`KubernetesAdapter.health_details`, keyed ``<cluster>.<key>``.
+
+        Computed (no I/O), as the single-cluster adapter's: the members made so far, which
+        is every member once the adapter is entered or has been used.
+        """
         return {
             f"{name}.{key}": value
-            for name, member in members.items()
+            for name, member in self._members.items()
             for key, value in member.health_details().items()
         }
 
@@ -474,8 +471,8 @@ class MultiClusterAdapter(RuntimeAdapter):
         ``cluster_domain`` may differ).
         """
         if not self._members:  # not used yet: the settings' address form
-            config = self._member_config(self.config.default_cluster or "")
-            return KubernetesAdapter(config).upstream(ref, port)
+            domain = self._member_config(self.config.default_cluster or "").cluster_domain
+            return upstream_for(ref, port, domain)
         return self._members[self._known_home(ref.bundle_id)].upstream(ref, port)
 
     def _known_home(self, bundle_id: str) -> str:
@@ -483,11 +480,8 @@ class MultiClusterAdapter(RuntimeAdapter):
         known = self._placed.get(bundle_id)
         if known is not None:
             return known
-        ns = namespace_for(bundle_id)
         for name, member in self._members.items():
-            cache = member.session.cache
-            facts = cache.namespaces.by_name.get(ns) if cache is not None else None
-            if facts is not None and facts.bundle_id == bundle_id:
+            if member.known_to_hold(bundle_id):
                 return name
         return self._default
 

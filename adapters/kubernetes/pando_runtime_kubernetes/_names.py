@@ -11,6 +11,8 @@ import re
 import secrets
 import string
 
+from pando_runtime import Upstream, WorkloadRef
+
 __all__ = [
     "ANN_BUNDLE_ID",
     "ANN_CREATED",
@@ -57,6 +59,7 @@ __all__ = [
     "namespace_for",
     "pod_name",
     "trial_namespace",
+    "upstream_for",
 ]
 
 MANAGED_BY = "pando"
@@ -191,3 +194,9 @@ def edge_object_name(name: str) -> str:
 
 
 assert set(_SUFFIX_ALPHABET) <= set(string.ascii_lowercase + string.digits)  # noqa: S101
+
+
+def upstream_for(ref: WorkloadRef, port: int, cluster_domain: str) -> Upstream:
+    """``http://<workload>.<namespace>.svc.<cluster domain>:<port>``: its headless Service."""
+    host = f"{ref.workload}.{namespace_for(ref.bundle_id)}.svc.{cluster_domain}"
+    return Upstream(url=f"http://{host}:{port}", pool_key=f"{host}:{port}")

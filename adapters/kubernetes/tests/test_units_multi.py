@@ -110,7 +110,7 @@ async def test_every_context_is_a_member_and_the_current_one_is_the_default(
     assert adapter.members["north"].config.api_qps == MultiClusterConfig().settings.get(
         "api_qps", 50.0
     )
-    details = await adapter.health_details()
+    details = adapter.health_details()
     assert details["east.egress_restriction"] == "not verified"
     assert {k.split(".")[0] for k in details} == {"west", "east", "north"}
     chosen = MultiClusterAdapter(

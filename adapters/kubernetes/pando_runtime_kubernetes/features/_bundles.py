@@ -38,7 +38,7 @@ from pando_runtime import (
 
 from .._info import KubernetesConfig
 from .._log import logger
-from .._names import PULL_SECRET, configmap_name, env_secret_name, namespace_for
+from .._names import PULL_SECRET, configmap_name, env_secret_name, namespace_for, upstream_for
 from ..cache._informer import Informer
 from ..cache._projections import NamespaceFacts, PodFacts, bundle_workloads, newest, project_pod
 from ..manifests import _objects as objects
@@ -164,8 +164,7 @@ class Bundles:
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         """``http://<workload>.<namespace>.svc.<cluster domain>:<port>``, computed."""
-        host = f"{ref.workload}.{namespace_for(ref.bundle_id)}.svc.{self._config.cluster_domain}"
-        return Upstream(url=f"http://{host}:{port}", pool_key=f"{host}:{port}")
+        return upstream_for(ref, port, self._config.cluster_domain)
 
     # -- apply ----------------------------------------------------------------------------
 

@@ -302,7 +302,7 @@ async def test_a_warm_restart_of_the_fleet_resumes_every_member(
                 if not want:
                     break
         assert BundleEventKind.MISSED not in {e.kind for e in seen}
-        details = await fleet.health_details()
+        details = fleet.health_details()
         for name in (first, second):
             assert details[f"{name}.cache_start"] == "warm", details
             calls = fleet.members[name].session.calls_by_kind

@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import base64
 import secrets
-from http import HTTPStatus
 
 from pando_runtime import AdapterFailed, BundlePlan
 
 from .._info import KubernetesConfig
 from .._names import KEY_SECRET, LABEL_MANAGED_BY, MANAGED_BY, exposure_policy_name
-from ..api._errors import ApiError
 from ..cache._projections import NamespaceFacts, project_namespace
 from ..manifests import _objects as objects
 from ..manifests._network import AppNetwork
@@ -73,24 +71,22 @@ class AppNamespaces:
             check_owner(ns, plan.bundle_id, facts)
             return facts
         session = self._session
-        api = await session.transport()
         body = objects.namespace(ns, plan, volumes_only=volumes_only)
-        try:
-            created = await api.request("POST", api_path(None, "namespaces"), body=body)
-        except ApiError as error:
-            if error.status != HTTPStatus.CONFLICT:
-                raise session.failed(error, f"create namespace {ns}") from error
-            existing = await session.get(api_path(None, "namespaces", ns), f"read namespace {ns}")
-            labels = (existing.get("metadata") or {}).get("labels") or {}
-            found = project_namespace(existing)
-            if labels.get(LABEL_MANAGED_BY) != MANAGED_BY:
-                found.bundle_id = None
-            check_owner(ns, plan.bundle_id, found)
-            session.remember(existing)
-            return found
-        session.remember(created)
-        self._keys.pop(ns, None)  # a new namespace never has an old key
-        return project_namespace(created)
+        # Cluster-wide: no RoleBinding grants it later, so a refusal is final.
+        created, existing = await session.create_or_find(
+            body, f"create namespace {ns}", retry_forbidden=False
+        )
+        if created and existing is not None:
+            self._keys.pop(ns, None)  # a new namespace never has an old key
+            return project_namespace(existing)
+        if existing is None:  # deleted between the refused create and the read
+            raise session.down(f"namespace {ns} is being replaced", remedy="Apply again.")
+        labels = (existing.get("metadata") or {}).get("labels") or {}
+        found = project_namespace(existing)
+        if labels.get(LABEL_MANAGED_BY) != MANAGED_BY:
+            found.bundle_id = None
+        check_owner(ns, plan.bundle_id, found)
+        return found
 
     async def converge(
         self, ns: str, plan: BundlePlan, *, volumes_only: bool = False
@@ -189,25 +185,16 @@ class AppNamespaces:
         if ns in self._keys:
             return self._keys[ns]
         session = self._session
-        api = await session.transport()
         path = api_path(ns, "secrets", KEY_SECRET)
-        try:
-            if fresh:
-                raise ApiError(HTTPStatus.NOT_FOUND, "new namespace")  # noqa: TRY301 - same path as a 404
-            body = await api.get(path)
-        except ApiError as error:
-            if error.status not in (HTTPStatus.NOT_FOUND, HTTPStatus.FORBIDDEN):
-                raise session.unavailable(error, f"read the plan key of {ns}") from error
-            key = secrets.token_bytes(32)
-            made = objects.key_secret(ns, bundle_id, key)
-            try:
-                await session.create(made, f"create the plan key of {ns}")
-            except AdapterFailed as failed:
-                if failed.details.get("status") != HTTPStatus.CONFLICT:
-                    raise
-                body = await session.get(path, "read the plan key")
-                key = base64.b64decode(body["data"][objects.KEY_FIELD])
-        else:
-            key = base64.b64decode(body["data"][objects.KEY_FIELD])
+        what = f"read the plan key of {ns}"
+        # Fresh: nothing to read. A refused read (just after the RoleBinding) counts as none:
+        # the create below settles whether one exists.
+        body = None if fresh else await session.find(path, what, forbidden_is_absent=True)
+        if body is None:
+            made = objects.key_secret(ns, bundle_id, secrets.token_bytes(32))
+            _, body = await session.create_or_find(made, f"create the plan key of {ns}")
+            if body is None:  # deleted between the refused create and the read
+                raise session.down(f"the plan key of {ns} is being replaced", remedy="Apply again.")
+        key = base64.b64decode(body["data"][objects.KEY_FIELD])
         self._keys[ns] = key
         return key

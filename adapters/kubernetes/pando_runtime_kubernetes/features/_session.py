@@ -451,25 +451,56 @@ class ClusterSession:
         """GET ``path``; any error is :class:`AdapterUnavailable`."""
         return await self.read(what, lambda api: api.get(path, **query))
 
-    async def find(self, path: str, what: str, **query: Any) -> dict[str, Any] | None:
-        """GET ``path``; ``None`` when it does not exist, other errors unavailable."""
+    async def find(
+        self, path: str, what: str, *, forbidden_is_absent: bool = False, **query: Any
+    ) -> dict[str, Any] | None:
+        """GET ``path``; ``None`` when it does not exist, other errors unavailable.
+
+        ``forbidden_is_absent``: a refused read (403, as just after a namespace's RoleBinding
+        is written) counts as absent too; the caller's create then settles it.
+        """
         api = await self.transport()
         try:
             return await api.get(path, **query)
         except ApiError as error:
-            if error.status == HTTPStatus.NOT_FOUND:
+            if error.status == HTTPStatus.NOT_FOUND or (
+                forbidden_is_absent and error.status == HTTPStatus.FORBIDDEN
+            ):
                 return None
             raise self.unavailable(error, what) from error
 
-    async def write(self, what: str, call: Callable[[KubeTransport], Awaitable[T]]) -> T:
-        """A write; a 403 right after a namespace's RoleBinding is retried (RBAC caches)."""
+    async def status_of(self, path: str) -> int:
+        """The status a GET of ``path`` gets (0: nothing answered, or no cluster to ask).
+
+        For probing what a cluster serves (an API group, say), where the status is the answer.
+        """
+        try:
+            api = await self.transport()
+            await api.get(path)
+        except ApiError as error:
+            return error.status
+        except AdapterUnavailable:
+            return 0
+        return int(HTTPStatus.OK)
+
+    async def write(
+        self,
+        what: str,
+        call: Callable[[KubeTransport], Awaitable[T]],
+        *,
+        retry_forbidden: bool = True,
+    ) -> T:
+        """A write; a 403 right after a namespace's RoleBinding is retried (RBAC caches).
+
+        ``retry_forbidden=False``: a 403 is final (a cluster-wide write no RoleBinding grants).
+        """
         api = await self.transport()
         delay = 0.1
         for attempt in range(8):
             try:
                 result = await call(api)
             except ApiError as error:
-                retry = error.status == HTTPStatus.FORBIDDEN and attempt < 7  # noqa: PLR2004
+                retry = retry_forbidden and error.status == HTTPStatus.FORBIDDEN and attempt < 7  # noqa: PLR2004
                 if not retry:
                     raise self.failed(error, what) from error
             else:
@@ -496,10 +527,39 @@ class ClusterSession:
         return result
 
     async def create(self, body: Mapping[str, Any], what: str | None = None) -> dict[str, Any]:
-        """POST ``body`` (refused with 409 when it exists: ``details["status"]``)."""
+        """POST ``body``; :class:`AdapterFailed` when it fails (see :meth:`create_or_find`)."""
         what = what or f"create {body['kind']} {body['metadata']['name']}"
         path = _object_path(body, named=False)
         return await self.write(what, lambda api: api.request("POST", path, body=body))
+
+    async def create_or_find(
+        self, body: Mapping[str, Any], what: str, *, retry_forbidden: bool = True
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """POST ``body``; when an object of its name exists already, that object instead.
+
+        Returns ``(True, created)``, or ``(False, existing)`` where ``existing`` is ``None``
+        when it was deleted between the refused create and the read. Either is remembered.
+        """
+        path = _object_path(body, named=False)
+        api = await self.transport()
+        try:
+            created = await self.write(
+                what,
+                lambda _: api.request("POST", path, body=body),
+                retry_forbidden=retry_forbidden,
+            )
+        except AdapterFailed as failed:
+            if failed.__cause__ is None or not _conflict(failed.__cause__):
+                raise
+        else:
+            self.remember(created)
+            return True, created
+        existing = await self.find(
+            _object_path(body), f"read {body['kind']} {body['metadata']['name']}"
+        )
+        if existing is not None:
+            self.remember(existing)
+        return False, existing
 
     async def create_pod(
         self,
@@ -519,19 +579,12 @@ class ClusterSession:
         for _ in range(3):
             body = build(replaces)
             name = str(body["metadata"]["name"])
-            ns = str(body["metadata"]["namespace"])
-            try:
-                self.remember(await self.create(body, what))
-            except AdapterFailed as failed:
-                if failed.details.get("status") != HTTPStatus.CONFLICT:
-                    raise
-            else:
+            created, existing = await self.create_or_find(body, what)
+            if created:
                 return name
-            existing = await self.find(api_path(ns, "pods", name), f"read pod {name}")
             if existing is None:
                 continue  # deleted meanwhile: the name is free again
             if twin(existing):
-                self.remember(existing)
                 return name
             replaces = str((existing.get("metadata") or {}).get("uid") or name)
         raise AdapterFailed(
@@ -723,3 +776,8 @@ class ClusterSession:
                 parts.append(chunk)
                 size += len(chunk)
         return b"".join(parts)[:limit]
+
+
+def _conflict(error: BaseException) -> bool:
+    """The API refused a create because the object exists (409)."""
+    return isinstance(error, ApiError) and error.status == HTTPStatus.CONFLICT

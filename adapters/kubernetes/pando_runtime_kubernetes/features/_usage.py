@@ -24,7 +24,6 @@ from typing import Any
 import anyio
 
 from pando_runtime import (
-    AdapterUnavailable,
     BundleRef,
     BundleUsage,
     CapabilityUnsupported,
@@ -118,14 +117,9 @@ class Usage:
         return bool(self._served)
 
     async def _ask(self) -> None:
-        status: int = HTTPStatus.OK
-        try:
-            await self._session.get(METRICS_API, "ask for the metrics API")
-        except AdapterUnavailable as error:
-            # No status: no cluster configured, so capabilities stay data, with no error.
-            status = error.details.get("status") or 0
-            if status not in (HTTPStatus.NOT_FOUND, HTTPStatus.SERVICE_UNAVAILABLE):
-                return
+        status = await self._session.status_of(METRICS_API)
+        if status not in (HTTPStatus.OK, HTTPStatus.NOT_FOUND, HTTPStatus.SERVICE_UNAVAILABLE):
+            return  # no answer (or no cluster): capabilities stay data, with no error
         if status == self._last_status:
             return  # said already
         self._last_status = status

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import posixpath
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
-from http import HTTPStatus
 from typing import Any
 
 import anyio
@@ -245,13 +244,7 @@ class Volumes:
             size_bytes=size_bytes or self._config.volume_size_bytes,
             storage_class=self._config.storage_class,
         )
-        try:
-            created = await self._session.create(body, f"create the claim of volume {volume_id}")
-        except AdapterFailed as failed:
-            if failed.details.get("status") != HTTPStatus.CONFLICT:
-                raise
-            return
-        self._session.remember(created)
+        await self._session.create_or_find(body, f"create the claim of volume {volume_id}")
 
     async def _bound_volume(self, ns: str, volume_id: str) -> str | None:
         path = api_path(ns, "persistentvolumeclaims", claim_name(volume_id))

@@ -304,7 +304,7 @@ class KubeTransport:
     @property
     def open_watches(self) -> dict[str, int]:
         """Watch streams open now, by resource: a copy."""
-        return {k: v for k, v in self._counts.open_watches.items() if v}
+        return dict(self._counts.open_watches)
 
     def stats(self) -> TransportStats:
         """A snapshot of everything this transport counted, taken at once."""
@@ -316,7 +316,7 @@ class KubeTransport:
             retries=c.retries,
             bytes_received=c.bytes_received,
             in_flight=c.in_flight,
-            open_watches={k: v for k, v in c.open_watches.items() if v},
+            open_watches=dict(c.open_watches),
         )
 
     @classmethod

@@ -86,6 +86,7 @@ class AppNamespaces:
         if labels.get(LABEL_MANAGED_BY) != MANAGED_BY:
             found.bundle_id = None
         check_owner(ns, plan.bundle_id, found)
+        session.remember(existing)
         return found
 
     async def converge(

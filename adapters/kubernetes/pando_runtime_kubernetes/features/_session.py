@@ -538,7 +538,8 @@ class ClusterSession:
         """POST ``body``; when an object of its name exists already, that object instead.
 
         Returns ``(True, created)``, or ``(False, existing)`` where ``existing`` is ``None``
-        when it was deleted between the refused create and the read. Either is remembered.
+        when it was deleted between the refused create and the read. What was created is
+        remembered; what existed is the caller's to judge (it may belong to something else).
         """
         path = _object_path(body, named=False)
         api = await self.transport()
@@ -557,8 +558,6 @@ class ClusterSession:
         existing = await self.find(
             _object_path(body), f"read {body['kind']} {body['metadata']['name']}"
         )
-        if existing is not None:
-            self.remember(existing)
         return False, existing
 
     async def create_pod(
@@ -585,6 +584,7 @@ class ClusterSession:
             if existing is None:
                 continue  # deleted meanwhile: the name is free again
             if twin(existing):
+                self.remember(existing)
                 return name
             replaces = str((existing.get("metadata") or {}).get("uid") or name)
         raise AdapterFailed(

@@ -139,8 +139,14 @@ class KubernetesAdapter(RuntimeAdapter):
 
     async def __aenter__(self) -> Self:
         await self.session.start(collect=self._bundles.collect_superseded)
-        # What the cluster offers is learnt on connecting, not charged to a first apply.
-        await self._usage.served()
+        try:
+            # What the cluster offers is learnt on connecting, not charged to a first apply.
+            await self._usage.served()
+        except BaseException:
+            # Whatever ends the start (an error, a cancellation), no watch outlives it. Not
+            # shielded: the watches' task group must close in the scope it was opened in.
+            await self.session.stop()
+            raise
         return self
 
     async def aclose(self) -> None:

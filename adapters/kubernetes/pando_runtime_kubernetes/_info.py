@@ -48,7 +48,8 @@ class KubernetesConfig:
 
     kubeconfig: str | None = setting(
         default=None,
-        help="Path of a kubeconfig file; unset: $KUBECONFIG, ~/.kube/config, then in-cluster.",
+        help="Path of a kubeconfig file (several: a list as in $KUBECONFIG, merged); "
+        "unset: $KUBECONFIG, ~/.kube/config, then in-cluster.",
     )
     context: str | None = setting(
         default=None, help="Context (cluster) of the kubeconfig to use; unset: its current one."
@@ -260,7 +261,8 @@ class MultiClusterConfig:
 
     kubeconfig: str | None = setting(
         default=None,
-        help="Path of a kubeconfig file; unset: $KUBECONFIG, ~/.kube/config, then in-cluster.",
+        help="Path of a kubeconfig file (several: a list as in $KUBECONFIG, merged); "
+        "unset: $KUBECONFIG, ~/.kube/config, then in-cluster.",
     )
     contexts: list[str] | None = setting(
         default=None, help="Contexts (clusters) to run apps on; unset: every context found."

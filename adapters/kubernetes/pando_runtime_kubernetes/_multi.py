@@ -126,6 +126,26 @@ def _located(error: InvalidConfig, name: str | None, override: Mapping[str, Any]
     return InvalidConfig("the member settings are not valid", problems, remedy=error.remedy)
 
 
+def _no_cluster(found: ClusterSet, kubeconfig: str | None) -> AdapterUnavailable:
+    """No member could be loaded: every file's and context's problem, the first named."""
+    problems = [str(p) for p in found.problems]
+    if problems:
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        why = f": {problems[0]}{more}"
+    elif found.files:
+        why = f": the kubeconfig files define no context ({', '.join(found.files)})"
+    else:
+        why = ": no kubeconfig found and not running in a cluster"
+    setting = "'kubeconfig'" if kubeconfig else "$KUBECONFIG (or ~/.kube/config)"
+    return AdapterUnavailable(
+        f"no cluster to run apps on{why}",
+        remedy=f"Fix each problem listed in details['problems'], or point {setting} at "
+        "kubeconfig files whose contexts load (several: separated as in $KUBECONFIG); "
+        "'contexts' names the ones to use.",
+        details={"problems": problems, "files": list(found.files), "kubeconfig": kubeconfig},
+    )
+
+
 def _largest_request(plan: BundlePlan) -> tuple[int, int]:
     """The largest single workload's CPU and memory request: what one node must hold."""
     cpu = max((w.resources.cpu_millis or 0 for w in plan.workloads), default=0)
@@ -229,9 +249,7 @@ class MultiClusterAdapter(RuntimeAdapter):
         except NotFound as error:
             raise InvalidConfig(f"contexts: {error.message}", remedy=error.remedy) from error
         if not members:
-            raise AdapterUnavailable(
-                "no cluster to run apps on", remedy="Name contexts of the kubeconfig files."
-            )
+            raise _no_cluster(found, c.kubeconfig)
         default = c.default_cluster or (
             found.default_name if found.default_name in members else names[0]
         )

@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
+from pando_runtime_kubernetes.api._errors import ApiError
 from pando_runtime_kubernetes.cache._informer import Informer
 from pando_runtime_kubernetes.cache._projections import project_namespace, project_pod
 from pando_runtime_kubernetes.cache._warm import SCHEMA, DiskCache, WarmCache
@@ -511,7 +512,7 @@ async def test_confirm_proves_a_quiet_cache_with_one_probe_shared_by_its_callers
 
 async def test_confirm_gives_up_when_the_api_server_does_not_answer() -> None:
     async def probe(bound: float) -> None:
-        raise OSError(f"refused within {bound} s")
+        raise ApiError(0, f"ConnectionRefusedError: refused within {bound} s")
 
     informer = Informer(None, sources={"pods": ScriptedSource([])}, kinds=("pods",), probe=probe)
     async with informer.running():

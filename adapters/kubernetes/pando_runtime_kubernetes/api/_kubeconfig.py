@@ -1,7 +1,8 @@
 """Kubeconfig files found and merged the way kubectl merges them.
 
-Which files: an explicit path alone; else every file named by ``$KUBECONFIG``
-(a ``os.pathsep``-separated list; missing files are skipped, and the list is
+Which files: the explicit path (or ``os.pathsep``-separated list of paths, merged as
+``$KUBECONFIG``'s; a named file that does not exist is reported); else every file named by
+``$KUBECONFIG`` (a ``os.pathsep``-separated list; missing files are skipped, and the list is
 used even if none exists, as kubectl does); else ``~/.kube/config``.
 
 How they merge: for each named entry (context, cluster, user) the first file
@@ -53,11 +54,13 @@ def kubeconfig_paths(
     explicit: str | os.PathLike[str] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> list[Path]:
-    """The kubeconfig files to read, in precedence order (they may not exist)."""
+    """The kubeconfig files to read, in precedence order (they may not exist).
+
+    ``explicit`` may list several files as ``$KUBECONFIG`` does (``a:b``; ``a;b`` on Windows).
+    """
     env = os.environ if environ is None else environ
-    if explicit is not None and str(explicit):
-        return [Path(explicit).expanduser()]
-    listed = env.get("KUBECONFIG", "")
+    listed = str(explicit) if explicit is not None else ""
+    listed = listed or env.get("KUBECONFIG", "")
     if listed:
         return [Path(p).expanduser() for p in listed.split(os.pathsep) if p]
     return [Path("~/.kube/config").expanduser()]

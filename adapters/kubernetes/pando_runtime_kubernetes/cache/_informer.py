@@ -10,17 +10,20 @@ subscribers.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
 
-from pando_runtime import AdapterUnavailable
+from pando_runtime import AdapterUnavailable, PandoRuntimeError
 
+from .._log import logger
 from .._names import (
     MANAGED_SELECTOR,
 )
+from ..api._errors import ApiError
 from ..api._transport import KubeTransport
 from ._stores import (
     CacheState,
@@ -41,9 +44,16 @@ from ._watch import (
     WatchHandler,
     WatchLoop,
     WorkQueue,
+    why,
 )
 
 __all__ = ["Informer"]
+
+_LOG = logger("watch")
+_COLLECT_LOG = logger("bundles")
+
+PROBE_REPEAT_LOG_INTERVAL = 300.0
+"""Seconds between warnings while the API server keeps not answering the probe."""
 
 
 _PLURALS = {
@@ -60,7 +70,14 @@ class Informer:
 
     ``collect`` (optional) is called, through a keyed work queue with retries,
     for each ``(namespace, workload)`` whose pods changed: the adapter uses it
-    to delete pods a newer instance has superseded.
+    to delete pods a newer instance has superseded. A key given up after its retries is
+    logged (WARNING, on ``pando_runtime.kubernetes.bundles``), naming the pod when the
+    error's details do.
+
+    ``probe`` (optional) asks the API server whether it answers; it raises
+    :class:`ApiError` when it does not (anything else is a bug, and is not taken for an
+    outage). The first failed probe is logged (WARNING, on ``.watch``) with its reason,
+    repeats at most every :data:`PROBE_REPEAT_LOG_INTERVAL` seconds, the return at INFO.
     """
 
     def __init__(
@@ -129,6 +146,9 @@ class Informer:
         self.reachable = True
         """False while the last probe of the API server got no answer."""
         self.probes = 0
+        self._probe_failures = 0
+        self._probe_warned_at: float | None = None
+        self._log_extra = {"cluster": transport.cluster if transport is not None else None}
         self._utc_epoch: datetime | None = None
         self._confirming = anyio.Lock()
 
@@ -264,11 +284,11 @@ class Informer:
                     asked = anyio.current_time()
                     try:
                         await self._probe(min(timeout, self.probe_interval))
-                    except Exception:  # noqa: BLE001 - any failure means no answer
-                        self.reachable = False
+                    except ApiError as error:
+                        self._probe_failed(error)
                         await anyio.sleep(0.2)
                         continue
-                    self.reachable = True
+                    self._probe_answered()
                     if self.synced:
                         for loop in self.loops.values():
                             loop.alive_at = max(loop.alive_at, asked)
@@ -315,14 +335,78 @@ class Informer:
             self.probes += 1
             try:
                 await probe(self.probe_interval)
-            except Exception:  # noqa: BLE001 - any failure means no answer
-                self.reachable = False
+            except ApiError as error:
+                self._probe_failed(error)
                 continue
-            self.reachable = True
+            self._probe_answered()
             if all(loop.healthy for loop in self.loops.values()):
                 now = anyio.current_time()
                 for loop in self.loops.values():
                     loop.alive_at = max(loop.alive_at, now)
+
+    def _probe_failed(self, error: ApiError) -> None:
+        """No answer: say why at the first failure, then at most every few minutes."""
+        self.reachable = False
+        self._probe_failures += 1
+        now = anyio.current_time()
+        last = self._probe_warned_at
+        extra = {**self._log_extra, "failures": self._probe_failures, "status": error.status}
+        if last is None or now - last >= PROBE_REPEAT_LOG_INTERVAL:
+            self._probe_warned_at = now
+            _LOG.warning(
+                "the API server does not answer the cache's probe (%s): failed probes: %d; "
+                "observe raises AdapterUnavailable once the cache is %.0f s unconfirmed",
+                why(error),
+                self._probe_failures,
+                self.max_staleness,
+                extra=extra,
+            )
+        else:
+            _LOG.debug("the cache's probe failed again (%s)", why(error), extra=extra)
+
+    def _probe_answered(self) -> None:
+        self.reachable = True
+        if self._probe_failures:
+            _LOG.info(
+                "the API server answers the cache's probe again, after %d failed probes",
+                self._probe_failures,
+                extra={**self._log_extra, "failures": self._probe_failures},
+            )
+        self._probe_failures = 0
+        self._probe_warned_at = None
+
+    def _collect_retried(self, key: tuple[str, str], error: Exception) -> None:
+        ns, workload = key
+        _COLLECT_LOG.debug(
+            "collecting superseded pods of %s in namespace %s failed (%s): retrying",
+            workload,
+            ns,
+            _collect_why(error),
+            extra={**self._log_extra, "namespace": ns, "workload": workload},
+        )
+
+    def _collect_dropped(self, key: tuple[str, str], error: Exception) -> None:
+        """A key given up after its retries: what stays behind, and why (never a message)."""
+        ns, workload = key
+        details = error.details if isinstance(error, PandoRuntimeError) else {}
+        pod = details.get("pod")
+        what = f"superseded pod {pod} of {workload}" if pod else f"superseded pods of {workload}"
+        _COLLECT_LOG.warning(
+            "gave up removing %s in namespace %s after %d tries (%s): left until the "
+            "workload's pods change again",
+            what,
+            ns,
+            self.queue.max_retries + 1,
+            _collect_why(error),
+            extra={
+                **self._log_extra,
+                "namespace": ns,
+                "workload": workload,
+                "pod": pod,
+                "code": getattr(error, "code", None),
+                "status": details.get("status"),
+            },
+        )
 
     @staticmethod
     def _restart_reporter(
@@ -392,7 +476,14 @@ class Informer:
             for loop in self.loops.values():
                 group.start_soon(loop.run)
             if self._collect is not None:
-                group.start_soon(self.queue.run, self._collect)
+                group.start_soon(
+                    functools.partial(
+                        self.queue.run,
+                        self._collect,
+                        on_error=self._collect_retried,
+                        on_drop=self._collect_dropped,
+                    )
+                )
             group.start_soon(self._supervise, give_up_after)
             group.start_soon(self._run_probes)
             self.active = True
@@ -401,3 +492,11 @@ class Informer:
             finally:
                 self.active = False
                 group.cancel_scope.cancel()
+
+
+def _collect_why(error: Exception) -> str:
+    """A collector's failure as a log may say it: its code and status, never its message."""
+    if isinstance(error, PandoRuntimeError):
+        status = error.details.get("status")
+        return f"{error.code}, status {status}" if status is not None else error.code
+    return why(error)

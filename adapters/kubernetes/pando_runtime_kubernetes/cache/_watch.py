@@ -51,6 +51,7 @@ __all__ = [
     "WatchLoop",
     "WorkQueue",
     "jittered",
+    "why",
 ]
 
 K = TypeVar("K", bound=Hashable)
@@ -139,7 +140,7 @@ class WatchHandler(Protocol):
         """One ``ADDED``, ``MODIFIED`` or ``DELETED`` event."""
 
 
-def _why(error: BaseException) -> str:
+def why(error: BaseException) -> str:
     """An error as a log may say it: its status or its type, never a server's message."""
     if isinstance(error, ApiError):
         return f"status {error.status}" if error.status else "no answer"
@@ -275,7 +276,7 @@ class WatchLoop:
             "the %s %s failed (%s): retrying in %.1f s; events may be missed until then",
             self.name,
             what,
-            _why(error),
+            why(error),
             delay,
             extra={**self._extra, "failures": self._failures},
         )
@@ -519,7 +520,7 @@ class ApiListWatch:
                     if event.get("type") == "BOOKMARK" and ended:
                         return str(meta.get("resourceVersion") or "") or None
         except (ApiError, OSError, ValueError) as error:
-            _LOG.debug("the newest version is unknown (%s)", _why(error), extra={"path": self.path})
+            _LOG.debug("the newest version is unknown (%s)", why(error), extra={"path": self.path})
         return None
 
     @asynccontextmanager
@@ -635,8 +636,13 @@ class WorkQueue(Generic[K]):
         process: Callable[[K], Awaitable[None]],
         *,
         on_error: Callable[[K, Exception], None] | None = None,
+        on_drop: Callable[[K, Exception], None] | None = None,
     ) -> None:
-        """Process keys one at a time until cancelled; failures are retried with backoff."""
+        """Process keys one at a time until cancelled; failures are retried with backoff.
+
+        ``on_error`` is told of every failure; ``on_drop`` of the last one of a key given up
+        after ``max_retries`` retries (it is not processed again until added again).
+        """
         async with anyio.create_task_group() as retries:
             while True:
                 key = await self.get()
@@ -648,6 +654,8 @@ class WorkQueue(Generic[K]):
                     delay = self.done(key, failed=True)
                     if delay is not None:
                         retries.start_soon(self._readd_later, key, delay)
+                    elif on_drop is not None:
+                        on_drop(key, error)
                 else:
                     self.done(key)
 

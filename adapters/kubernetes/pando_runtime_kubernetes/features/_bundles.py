@@ -30,6 +30,7 @@ from pando_runtime import (
     ObservedBundle,
     ObservedVolume,
     ObservedWorkload,
+    PandoRuntimeError,
     Upstream,
     WorkloadPlan,
     WorkloadProblem,
@@ -381,7 +382,13 @@ class Bundles:
             if pod is latest or pod.deleting:
                 continue
             if pod.ended or pod.digest == latest.digest:
-                await self._session.delete(ns, "pods", pod.name)
+                try:
+                    await self._session.delete(ns, "pods", pod.name)
+                except PandoRuntimeError as error:
+                    # The work queue retries, then logs its give-up naming the pod.
+                    error.details.setdefault("namespace", ns)
+                    error.details.setdefault("pod", pod.name)
+                    raise
                 _LOG.info(
                     "removed pod %s of %s: superseded by %s",
                     pod.name,

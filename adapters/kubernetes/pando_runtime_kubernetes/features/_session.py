@@ -361,11 +361,15 @@ class ClusterSession:
             return {"start": "none", "replayed": 0, "watches": {}}
         return informer.start_report()
 
-    async def close(self) -> None:
-        """Stop the watches and close the connection pools. Safe to call twice."""
+    async def stop(self) -> None:
+        """Stop the watches (the transport stays open: reads go to the API). Safe to repeat."""
         stack, self._stack, self._informer = self._stack, None, None
         if stack is not None:
             await stack.aclose()
+
+    async def close(self) -> None:
+        """Stop the watches and close the connection pools. Safe to call twice."""
+        await self.stop()
         if self._transport is not None:
             self._transport.close()
 

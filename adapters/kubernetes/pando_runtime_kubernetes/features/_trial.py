@@ -227,7 +227,9 @@ class Trials:
     async def trial(self, request: TrialRequest) -> TrialResult:
         """Run the image once, alone; report its ports, exit code and first 64 KiB of log.
 
-        ``request`` is valid for the adapter's capabilities (the adapter checks).
+        ``request`` is valid for the adapter's capabilities (the adapter checks). A log that
+        cannot be read raises :class:`AdapterUnavailable` (``RateLimited`` when throttled),
+        with the exit code and ports seen in its details: never an empty log in its place.
         """
         isolation = IsolationClass.CONTAINER
         if request.isolation_floor > isolation:
@@ -298,14 +300,22 @@ class Trials:
                         if routable:
                             break  # it serves: what it listens on is what the trial is for
                 await anyio.sleep(0.5)
+        observed = tuple(sorted(routable, key=lambda p: (p.number, p.protocol.value)))
         try:
             log = await session.read_log(ns, "trial", APP, TRIAL_LOG_LIMIT)
-        except ApiError:
-            log = b""
+        except ApiError as error:
+            # A result has no way to say "log unknown": an empty log would claim the image
+            # wrote nothing. What was seen before goes in the error's details.
+            unreadable = session.unavailable(error, "read the trial's log")
+            unreadable.details.update(
+                exit_code=exit_code,
+                observed_ports=[f"{p.number}/{p.protocol.value}" for p in observed],
+            )
+            raise unreadable from error
         return TrialResult(
             started=True,
             exit_code=exit_code,
-            observed_ports=tuple(sorted(routable, key=lambda p: (p.number, p.protocol.value))),
+            observed_ports=observed,
             loopback_ports=tuple(
                 sorted(loopback - routable, key=lambda p: (p.number, p.protocol.value))
             ),

@@ -77,6 +77,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         InvalidInput,
         InvalidPlan,
         NotFound,
+        NotOwner,
         PandoRuntimeError,
         Problem,
         RateLimited,
@@ -86,8 +87,13 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from ._events import BundleEvent, BundleEventKind, BundleEventStream, bundle_event_channel
     from ._exec import ExecRequest, ExecResult, ExecSession
     from ._info import AdapterInfo
+    from ._leases import LeaseConflict, LeaseRecord, LeaseStore, StoredLease
     from ._logs import LogOptions
+    from ._member import Membership
+    from ._member_slot import MembershipSlot
+    from ._membership import MembershipSettings, OwnershipChange, validate_membership
     from ._observed import ObservedBundle, ObservedVolume, ObservedWorkload, WorkloadProblem
+    from ._ownership import rendezvous_owner
     from ._plans import (
         BundlePlan,
         CarriedFile,
@@ -194,6 +200,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "InvalidInput",
         "InvalidPlan",
         "NotFound",
+        "NotOwner",
         "PandoRuntimeError",
         "Problem",
         "RateLimited",
@@ -203,8 +210,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "_events": ("BundleEvent", "BundleEventKind", "BundleEventStream", "bundle_event_channel"),
     "_exec": ("ExecRequest", "ExecResult", "ExecSession"),
     "_info": ("AdapterInfo",),
+    "_leases": ("LeaseConflict", "LeaseRecord", "LeaseStore", "StoredLease"),
     "_logs": ("LogOptions",),
+    "_member": ("Membership",),
+    "_member_slot": ("MembershipSlot",),
+    "_membership": ("MembershipSettings", "OwnershipChange", "validate_membership"),
     "_observed": ("ObservedBundle", "ObservedVolume", "ObservedWorkload", "WorkloadProblem"),
+    "_ownership": ("rendezvous_owner",),
     "_plans": (
         "BundlePlan",
         "CarriedFile",
@@ -308,17 +320,25 @@ __all__ = [
     "InvalidPlan",
     "IsolationClass",
     "IteratorByteStream",
+    "LeaseConflict",
+    "LeaseRecord",
+    "LeaseStore",
     "LogOptions",
     "LogRetention",
+    "Membership",
+    "MembershipSettings",
+    "MembershipSlot",
     "MemoryByteReceiveStream",
     "MemoryByteSendStream",
     "Mount",
     "NetworkPlan",
     "NotFound",
+    "NotOwner",
     "ObservableApi",
     "ObservedBundle",
     "ObservedVolume",
     "ObservedWorkload",
+    "OwnershipChange",
     "PandoRuntimeError",
     "Port",
     "Problem",
@@ -328,6 +348,7 @@ __all__ = [
     "Resources",
     "RuntimeAdapter",
     "RuntimeCapabilities",
+    "StoredLease",
     "SyncChange",
     "SyncChangeKind",
     "SyncStatus",
@@ -367,6 +388,7 @@ __all__ = [
     "read_scope",
     "register_adapter",
     "register_catalog",
+    "rendezvous_owner",
     "scoped_read",
     "setting",
     "structure",
@@ -375,6 +397,7 @@ __all__ = [
     "unstructure",
     "validate_edge",
     "validate_exec_request",
+    "validate_membership",
     "validate_plan",
     "validate_trial",
     "validate_volume_request",

@@ -358,9 +358,25 @@ class Membership:
                 continue
             if self._watch.live(MEMBERS, lease):
                 others[lease.name] = frozenset(lease.record.view)
+            else:
+                await self._remove_expired(lease)
         self._live = frozenset(others) | {self.replica}
         self._others = others
         return True
+
+    async def _remove_expired(self, lease: StoredLease) -> None:
+        """Delete a dead replica's lease (if unchanged since read): it no longer counts."""
+        try:
+            await self._store.delete_lease(MEMBERS, lease.name, version=lease.version)
+        except PandoRuntimeError as error:
+            _LOG.debug("expired lease of %s not removed (%s)", lease.name, error.code)
+        else:
+            _LOG.info(
+                "replica %s: removed the expired lease of %s",
+                self.replica,
+                lease.name,
+                extra={"replica": self.replica},
+            )
 
     async def _round(self) -> None:
         target = self._target()

@@ -39,6 +39,8 @@ from pando_runtime import (
     InvalidPlan,
     IsolationClass,
     LogOptions,
+    Membership,
+    MembershipSettings,
     ObservedBundle,
     RuntimeAdapter,
     RuntimeCapabilities,
@@ -64,6 +66,7 @@ from ._gateways import EgressGateways
 from ._images import RegistryImages
 from ._info import DESCRIPTION, KubernetesConfig
 from ._log import logger
+from ._membership import KubeMembership
 from ._namespaces import AppNamespaces
 from ._network import AppNetwork
 from ._room import ClusterCapacity
@@ -113,6 +116,7 @@ class KubernetesAdapter(RuntimeAdapter):
         self._capacity = ClusterCapacity(s, c)
         self._events = BundleEvents(s, c)
         self._images = RegistryImages(c)
+        self._members = KubeMembership(s, c)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -175,6 +179,7 @@ class KubernetesAdapter(RuntimeAdapter):
             trial_run=True,
             port_observation=True,
             write_observation=False,  # a trial's writes are not observed
+            membership=True,
             image_delivery=(ImageDelivery.REGISTRY, ImageDelivery.IMPORT)
             if self._images.configured
             else (ImageDelivery.REGISTRY,),
@@ -255,6 +260,7 @@ class KubernetesAdapter(RuntimeAdapter):
         A satisfied plan writes at most the pull secret. A workload whose image is in the
         configured image registry pulls with its credentials unless its plan gives its own.
         """
+        self._members.check_write(plan.bundle_id)
         check_plan(plan, await self.capabilities())
         self._network.check(plan.network.egress, "network.egress", plan.workloads)
         plan = await self._images.with_pull_auth(plan)
@@ -271,11 +277,19 @@ class KubernetesAdapter(RuntimeAdapter):
 
     async def stop(self, ref: BundleRef) -> None:
         """Delete running pods; keep finished ones (their logs) and everything else."""
+        self._members.check_write(ref.bundle_id)
         await self._bundles.stop(ref)
 
     async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
         """Remove the app; its volumes (claims, in a namespace kept for them) stay by default."""
+        self._members.check_write(ref.bundle_id)
         await self._bundles.destroy(ref, options)
+
+    def membership(
+        self, replica: str, settings: MembershipSettings | None = None
+    ) -> contextlib.AbstractAsyncContextManager[Membership]:
+        """Join the host's replicas on Leases in ``server_namespace`` (``docs/replicas.md``)."""
+        return self._members.join(replica, settings)
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         """``http://<workload>.<namespace>.svc.<cluster domain>:<port>``, computed."""

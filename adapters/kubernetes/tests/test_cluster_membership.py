@@ -9,7 +9,7 @@ on two adapters of the same cluster.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -71,6 +71,15 @@ def _leases(admin_api: Any) -> dict[str, Any]:
     return {lease.metadata.name: lease for lease in found.items}
 
 
+async def until(check: Callable[[], bool]) -> None:
+    """Wait (up to 30 s, a bound that only catches a hang) until ``check()`` holds."""
+    with anyio.fail_after(30):
+        while True:
+            if check():
+                return
+            await anyio.sleep(SETTINGS.retry_period)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -122,3 +131,44 @@ async def test_a_write_of_a_bundle_the_other_replica_owns_is_refused_naming_it(
             await a.apply(plan)
         assert caught.value.details["owner"] == "calls-b"
         assert not (await a.observe(pr.BundleRef(bundle_id))).exists, "nothing written"
+
+
+async def test_a_replica_cut_off_from_the_api_server_stops_writing_and_rejoins(
+    adapter_config: dict[str, Any], conformance_config: dict[str, Any], apiserver_proxy: Any
+) -> None:
+    """b reaches the API server through a proxy: cut, it stops, a takes over; healed, b is back."""
+    if apiserver_proxy is None:
+        pytest.skip("no Toxiproxy proxy on this backend")
+    toxiproxy, name = apiserver_proxy.toxiproxy, apiserver_proxy.proxy.name
+    try:
+        async with (
+            KubernetesAdapter(adapter_config) as a,
+            KubernetesAdapter(conformance_config) as b,
+            a.membership("cut-a", SETTINGS) as ma,
+            b.membership("cut-b", SETTINGS) as mb,
+            mb.changes() as b_changes,
+        ):
+            members = {"cut-a", "cut-b"}
+            ids = [f"cut-{n}" for n in range(64)]
+            await until(lambda: mb.members() == members and any(mb.owns(i) for i in ids))
+            bs = [i for i in ids if mb.owns(i)]
+            await anyio.to_thread.run_sync(lambda: toxiproxy.set_enabled(name, False))
+            with anyio.fail_after(30):
+                async for change in b_changes:
+                    if not change.members:  # not renewed for the renew deadline: it writes nothing
+                        break
+            assert not any(mb.owns(i) for i in bs)
+            with pytest.raises(pr.NotOwner):
+                await b.apply(
+                    pr.BundlePlan(
+                        bundle_id=bs[0],
+                        workloads=(pr.WorkloadPlan(name="web", image="registry.example/app:1"),),
+                    )
+                )
+            await until(lambda: all(ma.owns(i) for i in bs))
+            assert ma.members() == {"cut-a"}
+            await anyio.to_thread.run_sync(lambda: toxiproxy.set_enabled(name, True))
+            await until(lambda: mb.members() == members and all(mb.owns(i) for i in bs))
+            assert not any(ma.owns(i) for i in bs), "never two owners"
+    finally:
+        toxiproxy.reset()

@@ -25,7 +25,7 @@ class FakeHarness(ConformanceHarness):
     poll_interval = 0.0
     quiet_period = 0.05
     membership_settings = MembershipSettings(
-        lease_duration=0.6, renew_deadline=0.4, retry_period=0.05
+        lease_duration=1.2, renew_deadline=0.8, retry_period=0.1
     )
 
     @contextlib.asynccontextmanager

@@ -17,7 +17,7 @@ from pando_runtime.testing import FakeAdapter, FakeReplica
 
 pytestmark = pytest.mark.anyio
 
-SETTINGS = pr.MembershipSettings(lease_duration=0.6, renew_deadline=0.4, retry_period=0.05)
+SETTINGS = pr.MembershipSettings(lease_duration=1.2, renew_deadline=0.8, retry_period=0.1)
 HANG = 10.0
 IDS = [f"app-{n}" for n in range(30)]
 

@@ -86,6 +86,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         InvalidInput,
         InvalidPlan,
         NotFound,
+        NotOwner,
         PandoRuntimeError,
         Problem,
         RateLimited,
@@ -101,8 +102,13 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     )
     from ._exec import ExecRequest, ExecResult, ExecSession
     from ._info import AdapterInfo
+    from ._leases import LeaseConflict, LeaseRecord, LeaseStore, StoredLease
     from ._logs import LogOptions
+    from ._member import Membership
+    from ._member_slot import MembershipSlot
+    from ._membership import MembershipSettings, OwnershipChange, validate_membership
     from ._observed import ObservedBundle, ObservedVolume, ObservedWorkload, WorkloadProblem
+    from ._ownership import rendezvous_owner
     from ._plans import (
         BundlePlan,
         CarriedFile,
@@ -216,6 +222,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "InvalidInput",
         "InvalidPlan",
         "NotFound",
+        "NotOwner",
         "PandoRuntimeError",
         "Problem",
         "RateLimited",
@@ -231,8 +238,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "_exec": ("ExecRequest", "ExecResult", "ExecSession"),
     "_info": ("AdapterInfo",),
+    "_leases": ("LeaseConflict", "LeaseRecord", "LeaseStore", "StoredLease"),
     "_logs": ("LogOptions",),
+    "_member": ("Membership",),
+    "_member_slot": ("MembershipSlot",),
+    "_membership": ("MembershipSettings", "OwnershipChange", "validate_membership"),
     "_observed": ("ObservedBundle", "ObservedVolume", "ObservedWorkload", "WorkloadProblem"),
+    "_ownership": ("rendezvous_owner",),
     "_plans": (
         "BundlePlan",
         "CarriedFile",
@@ -342,17 +354,25 @@ __all__ = [
     "InvalidPlan",
     "IsolationClass",
     "IteratorByteStream",
+    "LeaseConflict",
+    "LeaseRecord",
+    "LeaseStore",
     "LogOptions",
     "LogRetention",
+    "Membership",
+    "MembershipSettings",
+    "MembershipSlot",
     "MemoryByteReceiveStream",
     "MemoryByteSendStream",
     "Mount",
     "NetworkPlan",
     "NotFound",
+    "NotOwner",
     "ObservableApi",
     "ObservedBundle",
     "ObservedVolume",
     "ObservedWorkload",
+    "OwnershipChange",
     "PandoRuntimeError",
     "Port",
     "PortProtocol",
@@ -362,6 +382,7 @@ __all__ = [
     "Resources",
     "RuntimeAdapter",
     "RuntimeCapabilities",
+    "StoredLease",
     "SyncChange",
     "SyncChangeKind",
     "SyncStatus",
@@ -400,6 +421,7 @@ __all__ = [
     "read_scope",
     "register_adapter",
     "register_catalog",
+    "rendezvous_owner",
     "roomiest",
     "scoped_read",
     "setting",
@@ -409,6 +431,7 @@ __all__ = [
     "unstructure",
     "validate_edge",
     "validate_exec_request",
+    "validate_membership",
     "validate_plan",
     "validate_trial",
     "validate_volume_request",

@@ -28,6 +28,8 @@ from ._events import BundleEvent
 from ._exec import ExecRequest, ExecResult, ExecSession
 from ._info import AdapterInfo
 from ._logs import LogOptions
+from ._member import Membership
+from ._membership import MembershipSettings
 from ._observed import ObservedBundle
 from ._plans import BundlePlan
 from ._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
@@ -295,3 +297,17 @@ class RuntimeAdapter(abc.ABC):
     async def edge_volumes(self) -> tuple[VolumeHandle, ...]:
         """Volumes the edges mount, for backups (gate: ``edge``)."""
         raise CapabilityUnsupported(Capability.EDGE)
+
+    # -- membership -------------------------------------------------------------------------
+
+    def membership(
+        self, replica: str, settings: MembershipSettings | None = None
+    ) -> contextlib.AbstractAsyncContextManager[Membership]:
+        """Join the host replicas sharing this runtime, as ``replica`` (gate: ``membership``).
+
+        ``async with adapter.membership(replica="a") as membership:``; within the block
+        ``apply``, ``stop`` and ``destroy`` of a bundle another replica owns raise
+        :class:`NotOwner` (unless under ``membership.override(...)``). An adapter that
+        never joins writes as before.
+        """
+        raise CapabilityUnsupported(Capability.MEMBERSHIP)

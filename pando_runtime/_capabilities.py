@@ -62,6 +62,7 @@ class Capability(enum.StrEnum):
     WRITE_OBSERVATION = "write_observation"
     IMAGE_IMPORT = "image_import"
     LOG_SIZE_CAP = "log_size_cap"
+    MEMBERSHIP = "membership"
 
 
 @attrs.frozen(kw_only=True)
@@ -80,6 +81,7 @@ class RuntimeCapabilities:
 
     ``egress_restriction``: a plan's ``network.egress`` is enforced (its CIDR rules);
     ``egress_host_names``: its host-name rules are enforced too.
+    ``membership``: several host replicas can share the bundles (``adapter.membership``).
     ``max_workloads_per_bundle`` of 0 means no limit; ``platform`` such as
     ``linux/amd64``, or ``None`` when unknown.
     """
@@ -99,6 +101,7 @@ class RuntimeCapabilities:
     trial_run: bool = False
     port_observation: bool = False
     write_observation: bool = False
+    membership: bool = False
     image_delivery: tuple[ImageDelivery, ...] = attrs.field(
         default=(ImageDelivery.REGISTRY,), converter=frozen_tuple
     )

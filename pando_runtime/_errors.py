@@ -20,6 +20,7 @@ the message::
     ├── CatalogNotInstalled     a catalog backend's distribution is missing
     ├── CatalogUnavailable      a service catalog cannot be reached or refused a call
     ├── IncompatibleAdapter     the adapter was built for another API version
+    ├── NotOwner                another replica owns the bundle (or singleton) written
     └── RateLimited             with ``retry_after`` seconds
 """
 
@@ -43,6 +44,7 @@ __all__ = [
     "InvalidInput",
     "InvalidPlan",
     "NotFound",
+    "NotOwner",
     "PandoRuntimeError",
     "Problem",
     "RateLimited",
@@ -257,3 +259,19 @@ class CatalogUnavailable(PandoRuntimeError):
 
     code = "CATALOG_UNAVAILABLE"
     default_remedy = "Check the catalog's address and that it is up; the syncer retries."
+
+
+class NotOwner(PandoRuntimeError):
+    """This replica of the host may not write that: another replica owns it.
+
+    Raised only for a replica that joined a membership: a write (``apply``, ``stop``,
+    ``destroy``) for a bundle it does not own, or a singleton it no longer holds.
+    ``details`` name the ``replica``, the ``bundle_id`` (or ``singleton``) and the
+    ``owner`` (``None`` when this replica cannot tell: its own lease is not renewed).
+    """
+
+    code = "NOT_OWNER"
+    default_remedy = (
+        "Leave this bundle to its owner (membership.owner(bundle_id)); to write it anyway, "
+        "write under membership.override(bundle_id)."
+    )

@@ -61,6 +61,8 @@ from ._exec import ExecRequest, ExecResult, ExecSession
 from ._info import AdapterInfo
 from ._log import logger
 from ._logs import LogOptions
+from ._member import Membership
+from ._membership import MembershipSettings
 from ._observed import ObservedBundle
 from ._plans import BundlePlan
 from ._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
@@ -417,6 +419,11 @@ class InstrumentedAdapter(RuntimeAdapter):
 
     def read_scope(self) -> contextlib.AbstractAsyncContextManager[None]:
         return self.adapter.read_scope()
+
+    def membership(
+        self, replica: str, settings: MembershipSettings | None = None
+    ) -> contextlib.AbstractAsyncContextManager[Membership]:
+        return self.adapter.membership(replica, settings)
 
     # -- events, logs and exec --------------------------------------------------------------------
 

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
 
-from pando_runtime import RuntimeAdapter, RuntimeCapabilities, WorkloadProblem, WorkloadRef
+from pando_runtime import (
+    MembershipSettings,
+    RuntimeAdapter,
+    RuntimeCapabilities,
+    WorkloadProblem,
+    WorkloadRef,
+)
 from pando_runtime.testing import ExecContext, FakeAdapter, ImageBehaviour, scripted
 from pando_runtime.testing.conformance import ConformanceHarness, ConformanceSuite
 
@@ -17,6 +24,14 @@ class FakeHarness(ConformanceHarness):
     timeout = 5.0
     poll_interval = 0.0
     quiet_period = 0.05
+    membership_settings = MembershipSettings(
+        lease_duration=1.2, renew_deadline=0.8, retry_period=0.1
+    )
+
+    @contextlib.asynccontextmanager
+    async def replica(self, adapter: RuntimeAdapter) -> AsyncIterator[RuntimeAdapter]:
+        assert isinstance(adapter, FakeAdapter)
+        yield adapter.replica()
 
     async def end_workload(self, adapter: RuntimeAdapter, ref: WorkloadRef, exit_code: int) -> None:
         assert isinstance(adapter, FakeAdapter)

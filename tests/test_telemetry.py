@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import subprocess
@@ -268,6 +269,13 @@ class UnwrappingHarness(FakeHarness):
     async def unpullable_image(self, adapter: pr.RuntimeAdapter) -> str:
         assert isinstance(adapter, pr.InstrumentedAdapter)
         return await super().unpullable_image(adapter.adapter)
+
+    @contextlib.asynccontextmanager
+    async def replica(self, adapter: pr.RuntimeAdapter) -> AsyncIterator[pr.RuntimeAdapter]:
+        """Another replica of the wrapped fake, instrumented as the first is."""
+        assert isinstance(adapter, pr.InstrumentedAdapter)
+        async with super().replica(adapter.adapter) as other:
+            yield pr.instrument(other)
 
 
 class TestInstrumentedFakeConformance(ConformanceSuite):

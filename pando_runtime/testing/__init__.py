@@ -1,6 +1,7 @@
 """Test support for hosts and adapter authors.
 
-- :class:`FakeAdapter`: an in-memory runtime for a host's unit tests.
+- :class:`FakeAdapter`: an in-memory runtime for a host's unit tests; ``fake.replica()``
+  makes another host replica of it (:class:`FakeReplica`), for membership tests.
 - :class:`MemoryCatalog`: an in-memory catalog backend for catalog sync tests.
 - :mod:`pando_runtime.testing.conformance`: the contract as tests, for adapters.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 from ._clock import FakeClock
 from ._fake import FakeAdapter, FakeConfig, FakeNode, ImageBehaviour
 from ._fake_exec import ExecContext, ExecHandler, scripted
+from ._fake_membership import FakeLeaseStore, FakeReplica
 from ._faults import Faults
 from ._memory_catalog import MemoryCatalog
 from ._tar import make_tar, read_tar
@@ -20,7 +22,9 @@ __all__ = [
     "FakeAdapter",
     "FakeClock",
     "FakeConfig",
+    "FakeLeaseStore",
     "FakeNode",
+    "FakeReplica",
     "Faults",
     "ImageBehaviour",
     "MemoryCatalog",

@@ -33,6 +33,8 @@ from .._exec import ExecRequest, ExecSession
 from .._fake_info import FakeConfig
 from .._log import logger
 from .._logs import LogOptions
+from .._member import Membership
+from .._membership import MembershipSettings
 from .._observed import ObservedBundle, ObservedVolume, ObservedWorkload, WorkloadProblem
 from .._plans import BundlePlan, EgressPolicy, Port, PortProtocol, WorkloadPlan
 from .._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
@@ -51,6 +53,7 @@ from .._volumes import VolumeHandle, VolumeRequest
 from ._clock import FakeClock
 from ._fake_exec import ExecHandler, command_not_found, new_session
 from ._fake_logs import LogBuffer
+from ._fake_membership import FakeLeaseStore, FakeReplica, ReplicaLink, check_fake_write
 from ._fake_state import load_state, save_state
 from ._faults import Faults
 from ._tar import make_tar, read_tar
@@ -208,11 +211,15 @@ class FakeAdapter(RuntimeAdapter):
             trial_run=True,
             port_observation=True,
             write_observation=True,
+            membership=True,
             image_delivery=(ImageDelivery.REGISTRY, ImageDelivery.IMPORT),
             platform=cfg.platform,
             log_retention=LogRetention(supports_size_cap=True),
         )
         self.faults = Faults()
+        self.lease_store = FakeLeaseStore()
+        """The leases every replica of this fake runtime shares (``replica()``)."""
+        self._link = ReplicaLink(self.lease_store)
         self.writes = 0
         """How many changes the fake made; an idempotent apply adds none."""
         self.reads = 0
@@ -322,6 +329,24 @@ class FakeAdapter(RuntimeAdapter):
     def set_runtime_health(self, healthy: bool) -> None:
         """Make ``health_check`` pass or fail."""
         self.healthy_runtime = healthy
+
+    def replica(self) -> FakeReplica:
+        """Another host replica's adapter over this runtime, for membership tests."""
+        return FakeReplica(self, ReplicaLink(self.lease_store))
+
+    def kill(self) -> None:
+        """Crash this replica's membership: it stops renewing and releases nothing."""
+        self._link.kill()
+
+    def membership(
+        self,
+        replica: str,
+        settings: MembershipSettings | None = None,
+        *,
+        link: ReplicaLink | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[Membership]:
+        self._capabilities.require("membership")
+        return (link or self._link).join(self, replica, settings)
 
     # -- inspection -----------------------------------------------------------------------
 
@@ -592,6 +617,7 @@ class FakeAdapter(RuntimeAdapter):
 
     async def apply(self, plan: BundlePlan) -> BundleHandle:
         await self._enter("apply")
+        check_fake_write(self._link, plan.bundle_id)
         check_plan(plan, self._capabilities)
         writes = self.writes
         bundle = self._bundles.get(plan.bundle_id)
@@ -726,6 +752,7 @@ class FakeAdapter(RuntimeAdapter):
 
     async def stop(self, ref: BundleRef) -> None:
         await self._enter("stop")
+        check_fake_write(self._link, ref.bundle_id)
         bundle = self._bundles.get(ref.bundle_id)
         if bundle is None:
             return
@@ -735,6 +762,7 @@ class FakeAdapter(RuntimeAdapter):
 
     async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
         await self._enter("destroy")
+        check_fake_write(self._link, ref.bundle_id)
         options = options or DestroyOptions()
         writes = self.writes
         bundle = self._bundles.pop(ref.bundle_id, None)

@@ -38,6 +38,8 @@ from pando_runtime import (
     InUse,
     IsolationClass,
     LogOptions,
+    Membership,
+    MembershipSettings,
     ObservedBundle,
     RuntimeAdapter,
     RuntimeCapabilities,
@@ -62,6 +64,7 @@ from .features._capacity import ClusterCapacity
 from .features._edge import Edges
 from .features._gateways import EgressGateways
 from .features._images import RegistryImages
+from .features._membership import KubeMembership
 from .features._namespaces import AppNamespaces
 from .features._plan_rules import PlanRules
 from .features._session import ClusterSession, api_path
@@ -112,6 +115,7 @@ class KubernetesAdapter(RuntimeAdapter):
         self._capacity = ClusterCapacity(s, c)
         self._events = BundleEvents(s, c)
         self._images = RegistryImages(c)
+        self._members = KubeMembership(s, c)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -180,6 +184,7 @@ class KubernetesAdapter(RuntimeAdapter):
             trial_run=True,
             port_observation=True,
             write_observation=False,  # a trial's writes are not observed
+            membership=True,
             image_delivery=(ImageDelivery.REGISTRY, ImageDelivery.IMPORT)
             if self._images.configured
             else (ImageDelivery.REGISTRY,),
@@ -274,6 +279,7 @@ class KubernetesAdapter(RuntimeAdapter):
         A satisfied plan writes at most the pull secret. A workload whose image is in the
         configured image registry pulls with its credentials unless its plan gives its own.
         """
+        self._members.check_write(plan.bundle_id)
         return await self._bundles.apply(await self._checked(plan))
 
     async def observe(
@@ -284,11 +290,19 @@ class KubernetesAdapter(RuntimeAdapter):
 
     async def stop(self, ref: BundleRef) -> None:
         """Delete running pods; keep finished ones (their logs) and everything else."""
+        self._members.check_write(ref.bundle_id)
         await self._bundles.stop(ref)
 
     async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
         """Remove the app; its volumes (claims, in a namespace kept for them) stay by default."""
+        self._members.check_write(ref.bundle_id)
         await self._bundles.destroy(ref, options)
+
+    def membership(
+        self, replica: str, settings: MembershipSettings | None = None
+    ) -> contextlib.AbstractAsyncContextManager[Membership]:
+        """Join the host's replicas on Leases in ``server_namespace`` (``docs/replicas.md``)."""
+        return self._members.join(replica, settings)
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         """``http://<workload>.<namespace>.svc.<cluster domain>:<port>``, computed."""

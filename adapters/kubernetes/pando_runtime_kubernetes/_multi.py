@@ -387,7 +387,7 @@ class MultiClusterAdapter(RuntimeAdapter):
         if not self._one_registry(members):
             delivery = tuple(d for d in common.image_delivery if d is not ImageDelivery.IMPORT)
             common = attrs.evolve(common, image_delivery=delivery)
-        return common
+        return attrs.evolve(common, membership=False)  # not across clusters yet (issue 23)
 
     @staticmethod
     def _one_registry(members: Mapping[str, KubernetesAdapter]) -> bool:

@@ -18,6 +18,7 @@ import yaml
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "rbac.yaml"
 BINDING = "pando-runtime-tests"
 EDGE_NAMESPACE = "pando-edge"
+SERVER_NAMESPACE = "pando"
 STORAGE_CLASS = "pando-test-manual"
 POOL_LABEL = "pando-runtime-tests/pool"
 POOL_SIZE = 48
@@ -130,7 +131,8 @@ def second_volume_pool(
 
 
 def grant_adapter(admin_api: Any, user: str) -> None:
-    """Bind the adapter's roles (deploy/rbac.yaml) to ``user``, the edge's in its namespace.
+    """Bind the adapter's roles (deploy/rbac.yaml) to ``user``: the edge's in its namespace,
+    the membership's in the host's.
 
     The edge namespace and its RoleBinding are the installer's part.
     """
@@ -175,6 +177,14 @@ def grant_adapter(admin_api: Any, user: str) -> None:
         "subjects": binding["subjects"],
     }
     _created(rbac.create_namespaced_role_binding, EDGE_NAMESPACE, edge_binding)
+    # The replicas' Leases live in the host's namespace (server_namespace): the installer's part.
+    _created(core.create_namespace, {"metadata": {"name": SERVER_NAMESPACE}})
+    membership_binding = {
+        **edge_binding,
+        "metadata": {"name": "pando-runtime-membership", "namespace": SERVER_NAMESPACE},
+        "roleRef": {**edge_binding["roleRef"], "name": "pando-runtime-membership"},
+    }
+    _created(rbac.create_namespaced_role_binding, SERVER_NAMESPACE, membership_binding)
 
 
 @pytest.fixture(scope="session")

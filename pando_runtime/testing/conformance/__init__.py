@@ -28,6 +28,7 @@ from ._events import EventConformance
 from ._exec import ExecConformance
 from ._harness import ConformanceHarness, HarnessCannot
 from ._logs import LogConformance
+from ._membership import MembershipConformance
 from ._trial import TrialConformance
 from ._volumes import VolumeConformance
 
@@ -47,6 +48,7 @@ __all__ = [
     "HarnessCannot",
     "Kit",
     "LogConformance",
+    "MembershipConformance",
     "TrialConformance",
     "ValidationConformance",
     "VolumeConformance",
@@ -68,5 +70,6 @@ class ConformanceSuite(
     EdgeConformance,
     EgressConformance,
     EgressRefusalConformance,
+    MembershipConformance,
 ):
     """Every conformance test; subclass it and provide an ``adapter`` fixture."""

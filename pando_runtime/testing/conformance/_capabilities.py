@@ -33,6 +33,10 @@ def _probes(kit: Kit) -> dict[Capability, list[Callable[[], Awaitable[object]]]]
         async with adapter.watch_bundles():
             pass
 
+    async def member() -> None:
+        async with adapter.membership("conformance-probe"):
+            pass
+
     async def snapshot() -> None:
         async with adapter.snapshot_volume(handle):
             pass
@@ -53,6 +57,7 @@ def _probes(kit: Kit) -> dict[Capability, list[Callable[[], Awaitable[object]]]]
         Capability.TRIAL_RUN: [
             lambda: adapter.trial(TrialRequest(trial_id="t1", image="example/app:1"))
         ],
+        Capability.MEMBERSHIP: [member],
         Capability.EDGE: [
             lambda: adapter.apply_edge(EdgePlan(name="edge", image="example/edge:1")),
             lambda: adapter.observe_edge("edge"),

@@ -9,9 +9,12 @@ need it, with the reason; the default harness lacks them all.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 import anyio
+
+from ..._membership import MembershipSettings
 
 if TYPE_CHECKING:
     from ..._adapter import RuntimeAdapter
@@ -34,6 +37,8 @@ class ConformanceHarness:
         poll_interval: seconds between observations while waiting.
         quiet_period: seconds to watch for unwanted changes (no remediation,
             no duplicate events); short on an in-memory runtime.
+        membership_settings: the lease timings of the membership tests (short, so that
+            a crashed replica's lease expires within ``timeout``).
     """
 
     image: str = "registry.example/conformance/app:1"
@@ -41,6 +46,9 @@ class ConformanceHarness:
     timeout: float = 60.0
     poll_interval: float = 0.2
     quiet_period: float = 1.0
+    membership_settings: MembershipSettings = MembershipSettings(
+        lease_duration=3.0, renew_deadline=2.0, retry_period=0.25
+    )
 
     def can(self, hook: str) -> bool:
         """Whether this harness provides ``hook`` (overrides it)."""
@@ -85,6 +93,15 @@ class ConformanceHarness:
     async def cache_recovers(self, adapter: RuntimeAdapter) -> None:
         """Undo :meth:`cache_goes_stale`: the runtime confirms the adapter's view again."""
         raise HarnessCannot("let the adapter's cache recover")
+
+    def replica(
+        self, adapter: RuntimeAdapter
+    ) -> contextlib.AbstractAsyncContextManager[RuntimeAdapter]:
+        """Another host replica's adapter over the same runtime (its own ``membership``).
+
+        ``async with harness.replica(adapter) as other:``; it is closed when the block ends.
+        """
+        raise HarnessCannot("make a second replica of the adapter")
 
     def echo_stdin_command(self) -> tuple[str, ...]:
         """A command that copies its stdin to its stdout."""

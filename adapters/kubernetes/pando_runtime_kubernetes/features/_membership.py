@@ -1,0 +1,193 @@
+"""Several host replicas on the cluster's own coordination engine: ``coordination.k8s.io`` Leases.
+
+The core's :class:`~pando_runtime.Membership` does the work (renewals, expiry on the reader's
+clock, rendezvous ownership, drained handovers, singletons); this module gives it a
+:class:`~pando_runtime.LeaseStore` over Lease objects in the host's namespace
+(``server_namespace``), and the adapter one :class:`~pando_runtime.MembershipSlot` that
+guards every write.
+
+Each replica holds ``Lease/pando-replica-<name>``; each singleton ``Lease/pando-singleton-<name>``.
+Both carry the managed-by label and ``pando.dev/lease-group``; the renewal count, the exact
+duration and (on a replica's Lease) the members it acts under are annotations, and the spec's
+``holderIdentity``, ``leaseDurationSeconds`` and ``renewTime`` say the same to ``kubectl``.
+Writes are conditional on the ``resourceVersion`` read (409: :class:`LeaseConflict`); the API
+server is linearizable over etcd, which the membership's guarantees need.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from http import HTTPStatus
+from typing import Any
+
+from pando_runtime import (
+    LeaseConflict,
+    LeaseRecord,
+    Membership,
+    MembershipSettings,
+    MembershipSlot,
+    StoredLease,
+)
+
+from .._info import KubernetesConfig
+from .._log import logger
+from .._names import (
+    ANN_BUNDLE_ID,
+    ANN_VOLUMES_ONLY,
+    LABEL_BUNDLE,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+    MANAGED_SELECTOR,
+)
+from ..api._errors import ApiError
+from ._session import ClusterSession, api_path
+
+__all__ = ["KubeLeases", "KubeMembership"]
+
+_LOG = logger("membership")
+
+GROUP = "coordination.k8s.io/v1"
+LABEL_GROUP = "pando.dev/lease-group"
+ANN_NAME = "pando.dev/lease-name"
+ANN_RENEWALS = "pando.dev/renewals"
+ANN_DURATION = "pando.dev/lease-duration"
+ANN_VIEW = "pando.dev/members"
+_PREFIX = {"members": "pando-replica-", "singletons": "pando-singleton-"}
+
+
+def lease_object(namespace: str, group: str, name: str, record: LeaseRecord) -> dict[str, Any]:
+    """The Lease that holds ``record`` (without a ``resourceVersion``)."""
+    annotations = {
+        ANN_NAME: name,
+        ANN_RENEWALS: str(record.renewals),
+        ANN_DURATION: repr(record.duration),
+    }
+    if group == "members":
+        annotations[ANN_VIEW] = ",".join(record.view)
+    return {
+        "apiVersion": GROUP,
+        "kind": "Lease",
+        "metadata": {
+            "name": _PREFIX[group] + name,
+            "namespace": namespace,
+            "labels": {LABEL_MANAGED_BY: MANAGED_BY, LABEL_GROUP: group},
+            "annotations": annotations,
+        },
+        "spec": {
+            "holderIdentity": record.holder,
+            "leaseDurationSeconds": max(1, math.ceil(record.duration)),
+            "renewTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        },
+    }
+
+
+def stored_lease(obj: Mapping[str, Any]) -> StoredLease | None:
+    """The lease a Lease object holds; ``None`` for one this module did not write."""
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    spec = obj.get("spec") or {}
+    try:
+        record = LeaseRecord(
+            holder=str(spec.get("holderIdentity") or ""),
+            renewals=int(annotations[ANN_RENEWALS]),
+            duration=float(annotations[ANN_DURATION]),
+            view=tuple(v for v in str(annotations.get(ANN_VIEW, "")).split(",") if v),
+        )
+        return StoredLease(
+            name=str(annotations[ANN_NAME]), record=record, version=str(meta["resourceVersion"])
+        )
+    except (KeyError, ValueError):
+        return None
+
+
+class KubeLeases:
+    """A :class:`~pando_runtime.LeaseStore` over Lease objects in one namespace."""
+
+    def __init__(self, session: ClusterSession, namespace: str) -> None:
+        self._session = session
+        self._namespace = namespace
+
+    def _path(self, group: str, name: str | None = None) -> str:
+        return api_path(
+            self._namespace,
+            "leases",
+            _PREFIX[group] + name if name else None,
+            "coordination.k8s.io/v1",
+        )
+
+    async def list_leases(self, group: str) -> tuple[StoredLease, ...]:
+        answer = await self._session.get(
+            self._path(group),
+            f"list the {group} leases",
+            labelSelector=f"{MANAGED_SELECTOR},{LABEL_GROUP}={group}",
+        )
+        leases = (stored_lease(item) for item in answer.get("items") or ())
+        return tuple(lease for lease in leases if lease is not None)
+
+    async def write_lease(
+        self, group: str, name: str, record: LeaseRecord, *, version: str | None
+    ) -> StoredLease:
+        body = lease_object(self._namespace, group, name, record)
+        api = await self._session.transport()
+        try:
+            if version is None:
+                answer = await api.request("POST", self._path(group), body=body)
+            else:
+                body["metadata"]["resourceVersion"] = version
+                answer = await api.request("PUT", self._path(group, name), body=body)
+        except ApiError as error:
+            if error.status in (HTTPStatus.CONFLICT, HTTPStatus.NOT_FOUND):
+                msg = f"lease {name!r} ({group}) changed since version {version}"
+                raise LeaseConflict(msg, details={"lease": name, "group": group}) from error
+            raise self._session.unavailable(error, f"write the lease of {name!r}") from error
+        stored = stored_lease(answer)
+        if stored is None:
+            raise self._session.down(f"the API server returned an unreadable lease {name!r}")
+        return stored
+
+    async def delete_lease(self, group: str, name: str, *, version: str) -> None:
+        api = await self._session.transport()
+        body = {"preconditions": {"resourceVersion": version}}
+        try:
+            await api.request("DELETE", self._path(group, name), body=body)
+        except ApiError as error:
+            if error.status in (HTTPStatus.CONFLICT, HTTPStatus.NOT_FOUND):
+                return
+            raise self._session.unavailable(error, f"delete the lease of {name!r}") from error
+
+
+class KubeMembership:
+    """The adapter's membership: its slot (the write guard) and its Leases."""
+
+    def __init__(self, session: ClusterSession, config: KubernetesConfig) -> None:
+        self._session = session
+        self.leases = KubeLeases(session, config.server_namespace)
+        self.slot = MembershipSlot()
+
+    async def _bundles(self) -> list[str]:
+        answer = await self._session.get(
+            api_path(None, "namespaces"),
+            "list the apps' namespaces",
+            labelSelector=f"{MANAGED_SELECTOR},{LABEL_BUNDLE}",
+        )
+        ids = []
+        for item in answer.get("items") or ():
+            annotations = (item.get("metadata") or {}).get("annotations") or {}
+            bundle_id = annotations.get(ANN_BUNDLE_ID)
+            if bundle_id and annotations.get(ANN_VOLUMES_ONLY) != "true":
+                ids.append(str(bundle_id))
+        return ids
+
+    def join(
+        self, replica: str, settings: MembershipSettings | None
+    ) -> contextlib.AbstractAsyncContextManager[Membership]:
+        """Join as ``replica`` (see :meth:`KubernetesAdapter.membership`)."""
+        _LOG.debug("replica %s joining", replica, extra={"replica": replica})
+        return self.slot.join(self.leases, replica, settings, bundles=self._bundles)
+
+    def check_write(self, bundle_id: str) -> None:
+        """Refuse a write of a bundle this replica does not own (:class:`NotOwner`)."""
+        self.slot.check_write(bundle_id)

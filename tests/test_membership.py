@@ -1,0 +1,276 @@
+"""Several host replicas on the fake runtime: ownership, handover, never two writers, singletons.
+
+Lease timings are short and real (anyio's clock); nothing asserts on a duration: each
+test waits for the state it expects, with a generous bound that only catches a hang.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Sequence
+
+import anyio
+import pytest
+
+import pando_runtime as pr
+from pando_runtime.testing import FakeAdapter, FakeReplica
+
+pytestmark = pytest.mark.anyio
+
+SETTINGS = pr.MembershipSettings(lease_duration=1.2, renew_deadline=0.8, retry_period=0.1)
+HANG = 10.0
+IDS = [f"app-{n}" for n in range(30)]
+
+
+def plan(bundle_id: str, image: str = "example/app:1") -> pr.BundlePlan:
+    return pr.BundlePlan(bundle_id=bundle_id, workloads=(pr.WorkloadPlan(name="web", image=image),))
+
+
+async def settled(memberships: Sequence[pr.Membership], ids: Iterable[str]) -> None:
+    """Wait until the memberships agree on their members and each id has one owner."""
+    ids = list(ids)
+    names = {m.replica for m in memberships}
+    with anyio.fail_after(HANG):
+        while True:
+            agree = all(m.members() == names for m in memberships)
+            if agree and all(sum(m.owns(i) for m in memberships) == 1 for i in ids):
+                return
+            await anyio.sleep(SETTINGS.retry_period)
+
+
+@contextlib.asynccontextmanager
+async def never_two_writers(memberships: Sequence[pr.Membership]) -> AsyncIterator[list[str]]:
+    """Check, at every scheduling point of the block, that no bundle has two owners."""
+    seen: list[str] = []
+
+    async def sample() -> None:
+        while True:
+            for bundle_id in IDS:
+                owners = [m.replica for m in memberships if m.owns(bundle_id)]
+                assert len(owners) <= 1, (bundle_id, owners)
+            seen.append("sampled")
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(sample)
+        yield seen
+        group.cancel_scope.cancel()
+
+
+async def three(fake: FakeAdapter) -> tuple[FakeAdapter, FakeReplica, FakeReplica]:
+    for bundle_id in IDS:
+        await fake.apply(plan(bundle_id))
+    return fake, fake.replica(), fake.replica()
+
+
+async def test_a_host_that_never_joins_writes_every_bundle() -> None:
+    fake = FakeAdapter()
+    other = fake.replica()
+    await fake.apply(plan("app-1"))
+    await other.apply(plan("app-1", "example/app:2"))
+    await other.destroy(pr.BundleRef("app-1"))
+    assert fake.lease_store.writes == 0
+
+
+async def test_a_lone_replica_owns_everything_and_is_told_so() -> None:
+    fake = FakeAdapter()
+    await fake.apply(plan("app-1"))
+    async with fake.membership("a", SETTINGS) as membership, membership.changes() as changes:
+        first = await changes.__anext__()
+        assert first == pr.OwnershipChange(members=frozenset({"a"}), gained=frozenset({"app-1"}))
+        assert membership.members() == {"a"}
+        assert membership.owner("app-2") == "a"
+        assert membership.owns("app-2")
+        await fake.apply(plan("app-2"))
+    assert fake.lease_store.leases("members") == {}, "leaving deletes the lease"
+
+
+@pytest.mark.parametrize(
+    ("replica", "settings", "paths"),
+    [
+        ("Replica_A", pr.MembershipSettings(), ["replica"]),
+        (
+            "a",
+            pr.MembershipSettings(lease_duration=10, renew_deadline=10),
+            ["settings.renew_deadline"],
+        ),
+        (
+            "a",
+            pr.MembershipSettings(lease_duration=5, renew_deadline=6, retry_period=5),
+            ["settings.renew_deadline", "settings.retry_period"],
+        ),
+        (
+            "",
+            pr.MembershipSettings(retry_period=0, lease_duration=-1),
+            ["replica", "settings.lease_duration", "settings.retry_period"],
+        ),
+    ],
+)
+async def test_bad_settings_are_refused_with_every_problem_at_its_path(
+    replica: str, settings: pr.MembershipSettings, paths: list[str]
+) -> None:
+    fake = FakeAdapter()
+    with pytest.raises(pr.InvalidConfig) as caught:
+        async with fake.membership(replica, settings):
+            pass
+    assert [p.path for p in caught.value.problems] == paths
+    assert caught.value.code == "INVALID_CONFIG"
+    assert fake.lease_store.writes == 0
+
+
+def test_the_defaults_are_client_gos() -> None:
+    defaults = pr.MembershipSettings()
+    assert (defaults.lease_duration, defaults.renew_deadline, defaults.retry_period) == (15, 10, 2)
+    assert pr.validate_membership("a", defaults) == []
+
+
+async def test_three_replicas_share_the_bundles_and_refuse_each_others() -> None:
+    a, b, c = await three(FakeAdapter())
+    async with (
+        a.membership("a", SETTINGS) as ma,
+        b.membership("b", SETTINGS) as mb,
+        c.membership("c", SETTINGS) as mc,
+    ):
+        await settled([ma, mb, mc], IDS)
+        for bundle_id in IDS:
+            owner = pr.rendezvous_owner(bundle_id, ["a", "b", "c"])
+            assert {m.owner(bundle_id) for m in (ma, mb, mc)} == {owner}
+        foreign = next(i for i in IDS if mb.owns(i))
+        writes = a.writes
+        with pytest.raises(pr.NotOwner) as caught:
+            await a.apply(plan(foreign, "example/app:2"))
+        assert caught.value.details == {"replica": "a", "bundle_id": foreign, "owner": "b"}
+        with pytest.raises(pr.NotOwner):
+            await a.stop(pr.BundleRef(foreign))
+        with pytest.raises(pr.NotOwner):
+            await c.destroy(pr.BundleRef(foreign))
+        assert a.writes == writes, "a refused write changes nothing"
+        await b.apply(plan(foreign, "example/app:2"))
+        with ma.override(foreign):
+            await a.apply(plan(foreign, "example/app:3"))
+        assert a.plan_of(foreign).workloads[0].image == "example/app:3"
+        with pytest.raises(pr.NotOwner):
+            await a.apply(plan(foreign, "example/app:4"))
+
+
+async def test_a_killed_replicas_bundles_move_after_its_lease_and_never_to_two() -> None:
+    a, b, c = await three(FakeAdapter())
+    async with (
+        a.membership("a", SETTINGS) as ma,
+        b.membership("b", SETTINGS) as mb,
+        c.membership("c", SETTINGS) as mc,
+    ):
+        await settled([ma, mb, mc], IDS)
+        bs = {i for i in IDS if mb.owns(i)}
+        async with never_two_writers([ma, mb, mc]) as seen, ma.changes() as changes:
+            await changes.__anext__()
+            b.kill()
+            with pytest.raises(pr.NotOwner) as caught:
+                await b.apply(plan(min(bs), "example/app:2"))
+            assert caught.value.details["owner"] is None
+            gained: set[str] = set()
+            with anyio.fail_after(HANG):
+                async for change in changes:
+                    gained |= change.gained
+                    if change.members == {"a", "c"} and not change.lost and gained:
+                        break
+            await settled([ma, mc], IDS)
+            assert seen
+        assert gained == {i for i in bs if pr.rendezvous_owner(i, ["a", "c"]) == "a"}
+        assert {i for i in IDS if ma.owns(i) or mc.owns(i)} == set(IDS)
+
+
+async def test_a_join_is_drained_and_a_leave_hands_over() -> None:
+    a, b, c = await three(FakeAdapter())
+    async with a.membership("a", SETTINGS) as ma, b.membership("b", SETTINGS) as mb:
+        await settled([ma, mb], IDS)
+        async with never_two_writers([ma, mb]) as seen:
+            async with c.membership("c", SETTINGS) as mc:
+                async with never_two_writers([ma, mb, mc]):
+                    await settled([ma, mb, mc], IDS)
+                moving = {i for i in IDS if mc.owns(i)}
+                assert moving == {i for i in IDS if pr.rendezvous_owner(i, "abc") == "c"}
+            await settled([ma, mb], IDS)
+            assert seen
+
+
+async def test_a_cut_off_replica_stops_writing_and_rejoins_writing_nothing_stale() -> None:
+    a, b, _ = await three(FakeAdapter())
+    async with a.membership("a", SETTINGS) as ma, b.membership("b", SETTINGS) as mb:
+        await settled([ma, mb], IDS)
+        async with mb.changes() as changes, ma.changes() as a_changes:
+            first = await changes.__anext__()
+            b.cut_off()
+            with anyio.fail_after(HANG):
+                lost = await changes.__anext__()
+            assert lost.lost == first.gained
+            assert lost.members == frozenset()
+            assert not any(mb.owns(i) for i in IDS)
+            assert mb.owner(IDS[0]) is None
+            with pytest.raises(pr.NotOwner):
+                await b.apply(plan(min(first.gained)))
+            with anyio.fail_after(HANG):
+                while not all(ma.owns(i) for i in IDS):
+                    await a_changes.__anext__()
+            b.reconnect()
+            await settled([ma, mb], IDS)
+
+
+async def test_a_singleton_runs_on_one_replica_and_moves_when_its_holder_dies() -> None:
+    a, b, c = await three(FakeAdapter())
+    holders: list[str] = []
+    running = {"now": 0}
+    entered = anyio.Event()
+
+    async def job(adapter: pr.RuntimeAdapter, replica: str) -> None:
+        async with adapter.membership(replica, SETTINGS) as membership:
+            with contextlib.suppress(pr.NotOwner):
+                async with membership.singleton("catalog-sync"):
+                    running["now"] += 1
+                    assert running["now"] == 1, "one holder at a time"
+                    holders.append(replica)
+                    entered.set()
+                    try:
+                        await anyio.sleep_forever()
+                    finally:
+                        running["now"] -= 1
+
+    replicas = {"a": a, "b": b, "c": c}
+    with anyio.fail_after(HANG):
+        async with anyio.create_task_group() as group:
+            for name, adapter in replicas.items():
+                group.start_soon(job, adapter, name)
+            await entered.wait()
+            first = holders[0]
+            entered = anyio.Event()
+            replicas[first].kill()  # type: ignore[attr-defined]
+            await entered.wait()
+            assert len(holders) == 2
+            assert holders[1] != first
+            group.cancel_scope.cancel()
+
+
+async def test_a_released_singleton_is_taken_at_once_and_bad_names_are_refused() -> None:
+    fake = FakeAdapter()
+    other = fake.replica()
+    async with fake.membership("a", SETTINGS) as ma, other.membership("b", SETTINGS) as mb:
+        with pytest.raises(pr.InvalidInput):
+            async with ma.singleton("Not A Name"):
+                pass
+        async with ma.singleton("canary"):
+            assert set(fake.lease_store.leases("singletons")) == {"canary"}
+        with anyio.fail_after(HANG):
+            async with mb.singleton("canary"):
+                assert fake.lease_store.leases("singletons")["canary"].holder == "b"
+
+
+async def test_one_membership_per_adapter_and_an_unsupported_adapter_says_so() -> None:
+    fake = FakeAdapter()
+    async with fake.membership("a", SETTINGS):
+        with pytest.raises(pr.InvalidInput):
+            async with fake.membership("b", SETTINGS):
+                pass
+    narrow = FakeAdapter(capabilities=pr.RuntimeCapabilities())
+    with pytest.raises(pr.CapabilityUnsupported) as caught:
+        narrow.membership("a")
+    assert caught.value.capability == "membership"

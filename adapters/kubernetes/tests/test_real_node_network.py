@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 from _real import MARKS, new_id, serve, sh, wait_for
 from pando_runtime_kubernetes import KubernetesAdapter
@@ -81,6 +82,21 @@ async def _fetch(adapter: KubernetesAdapter, ref: WorkloadRef, url: str) -> byte
     """The body a pod gets from ``url``, or None when it cannot connect."""
     result = await adapter.run(ref, ExecRequest(command=("wget", "-q", "-T", "4", "-O", "-", url)))
     return result.stdout if result.exit_code == 0 else None
+
+
+SERVED_WITHIN = 60.0
+"""Seconds a server that is still starting (the egress gateway) has to answer."""
+
+
+async def _fetch_once_served(
+    adapter: KubernetesAdapter, ref: WorkloadRef, url: str
+) -> bytes | None:
+    """As :func:`_fetch`, asked again while nothing answers (a server still starting)."""
+    with anyio.move_on_after(SERVED_WITHIN):
+        while (body := await _fetch(adapter, ref, url)) is None:  # noqa: ASYNC110 - polled
+            await anyio.sleep(1)
+        return body
+    return None
 
 
 async def _tcp(adapter: KubernetesAdapter, ref: WorkloadRef, host: str, port: int) -> bool:
@@ -189,8 +205,9 @@ async def test_restricted_egress_lets_only_the_plans_rules_through(
             ExecRequest(command=(*direct[:2], direct[2] + f"http://{standins['other_internet']}/")),
         )
         assert refused.exit_code != 0
-        # The host-name rule: through the gateway (the pod's HTTP_PROXY) by name only.
-        named = await _fetch(real_adapter, probe, "http://other.pando.test/")
+        # The host-name rule: through the gateway (the pod's HTTP_PROXY) by name only. The
+        # gateway is a pod of its own, which the app's running workloads do not wait for.
+        named = await _fetch_once_served(real_adapter, probe, "http://other.pando.test/")
         assert named == f"standin-{standins['other_internet']}\n".encode()
         # A name the plan does not name is refused by the gateway (403), though it resolves to
         # an address a CIDR rule allows: names pass only by name.

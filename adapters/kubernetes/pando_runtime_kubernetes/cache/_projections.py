@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import attrs
+
 from pando_runtime import BundleEvent, BundleEventKind
 
 from .._names import (
@@ -70,45 +72,12 @@ def _version(meta: Mapping[str, Any]) -> int:
         return 0
 
 
-class _Projection:
-    """Small slotted facts of an API object, made from keyword fields (unset ones ``None``)."""
+@attrs.frozen(slots=True, weakref_slot=False, eq=False, repr=False, kw_only=True)
+class PodFacts:
+    """What the adapter needs of one pod (about 20 small fields, no API object).
 
-    __slots__: tuple[str, ...] = ()
-
-    def __init__(self, **fields: Any) -> None:
-        for name in self.__slots__:
-            setattr(self, name, fields.get(name))
-
-
-class PodFacts(_Projection):
-    """What the adapter needs of one pod (about 20 small fields, no API object)."""
-
-    __slots__ = (
-        "bundle_id",
-        "claims",
-        "created",
-        "deleting",
-        "digest",
-        "ended",
-        "exit_code",
-        "has_probe",
-        "image_id",
-        "limits",
-        "name",
-        "namespace",
-        "node_name",
-        "oom",
-        "ready",
-        "reserved",
-        "restart_count",
-        "running",
-        "started_at",
-        "stuck",
-        "uid",
-        "unschedulable",
-        "version",
-        "workload",
-    )
+    Frozen: a change is a new projection (``attrs.evolve``), never an edit of a cached one.
+    """
 
     uid: str
     namespace: str
@@ -307,10 +276,9 @@ def pod_transitions(old: PodFacts | None, new: PodFacts | None, at: datetime) ->
     return events
 
 
-class GatewayFacts(_Projection):
+@attrs.frozen(slots=True, weakref_slot=False, eq=False, kw_only=True)
+class GatewayFacts:
     """What the adapter needs of an egress gateway pod (app pods' facts never include it)."""
-
-    __slots__ = ("created", "deleting", "digest", "ended", "name", "namespace", "uid", "version")
 
     uid: str
     namespace: str
@@ -350,41 +318,19 @@ def project_gateway(obj: Mapping[str, Any]) -> GatewayFacts | None:
     )
 
 
+@attrs.frozen(slots=True, weakref_slot=False, eq=False)
 class NamespaceFacts:
     """What the adapter needs of an app namespace."""
 
-    __slots__ = (
-        "bundle_id",
-        "digest",
-        "exposed",
-        "name",
-        "terminating",
-        "version",
-        "volumes_only",
-        "workloads",
-    )
-
-    def __init__(
-        self,
-        name: str,
-        bundle_id: str | None,
-        workloads: tuple[str, ...],
-        *,
-        digest: str | None,
-        terminating: bool,
-        version: int,
-        volumes_only: bool = False,
-        exposed: tuple[str, ...] = (),
-    ) -> None:
-        self.name = name
-        self.bundle_id = bundle_id
-        self.workloads = workloads
-        self.digest = digest
-        self.terminating = terminating
-        self.version = version
-        self.volumes_only = volumes_only
-        self.exposed = exposed
-        """``<workload>=<digest>`` of each exposure policy the namespace says it has."""
+    name: str
+    bundle_id: str | None
+    workloads: tuple[str, ...]
+    digest: str | None = attrs.field(kw_only=True)
+    terminating: bool = attrs.field(kw_only=True)
+    version: int = attrs.field(kw_only=True)
+    volumes_only: bool = attrs.field(default=False, kw_only=True)
+    exposed: tuple[str, ...] = attrs.field(default=(), kw_only=True)
+    """``<workload>=<digest>`` of each exposure policy the namespace says it has."""
 
 
 def project_namespace(obj: Mapping[str, Any]) -> NamespaceFacts:
@@ -408,27 +354,16 @@ def project_namespace(obj: Mapping[str, Any]) -> NamespaceFacts:
     )
 
 
+@attrs.frozen(slots=True, weakref_slot=False, eq=False)
 class ClaimFacts:
     """What the adapter needs of a volume's PersistentVolumeClaim."""
 
-    __slots__ = ("bound_to", "deleting", "name", "namespace", "phase", "volume_id")
-
-    def __init__(
-        self,
-        namespace: str,
-        name: str,
-        volume_id: str,
-        *,
-        phase: str,
-        bound_to: str | None,
-        deleting: bool,
-    ) -> None:
-        self.namespace = namespace
-        self.name = name
-        self.volume_id = volume_id
-        self.phase = phase
-        self.bound_to = bound_to
-        self.deleting = deleting
+    namespace: str
+    name: str
+    volume_id: str
+    phase: str = attrs.field(kw_only=True)
+    bound_to: str | None = attrs.field(kw_only=True)
+    deleting: bool = attrs.field(kw_only=True)
 
 
 def project_claim(obj: Mapping[str, Any]) -> ClaimFacts | None:

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
+import attrs
 
 from pando_runtime import BundleEvent, BundleEventHub, BundleEventKind
 
@@ -372,7 +373,7 @@ class NamespaceStore:
 
     def terminating(self, facts: NamespaceFacts) -> None:
         """Mark a namespace being deleted (its watch event comes later)."""
-        facts.terminating = True
+        self.by_name[facts.name] = attrs.evolve(facts, terminating=True)
         self.forget(facts.name)
 
     @staticmethod

@@ -36,6 +36,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import attrs
 
 from pando_runtime import AdapterUnavailable
 
@@ -48,6 +49,12 @@ __all__ = ["SCHEMA", "DiskCache", "Identity", "WarmCache", "adapter_version"]
 
 _LOG = logger("warm")
 
+
+def _names(cls: Any) -> list[str]:
+    """A projection's fields, in their order (the store's columns)."""
+    return [field.name for field in attrs.fields(cls)]
+
+
 _CLASSES: dict[str, Any] = {
     "p": PodFacts,
     "g": GatewayFacts,
@@ -58,7 +65,7 @@ _CLASSES: dict[str, Any] = {
 SCHEMA = (
     "1:"
     + hashlib.sha256(
-        json.dumps({key: list(cls.__slots__) for key, cls in _CLASSES.items()}).encode()
+        json.dumps({key: _names(cls) for key, cls in _CLASSES.items()}).encode()
     ).hexdigest()[:16]
 )
 """The store's layout and the projections' fields: a store of another schema is ignored."""
@@ -77,12 +84,12 @@ Identity = dict[str, str]
 
 
 def _encode(facts: Any) -> list[Any]:
-    return [getattr(facts, name) for name in facts.__slots__]
+    return [getattr(facts, name) for name in _names(type(facts))]
 
 
 def _decode(key: str, values: list[Any]) -> Any:
     cls = _CLASSES[key]
-    fields = dict(zip(cls.__slots__, values, strict=True))
+    fields = dict(zip(_names(cls), values, strict=True))
     if key == "p":
         fields["claims"] = tuple(fields["claims"])
         fields["limits"] = _shared(tuple(fields["limits"]))

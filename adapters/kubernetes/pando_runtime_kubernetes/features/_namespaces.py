@@ -17,6 +17,8 @@ from __future__ import annotations
 import base64
 import secrets
 
+import attrs
+
 from pando_runtime import AdapterFailed, BundlePlan
 
 from .._info import KubernetesConfig
@@ -84,7 +86,7 @@ class AppNamespaces:
         labels = (existing.get("metadata") or {}).get("labels") or {}
         found = project_namespace(existing)
         if labels.get(LABEL_MANAGED_BY) != MANAGED_BY:
-            found.bundle_id = None
+            found = attrs.evolve(found, bundle_id=None)
         check_owner(ns, plan.bundle_id, found)
         session.remember(existing)
         return found

@@ -120,7 +120,7 @@ def _journaled(tmp_path: Path, informer: Informer) -> tuple[DiskCache, WarmCache
     disk.open()
     disk.load(IDENTITY)
     warm = WarmCache(disk, informer)
-    informer.journal(None)
+    informer.namespace_changed(None)
     return disk, warm
 
 
@@ -140,7 +140,7 @@ async def test_store_round_trip_keeps_every_fact(tmp_path: Path) -> None:
     disk.open()
     assert disk.load(IDENTITY) is None  # a new file: nothing to resume
     warm = WarmCache(disk, informer)
-    informer.journal(None)
+    informer.namespace_changed(None)
     await warm.flush()
     disk.close()
 
@@ -195,7 +195,7 @@ async def test_a_store_of_another_kind_is_ignored_and_replaced(
     disk = DiskCache(tmp_path)
     disk.open()
     disk.load(IDENTITY)
-    informer.journal(None)
+    informer.namespace_changed(None)
     await WarmCache(disk, informer).flush()
     disk.close()
     with sqlite3.connect(disk.path) as db:

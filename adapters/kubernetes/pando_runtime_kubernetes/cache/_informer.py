@@ -29,12 +29,12 @@ from ._stores import (
     CacheState,
     ClaimStore,
     GatewayStore,
+    Listeners,
     NamespaceStore,
     ObservedMemo,
     PodHandler,
     PodStore,
     ServiceStore,
-    no_memo,
 )
 from ._watch import (
     ApiListWatch,
@@ -100,12 +100,12 @@ class Informer:
         self.claims = ClaimStore()
         self.observed = ObservedMemo()
         """What observe answered per namespace, until one of its facts changes."""
-        self.journal: Callable[[str | None], None] = no_memo
+        self.namespace_changed = Listeners[str | None]()
         """Told the namespace of every change of any store (``None``: all), for a disk copy."""
         for store in (self.pods, self.namespaces, self.claims):
-            store.forget = self._changed
-        for other in (self.gateways, self.services):
-            other.forget = self._journal
+            store.namespace_changed.add(self.observed.forget)  # what observe answers rests on these
+        for each in (self.pods, self.namespaces, self.claims, self.gateways, self.services):
+            each.namespace_changed.add(self.namespace_changed)
         paths = {kind: f"/api/v1/{plural}" for kind, plural in _PLURALS.items()}
         handlers: dict[str, WatchHandler] = {
             "pods": PodHandler(self.pods, self.gateways),
@@ -138,7 +138,7 @@ class Informer:
         self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
         self._collect = collect
         if collect is not None:
-            self.pods.on_change = lambda f: self.queue.add((f.namespace, f.workload))
+            self.pods.pod_changed.add(lambda f: self.queue.add((f.namespace, f.workload)))
         self.active = False
         self._probe = probe
         self.probe_interval = probe_interval
@@ -151,13 +151,6 @@ class Informer:
         self._log_extra = {"cluster": transport.cluster if transport is not None else None}
         self._utc_epoch: datetime | None = None
         self._confirming = anyio.Lock()
-
-    def _changed(self, namespace: str | None) -> None:
-        self.observed.forget(namespace)
-        self.journal(namespace)
-
-    def _journal(self, namespace: str | None) -> None:
-        self.journal(namespace)
 
     def resume(self, state: CacheState) -> None:
         """Before :meth:`running`: hold ``state`` (saved earlier) and watch on from its versions.
@@ -291,7 +284,7 @@ class Informer:
                     self._probe_answered()
                     if self.synced:
                         for loop in self.loops.values():
-                            loop.alive_at = max(loop.alive_at, asked)
+                            loop.proved_alive(asked)
         return False
 
     @property
@@ -342,7 +335,7 @@ class Informer:
             if all(loop.healthy for loop in self.loops.values()):
                 now = anyio.current_time()
                 for loop in self.loops.values():
-                    loop.alive_at = max(loop.alive_at, now)
+                    loop.proved_alive(now)
 
     def _probe_failed(self, error: ApiError) -> None:
         """No answer: say why at the first failure, then at most every few minutes."""

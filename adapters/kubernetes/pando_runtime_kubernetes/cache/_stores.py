@@ -33,13 +33,13 @@ __all__ = [
     "CacheState",
     "ClaimStore",
     "GatewayStore",
+    "Listeners",
     "NamespaceStore",
     "NamespacedStore",
     "ObservedMemo",
     "PodHandler",
     "PodStore",
     "ServiceStore",
-    "no_memo",
 ]
 
 _intern = sys.intern
@@ -49,8 +49,28 @@ _REPLAY_MAX = 10_000
 """Events kept for the first stream after a warm start; past it, one ``MISSED``."""
 
 
-def no_memo(namespace: str | None) -> None:
-    """No memo to tell."""
+_T = TypeVar("_T")
+
+
+class Listeners(Generic[_T]):
+    """Who is told of a change: callbacks added by whoever needs to know, called in order.
+
+    A store owns one and calls it; the informer, the observe memo and the disk copy each
+    ``add`` themselves, instead of another class assigning a callback attribute.
+    """
+
+    __slots__ = ("_callbacks",)
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[_T], None]] = []
+
+    def add(self, callback: Callable[[_T], None]) -> None:
+        """Call ``callback`` with every change from now on."""
+        self._callbacks.append(callback)
+
+    def __call__(self, change: _T) -> None:
+        for callback in self._callbacks:
+            callback(change)
 
 
 class ObservedMemo:
@@ -95,9 +115,10 @@ class PodStore:
     def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.by_namespace: dict[str, dict[str, PodFacts]] = {}
         self.events = BundleEventHub()
-        self.on_change: Callable[[PodFacts], None] | None = None
-        self.forget: Callable[[str | None], None] = no_memo
-        """Told the namespace of every change (``None``: everything), for a memo."""
+        self.pod_changed = Listeners[PodFacts]()
+        """Told every pod put (a new or changed one)."""
+        self.namespace_changed = Listeners[str | None]()
+        """Told the namespace of every change (``None``: everything)."""
         self._clock = clock
         self.changed = anyio.Event()
         self.replay: list[BundleEvent] | None = None
@@ -136,11 +157,10 @@ class PodStore:
         if old is not None and old.version > facts.version > 0:
             return
         pods[facts.name] = facts
-        self.forget(facts.namespace)
+        self.namespace_changed(facts.namespace)
         if emit:
             self._emit(pod_transitions(old, facts, self._clock()))
-        if self.on_change is not None:
-            self.on_change(facts)
+        self.pod_changed(facts)
         self._notify()
 
     def remove(self, namespace: str, name: str, *, emit: bool = True) -> None:
@@ -149,7 +169,7 @@ class PodStore:
         old = pods.pop(name, None)
         if not pods:
             self.by_namespace.pop(namespace, None)
-        self.forget(namespace)
+        self.namespace_changed(namespace)
         if old is not None and emit:
             self._emit(pod_transitions(old, None, self._clock()))
         self._notify()
@@ -173,7 +193,7 @@ class PodStore:
         for facts in items:
             fresh.setdefault(facts.namespace, {})[facts.name] = facts
         self.by_namespace = fresh
-        self.forget(None)
+        self.namespace_changed(None)
         if relist:
             self._emit([BundleEvent(kind=BundleEventKind.MISSED, at=self._clock())])
         self._notify()
@@ -217,7 +237,8 @@ class ServiceStore:
 
     def __init__(self) -> None:
         self.by_namespace: dict[str, tuple[str, ...]] = {}
-        self.forget: Callable[[str | None], None] = no_memo
+        self.namespace_changed = Listeners[str | None]()
+        """Told the namespace of every change (``None``: everything)."""
         """Told the namespace of every change (``None``: everything)."""
 
     def names(self, namespace: str) -> tuple[str, ...]:
@@ -229,7 +250,7 @@ class ServiceStore:
         names = self.by_namespace.get(namespace, ())
         if name not in names:
             self.by_namespace[_intern(namespace)] = (*names, name)
-            self.forget(namespace)
+            self.namespace_changed(namespace)
 
     def remove(self, namespace: str, name: str) -> None:
         """Forget a Service (it was deleted)."""
@@ -238,7 +259,7 @@ class ServiceStore:
             self.by_namespace[namespace] = names
         else:
             self.by_namespace.pop(namespace, None)
-        self.forget(namespace)
+        self.namespace_changed(namespace)
 
     @staticmethod
     def project(obj: dict[str, Any]) -> tuple[str, str]:
@@ -252,7 +273,7 @@ class ServiceStore:
         for namespace, name in items:
             fresh.setdefault(namespace, []).append(name)
         self.by_namespace = {ns: tuple(dict.fromkeys(names)) for ns, names in fresh.items()}
-        self.forget(None)
+        self.namespace_changed(None)
 
     def on_event(self, kind: str, obj: dict[str, Any]) -> None:
         """Apply one watch event."""
@@ -284,8 +305,8 @@ class NamespacedStore(Generic[F]):
         self, project: Callable[[Mapping[str, Any]], F | None], key: Callable[[F], str]
     ) -> None:
         self.by_namespace: dict[str, dict[str, F]] = {}
-        self.forget: Callable[[str | None], None] = no_memo
-        """Told the namespace of every change (``None``: everything), for a memo."""
+        self.namespace_changed = Listeners[str | None]()
+        """Told the namespace of every change (``None``: everything)."""
         self._project = project
         self._key = key
 
@@ -301,7 +322,7 @@ class NamespacedStore(Generic[F]):
         if old is not None and getattr(old, "version", 0) > getattr(facts, "version", 0) > 0:
             return
         kept[key] = facts
-        self.forget(facts.namespace)
+        self.namespace_changed(facts.namespace)
 
     def remove(self, namespace: str, key: str) -> None:
         """Forget the facts of ``key``."""
@@ -309,7 +330,7 @@ class NamespacedStore(Generic[F]):
         kept.pop(key, None)
         if not kept:
             self.by_namespace.pop(namespace, None)
-        self.forget(namespace)
+        self.namespace_changed(namespace)
 
     def project(self, obj: dict[str, Any]) -> F | None:
         """What the store keeps of a listed object."""
@@ -318,7 +339,7 @@ class NamespacedStore(Generic[F]):
     def on_list(self, items: list[F], relist: bool) -> None:
         """Replace everything."""
         self.by_namespace = {}
-        self.forget(None)
+        self.namespace_changed(None)
         for facts in items:
             self.put(facts)
 
@@ -360,8 +381,8 @@ class NamespaceStore:
 
     def __init__(self) -> None:
         self.by_name: dict[str, NamespaceFacts] = {}
-        self.forget: Callable[[str | None], None] = no_memo
-        """Told the namespace of every change (``None``: everything), for a memo."""
+        self.namespace_changed = Listeners[str | None]()
+        """Told the namespace of every change (``None``: everything)."""
 
     def put(self, facts: NamespaceFacts) -> None:
         """Store ``facts`` unless a newer version is there."""
@@ -369,12 +390,12 @@ class NamespaceStore:
         if old is not None and old.version > facts.version > 0:
             return
         self.by_name[facts.name] = facts
-        self.forget(facts.name)
+        self.namespace_changed(facts.name)
 
     def terminating(self, facts: NamespaceFacts) -> None:
         """Mark a namespace being deleted (its watch event comes later)."""
         self.by_name[facts.name] = attrs.evolve(facts, terminating=True)
-        self.forget(facts.name)
+        self.namespace_changed(facts.name)
 
     @staticmethod
     def project(obj: dict[str, Any]) -> NamespaceFacts:
@@ -384,7 +405,7 @@ class NamespaceStore:
     def on_list(self, items: list[NamespaceFacts], relist: bool) -> None:
         """Replace everything."""
         self.by_name = {}
-        self.forget(None)
+        self.namespace_changed(None)
         for facts in items:
             self.put(facts)
 
@@ -393,7 +414,7 @@ class NamespaceStore:
         facts = project_namespace(obj)
         if kind == "DELETED":
             self.by_name.pop(facts.name, None)
-            self.forget(facts.name)
+            self.namespace_changed(facts.name)
         else:
             self.put(facts)
 

@@ -356,7 +356,7 @@ class WarmCache:
         self._versions: dict[str, str] = {}
         self._confirmed: dict[str, datetime] = {}
         self._lock = anyio.Lock()
-        informer.journal = self.touch
+        informer.namespace_changed.add(self.touch)
 
     def touch(self, namespace: str | None) -> None:
         """``namespace`` changed (``None``: everything did)."""

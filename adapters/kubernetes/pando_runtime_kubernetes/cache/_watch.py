@@ -241,6 +241,10 @@ class WatchLoop:
         self._newest_version = newest_version
         self.start = "warm"
 
+    def proved_alive(self, at: float) -> None:
+        """The API proved this watch current at ``at`` (a probe answered while it was open)."""
+        self.alive_at = max(self.alive_at, at)
+
     @property
     def serves_saved(self) -> bool:
         """Resumed from a saved state confirmed at a known time, and not caught up yet."""

@@ -186,7 +186,8 @@ async def test_a_trial_log_that_cannot_be_read_is_an_error_not_an_empty_log() ->
         return exited
 
     async def read_log(ns: str, pod: str, container: str, limit: int) -> bytes:
-        raise ApiError(500, "Internal Server Error", {"message": SERVER_TEXT})
+        error = ApiError(500, "Internal Server Error", {"message": SERVER_TEXT})
+        raise session.unavailable(error, f"read the log of {pod}")  # as the session does
 
     session.get = get  # type: ignore[method-assign]
     session.read_log = read_log  # type: ignore[method-assign]

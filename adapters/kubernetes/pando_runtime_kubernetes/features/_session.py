@@ -768,17 +768,23 @@ class ClusterSession:
             yield response
 
     async def read_log(self, ns: str, pod: str, container: str, limit: int) -> bytes:
-        """The first ``limit`` bytes of a container's log (raises :class:`ApiError`)."""
+        """The first ``limit`` bytes of a container's log.
+
+        Raises :class:`AdapterUnavailable` (or :class:`RateLimited`) when it cannot be read.
+        """
         parts: list[bytes] = []
         size = 0
-        async with self.stream(
-            api_path(ns, "pods", pod) + "/log",
-            query={"container": container, "limitBytes": limit},
-            read_timeout=self.config.read_timeout,
-        ) as response:
-            while size < limit and (chunk := await response.receive()):
-                parts.append(chunk)
-                size += len(chunk)
+        try:
+            async with self.stream(
+                api_path(ns, "pods", pod) + "/log",
+                query={"container": container, "limitBytes": limit},
+                read_timeout=self.config.read_timeout,
+            ) as response:
+                while size < limit and (chunk := await response.receive()):
+                    parts.append(chunk)
+                    size += len(chunk)
+        except ApiError as error:
+            raise self.unavailable(error, f"read the log of {pod}") from error
         return b"".join(parts)[:limit]
 
 

@@ -23,9 +23,11 @@ import anyio
 
 from pando_runtime import (
     AdapterFailed,
+    AdapterUnavailable,
     IsolationClass,
     Port,
     PortProtocol,
+    RateLimited,
     TrialRequest,
     TrialResult,
 )
@@ -42,7 +44,6 @@ from .._names import (
     env_secret_name,
     trial_namespace,
 )
-from ..api._errors import ApiError
 from ..cache._podstatus import container_state, start_problem
 from ..manifests import _objects as objects
 from ..manifests._gateway import config_digest
@@ -303,15 +304,14 @@ class Trials:
         observed = tuple(sorted(routable, key=lambda p: (p.number, p.protocol.value)))
         try:
             log = await session.read_log(ns, "trial", APP, TRIAL_LOG_LIMIT)
-        except ApiError as error:
+        except (AdapterUnavailable, RateLimited) as unreadable:
             # A result has no way to say "log unknown": an empty log would claim the image
             # wrote nothing. What was seen before goes in the error's details.
-            unreadable = session.unavailable(error, "read the trial's log")
             unreadable.details.update(
                 exit_code=exit_code,
                 observed_ports=[f"{p.number}/{p.protocol.value}" for p in observed],
             )
-            raise unreadable from error
+            raise
         return TrialResult(
             started=True,
             exit_code=exit_code,

@@ -289,7 +289,7 @@ def restart(cluster: Any, cache_dir: str, args: Any, round_: int, down: float) -
             assert run["start"] == "relisted", run
 
 
-def local_cluster(stack: contextlib.ExitStack, apps: int) -> Any:
+def local_cluster(stack: contextlib.ExitStack, apps: int, minor: str | None = None) -> Any:
     sys.path.insert(0, str(ROOT / "tests" / "support"))
     from localcluster import LocalCluster, NodeSpec  # noqa: PLC0415
 
@@ -298,7 +298,7 @@ def local_cluster(stack: contextlib.ExitStack, apps: int) -> Any:
         NodeSpec(f"kwok-node-{i}", cpu="64", memory="256Gi", pods=PODS_PER_NODE)
         for i in range(count)
     ]
-    return stack.enter_context(LocalCluster(nodes=nodes))
+    return stack.enter_context(LocalCluster(nodes=nodes, minor=minor))
 
 
 def main() -> None:
@@ -310,6 +310,7 @@ def main() -> None:
     )
     parser.add_argument("--downs", default="5", help="seconds down, comma-separated")
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--minor", help="an older Kubernetes minor's control plane, e.g. 1.33")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -319,7 +320,7 @@ def main() -> None:
         return
     downs = [float(d) for d in args.downs.split(",")]
     with contextlib.ExitStack() as stack:
-        cluster = local_cluster(stack, args.apps)
+        cluster = local_cluster(stack, args.apps, args.minor)
         kubeconfig = str(cluster.kubeconfig)
         cache_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="kube-warm-"))
         anyio.run(setup, kubeconfig, args.apps, args.concurrency)

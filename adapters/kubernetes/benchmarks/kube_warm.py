@@ -44,6 +44,10 @@ PODS_PER_NODE = 110
 LISTS = ("GET pods", "GET services", "GET persistentvolumeclaims")
 
 
+NO_STREAMING_LISTS = {"1.33"}
+"""Minors whose API server refuses streaming lists by default (1.33: the WatchList gate is off)."""
+
+
 def bundle_id(i: int) -> str:
     return f"warm-{i:05d}"
 
@@ -282,9 +286,11 @@ def restart(cluster: Any, cache_dir: str, args: Any, round_: int, down: float) -
         f"{cold['seconds'] / confirmed['seconds']:.1f}x; the API server's pod watch cache: "
         f"capacity {seen.get('capacity', 0)} events, {events} received while down"
     )
+    # A server that refuses streaming lists is asked the newest version by an empty list.
+    newest_by_list = int(args.minor in NO_STREAMING_LISTS)
     for run in (warm, confirmed):
         if run["start"] == "warm":
-            assert run["lists"] == 0, "a resumed start lists nothing"
+            assert run["lists"] <= newest_by_list, "a resumed start lists nothing"
         else:
             assert run["start"] == "relisted", run
 

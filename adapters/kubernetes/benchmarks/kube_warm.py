@@ -42,8 +42,6 @@ import anyio
 ROOT = Path(__file__).resolve().parents[3]
 PODS_PER_NODE = 110
 LISTS = ("GET pods", "GET services", "GET persistentvolumeclaims")
-
-
 NO_STREAMING_LISTS = {"1.33"}
 """Minors whose API server refuses streaming lists by default (1.33: the WatchList gate is off)."""
 

@@ -58,7 +58,7 @@ for ((i = 0; i < ${#args[@]}; i++)); do
         --print-dir) print_dir=1 ;;
         --clean-gocache) clean_gocache=1 ;;
         -h | --help)
-            sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *) die "unknown argument: $arg (see --help)" ;;

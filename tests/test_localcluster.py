@@ -1,4 +1,5 @@
-"""The local control plane harness's pure parts: ports and merged kubeconfigs (no cluster)."""
+"""The local control plane harness's pure parts: ports, merged kubeconfigs and which binaries
+each Kubernetes minor needs (no cluster)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
+from localcluster.binaries import (
+    Binaries,
+    env_bin,
+    find_binaries,
+    newest_minor,
+    older_minors,
+)
+from localcluster.errors import BinariesNotFoundError
 from localcluster.kubeconfig import merge_kubeconfigs, write_kubeconfig
 from localcluster.net import free_ports
 
@@ -46,3 +55,25 @@ def test_kubeconfigs_with_the_same_names_do_not_merge(tmp_path: Path) -> None:
     one = _kubeconfig(tmp_path, "one")
     with pytest.raises(ValueError, match="cluster 'one' is in several kubeconfigs"):
         merge_kubeconfigs(tmp_path / "both", [one, one])
+
+
+def test_the_minors_come_from_the_pinned_modules() -> None:
+    newest = int(newest_minor().split(".")[1])
+    assert "1.33" in older_minors()
+    assert all(int(m.split(".")[1]) < newest for m in older_minors())
+    assert env_bin("1.33") == "PANDO_CONTROLPLANE_BIN_1_33"
+
+
+def test_an_older_minor_needs_no_node_programs(tmp_path: Path) -> None:
+    for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"):
+        (tmp_path / name).write_text("")
+        (tmp_path / name).chmod(0o755)
+    older, newest = Binaries(tmp_path, node=False), Binaries(tmp_path)
+    assert "kubelet" not in older.missing()
+    assert "metrics-server" in older.missing()
+    assert {"kubelet", "kube-proxy", "metrics-server"} <= set(newest.missing())
+
+
+def test_a_minor_without_a_module_is_refused_before_any_build() -> None:
+    with pytest.raises(BinariesNotFoundError, match=r"1\.29 is not buildable"):
+        find_binaries(minor="1.29")

@@ -17,7 +17,14 @@
 # The script is idempotent: when every binary is already there it only prints the directory.
 # On success the last line on stdout is the bin directory; progress goes to stderr.
 #
-# Usage: tools/controlplane/build.sh [--force] [--print-dir] [--clean-gocache]
+# An older Kubernetes minor (PANDO_K8S_MINOR=1.33 or --minor 1.33; its module is kubernetes-1.33/)
+# builds only kube-apiserver, kube-controller-manager and kube-scheduler, into a key of its own;
+# its bin directory links etcd, kwok, metrics-server and kwok-stages/ from the default build
+# (PANDO_CONTROLPLANE_BIN when set, else this script's default output). No kubelet or kube-proxy:
+# the real node stays on the newest minor (a kubelet newer than its API server is out of skew).
+#
+# Usage: tools/controlplane/build.sh [--minor 1.N] [--force] [--print-dir] [--clean-gocache]
+#   --minor 1.N      build that Kubernetes minor (default: PANDO_K8S_MINOR, else kubernetes/)
 #   --force          rebuild even if the binaries exist
 #   --print-dir      print the bin directory that would be used, build nothing
 #   --clean-gocache  run `go clean -cache` after a successful build (also done automatically
@@ -37,18 +44,93 @@ log() {
 force=0
 print_dir=0
 clean_gocache=0
-for arg in "$@"; do
+minor="${PANDO_K8S_MINOR:-}"
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+    arg="${args[i]}"
     case "$arg" in
+        --minor)
+            ((i + 1 < ${#args[@]})) || die "--minor needs a value such as 1.33"
+            minor="${args[++i]}"
+            ;;
+        --minor=*) minor="${arg#--minor=}" ;;
         --force) force=1 ;;
         --print-dir) print_dir=1 ;;
         --clean-gocache) clean_gocache=1 ;;
         -h | --help)
-            sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *) die "unknown argument: $arg (see --help)" ;;
     esac
 done
+
+# An older minor: its three control-plane programs, built into their own key, plus links to the
+# default build's shared programs (etcd, kwok, metrics-server, kwok's stages and documents).
+older_minor() { # <minor>
+    local m="$1" dir="kubernetes-$1"
+    [[ "$m" =~ ^1\.[0-9]+$ ]] || die "--minor: expected 1.N, got '$m'"
+    [[ -f "$here/$dir/go.mod" ]] || die "no module for Kubernetes $m (expected tools/controlplane/$dir/go.mod)"
+    local v digest root shared kbin bin link b
+    v="$(modversion "$dir" k8s.io/kubernetes)"
+    digest="$(cat "$here/$dir"/go.{mod,sum} "${BASH_SOURCE[0]}" | sha256sum | cut -c1-10)"
+    root="${PANDO_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pando-runtime/controlplane}/k8s-${v}_${digest}"
+    kbin="$root/k8s"
+    if ((print_dir)); then
+        shared="${PANDO_CONTROLPLANE_BIN:-$(bash "${BASH_SOURCE[0]}" --minor "$default_minor" --print-dir | tail -n 1)}"
+    else
+        shared="${PANDO_CONTROLPLANE_BIN:-$(bash "${BASH_SOURCE[0]}" --minor "$default_minor" | tail -n 1)}"
+    fi
+    shared="$(cd "$shared" 2>/dev/null && pwd -P)" || shared="${shared}"
+    # One assembled directory per shared build, so that checkouts with different shared builds
+    # never relink each other's.
+    bin="$root/with-$(echo -n "$shared" | sha256sum | cut -c1-10)/bin"
+    if ((print_dir)); then
+        echo "$bin"
+        exit 0
+    fi
+    local programs=(kube-apiserver kube-controller-manager kube-scheduler)
+    k8s_complete() {
+        [[ -f "$kbin/.complete" ]] || return 1
+        for b in "${programs[@]}"; do [[ -x "$kbin/$b" ]] || return 1; done
+    }
+    mkdir -p "$root" || die "cannot create $root"
+    if command -v flock >/dev/null 2>&1; then
+        exec 9>"$root/.lock"
+        flock 9
+    fi
+    if ((force)) || ! k8s_complete; then
+        command -v go >/dev/null 2>&1 || die "'go' not found on PATH; Go >= 1.26 is needed to build Kubernetes $m"
+        local tmp ldflags="-s -w" kv start=$SECONDS
+        tmp="$(mktemp -d "$root/k8s.tmp.XXXXXX")"
+        chmod 755 "$tmp"
+        trap 'rm -rf "$tmp"' EXIT
+        for kv in "gitVersion=${v}" gitMajor=1 "gitMinor=${m#1.}" gitTreeState=clean; do
+            ldflags+=" -X k8s.io/component-base/version.${kv}"
+        done
+        log "building Kubernetes ${v}: ${programs[*]} ..."
+        (cd "$here/$dir" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$tmp/" \
+            "${programs[@]/#/k8s.io/kubernetes/cmd/}") ||
+            die "go build failed in tools/controlplane/$dir"
+        echo "kubernetes $v" >"$tmp/VERSIONS"
+        touch "$tmp/.complete"
+        rm -rf "$kbin"
+        mv "$tmp" "$kbin"
+        trap - EXIT
+        log "built Kubernetes ${v} in $((SECONDS - start)) s into $kbin"
+    fi
+    for b in etcd kwok metrics-server kwok-stages; do
+        [[ -e "$shared/$b" ]] || die "$shared holds no $b (the default build's directory)"
+    done
+    mkdir -p "$bin"
+    for link in "${programs[@]/#/$kbin/}" "$shared/etcd" "$shared/kwok" "$shared/metrics-server" "$shared/kwok-stages"; do
+        ln -sfn "$link" "$bin/${link##*/}"
+    done
+    printf 'kubernetes %s\nshared %s\n' "$v" "$shared" >"$bin/VERSIONS"
+    log "Kubernetes $v in $bin (shared programs from $shared)"
+    echo "$bin"
+    exit 0
+}
 
 # The pinned versions are read from the committed go.mod files, so they cannot drift apart.
 modversion() { # <module dir> <module path>
@@ -58,6 +140,10 @@ modversion() { # <module dir> <module path>
     echo "$v"
 }
 k8s_version="$(modversion kubernetes k8s.io/kubernetes)"
+default_minor="$(echo "$k8s_version" | cut -d. -f1-2 | tr -d v)"
+if [[ -n "$minor" && "$minor" != "$default_minor" ]]; then
+    older_minor "$minor" # exits
+fi
 etcd_version="$(modversion etcd go.etcd.io/etcd/server/v3)"
 kwok_version="$(modversion kwok sigs.k8s.io/kwok)"
 metrics_server_version="$(modversion metrics-server sigs.k8s.io/metrics-server)"

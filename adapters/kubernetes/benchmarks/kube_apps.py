@@ -283,19 +283,22 @@ async def run(kubeconfig: str, apps: int, concurrency: int, clusters: int) -> No
         await measure_variant(config, [plan(i, exposed=True) for i in some], concurrency, "exposed")
 
 
-def local_clusters(stack: contextlib.ExitStack, count: int, apps: int) -> str:
+def local_clusters(
+    stack: contextlib.ExitStack, count: int, apps: int, minor: str | None = None
+) -> str:
     """Start ``count`` local control planes at once; the kubeconfig holding every one."""
     sys.path.insert(0, str(ROOT / "tests" / "support"))
     from localcluster import DEFAULT_NODES, LocalCluster, NodeSpec  # noqa: PLC0415
     from localcluster.kubeconfig import merge_kubeconfigs  # noqa: PLC0415
 
     if count == 1:
-        return str(stack.enter_context(LocalCluster()).kubeconfig)
+        return str(stack.enter_context(LocalCluster(minor=minor)).kubeconfig)
     # Room for every pod wherever placement puts it (an even split, plus a margin).
     per_node = math.ceil(apps * 1.2 / count / len(DEFAULT_NODES)) + PODS_PER_NODE
     nodes = [NodeSpec(n.name, n.cpu, "64Gi", pods=per_node) for n in DEFAULT_NODES]
     clusters = [
-        stack.enter_context(LocalCluster(name=f"bench-{i}", nodes=nodes)) for i in range(count)
+        stack.enter_context(LocalCluster(name=f"bench-{i}", nodes=nodes, minor=minor))
+        for i in range(count)
     ]
     work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kube-apps-")))
     return str(merge_kubeconfigs(work / "kubeconfig", [c.kubeconfig for c in clusters]))
@@ -307,9 +310,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=20)
     parser.add_argument("--clusters", type=int, default=1)
     parser.add_argument("--kubeconfig", help="one cluster's (or, with --clusters, every one's)")
+    parser.add_argument("--minor", help="an older Kubernetes minor's control plane, e.g. 1.33")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
-        kubeconfig = args.kubeconfig or local_clusters(stack, args.clusters, args.apps)
+        kubeconfig = args.kubeconfig or local_clusters(stack, args.clusters, args.apps, args.minor)
         anyio.run(run, kubeconfig, args.apps, args.concurrency, args.clusters)
 
 

@@ -42,6 +42,8 @@ import anyio
 ROOT = Path(__file__).resolve().parents[3]
 PODS_PER_NODE = 110
 LISTS = ("GET pods", "GET services", "GET persistentvolumeclaims")
+NO_STREAMING_LISTS = {"1.33"}
+"""Minors whose API server refuses streaming lists by default (1.33: the WatchList gate is off)."""
 
 
 def bundle_id(i: int) -> str:
@@ -282,14 +284,16 @@ def restart(cluster: Any, cache_dir: str, args: Any, round_: int, down: float) -
         f"{cold['seconds'] / confirmed['seconds']:.1f}x; the API server's pod watch cache: "
         f"capacity {seen.get('capacity', 0)} events, {events} received while down"
     )
+    # A server that refuses streaming lists is asked the newest version by an empty list.
+    newest_by_list = int(args.minor in NO_STREAMING_LISTS)
     for run in (warm, confirmed):
         if run["start"] == "warm":
-            assert run["lists"] == 0, "a resumed start lists nothing"
+            assert run["lists"] <= newest_by_list, "a resumed start lists nothing"
         else:
             assert run["start"] == "relisted", run
 
 
-def local_cluster(stack: contextlib.ExitStack, apps: int) -> Any:
+def local_cluster(stack: contextlib.ExitStack, apps: int, minor: str | None = None) -> Any:
     sys.path.insert(0, str(ROOT / "tests" / "support"))
     from localcluster import LocalCluster, NodeSpec  # noqa: PLC0415
 
@@ -298,7 +302,7 @@ def local_cluster(stack: contextlib.ExitStack, apps: int) -> Any:
         NodeSpec(f"kwok-node-{i}", cpu="64", memory="256Gi", pods=PODS_PER_NODE)
         for i in range(count)
     ]
-    return stack.enter_context(LocalCluster(nodes=nodes))
+    return stack.enter_context(LocalCluster(nodes=nodes, minor=minor))
 
 
 def main() -> None:
@@ -310,6 +314,7 @@ def main() -> None:
     )
     parser.add_argument("--downs", default="5", help="seconds down, comma-separated")
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--minor", help="an older Kubernetes minor's control plane, e.g. 1.33")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -319,7 +324,7 @@ def main() -> None:
         return
     downs = [float(d) for d in args.downs.split(",")]
     with contextlib.ExitStack() as stack:
-        cluster = local_cluster(stack, args.apps)
+        cluster = local_cluster(stack, args.apps, args.minor)
         kubeconfig = str(cluster.kubeconfig)
         cache_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="kube-warm-"))
         anyio.run(setup, kubeconfig, args.apps, args.concurrency)

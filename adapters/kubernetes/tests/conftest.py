@@ -320,7 +320,12 @@ def apiserver_proxy(kube_cluster: Any, request: pytest.FixtureRequest) -> Any:
     if kube_cluster.local is None:
         return None
     server = request.getfixturevalue("toxiproxy_server")
-    return proxy_apiserver(kube_cluster.local, server, name="apiserver")
+    # One proxy per cluster of the session: the older minor's cluster comes after the newest's
+    # on the same Toxiproxy server, which keeps the first proxy.
+    minor = kube_cluster.local.minor
+    return proxy_apiserver(
+        kube_cluster.local, server, name=f"apiserver-{minor}" if minor else "apiserver"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -45,7 +45,7 @@ from pando_runtime import (
     read_all,
 )
 
-pytestmark = [pytest.mark.kube, pytest.mark.anyio]
+pytestmark = [pytest.mark.kube, pytest.mark.anyio, pytest.mark.every_minor]
 
 ADMISSION = Path(__file__).resolve().parents[1] / "deploy" / "admission.yaml"
 PARAMS_NAMESPACE = "pando"

@@ -36,7 +36,7 @@ from pando_runtime import (
     read_scope,
 )
 
-pytestmark = [pytest.mark.kube, pytest.mark.anyio]
+pytestmark = [pytest.mark.kube, pytest.mark.anyio, pytest.mark.every_minor]
 IMAGE = "registry.example/capacity/app:1"
 
 

@@ -46,7 +46,7 @@ from pando_runtime import (
     WorkloadPlan,
 )
 
-pytestmark = [pytest.mark.kube, pytest.mark.anyio]
+pytestmark = [pytest.mark.kube, pytest.mark.anyio, pytest.mark.every_minor]
 
 IMAGE = "registry.example/egress/app:1"
 GATEWAY_IMAGE = "registry.example/egress/squid:5"

@@ -31,7 +31,7 @@ from pando_runtime import (
     WorkloadPlan,
 )
 
-pytestmark = [pytest.mark.kube, pytest.mark.anyio]
+pytestmark = [pytest.mark.kube, pytest.mark.anyio, pytest.mark.every_minor]
 
 ACCOUNT = "robot"
 AUDIENCE = "pando-tests.example"

@@ -32,7 +32,7 @@ from pando_runtime import (
     WorkloadPlan,
 )
 
-pytestmark = [pytest.mark.kube, pytest.mark.anyio]
+pytestmark = [pytest.mark.kube, pytest.mark.anyio, pytest.mark.every_minor]
 IMAGE = "registry.example/usage/app:1"
 METRICS_SERVICE = "v1beta1.metrics.k8s.io"
 MI = 1024**2

@@ -20,7 +20,7 @@ from pando_runtime.testing.conformance import (
     EgressConformance,
 )
 
-pytestmark = pytest.mark.kube
+pytestmark = [pytest.mark.kube, pytest.mark.every_minor]
 
 
 def _harness(kube_cluster: Any, admin_api: Any, proxy: Any = None) -> ConformanceHarness:

@@ -15,7 +15,7 @@ from pando_runtime_kubernetes.api._errors import ApiError
 from pando_runtime_kubernetes.cache._informer import Informer
 from pando_runtime_kubernetes.cache._projections import project_namespace, project_pod
 from pando_runtime_kubernetes.cache._warm import SCHEMA, DiskCache, WarmCache
-from pando_runtime_kubernetes.cache._watch import SharedAnswer, WatchLoop, at_or_past
+from pando_runtime_kubernetes.cache._watch import ApiListWatch, SharedAnswer, WatchLoop, at_or_past
 
 from pando_runtime import AdapterUnavailable, BundleEventKind
 
@@ -521,3 +521,37 @@ async def test_confirm_gives_up_when_the_api_server_does_not_answer() -> None:
         await anyio.sleep(0.05)
         assert not await informer.confirm(anyio.current_time(), timeout=0.5)
         assert not informer.reachable
+
+
+class _NoStreamingLists:
+    """A transport whose server refuses ``sendInitialEvents`` (``status``) and lists ``"42"``."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+        self.calls: list[str] = []
+
+    @asynccontextmanager
+    async def stream(self, path: str, **_: Any) -> AsyncIterator[Any]:
+        self.calls.append(f"STREAM {path}")
+        raise ApiError(self.status, "sendInitialEvents is forbidden")
+        yield  # pragma: no cover - an async generator, never reached
+
+    async def get(self, path: str, **query: Any) -> dict[str, Any]:
+        self.calls.append(f"GET {path} {sorted(query)}")
+        return {"metadata": {"resourceVersion": "42"}, "items": []}
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_server_refusing_streaming_lists_tells_the_newest_version_by_a_list() -> None:
+    """1.33 answers 422 (its WatchList gate is off): one list that selects nothing, no limit."""
+    refusing = _NoStreamingLists(422)
+    newest = await ApiListWatch(refusing, "/api/v1/pods").newest_version()  # type: ignore[arg-type]
+    assert newest == "42"
+    assert refusing.calls == ["STREAM /api/v1/pods", "GET /api/v1/pods ['labelSelector']"]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_other_refusals_leave_the_newest_version_unknown() -> None:
+    forbidden = _NoStreamingLists(403)
+    assert await ApiListWatch(forbidden, "/api/v1/pods").newest_version() is None  # type: ignore[arg-type]
+    assert forbidden.calls == ["STREAM /api/v1/pods"]

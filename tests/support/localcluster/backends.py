@@ -122,15 +122,20 @@ def choose_backend(option: str | None, kubeconfig: str | None) -> str:
 
 @contextmanager
 def local_backend(
-    name: str = CONTEXT, nodes: Sequence[NodeSpec] = DEFAULT_NODES, *, real_node: bool = False
+    name: str = CONTEXT,
+    nodes: Sequence[NodeSpec] = DEFAULT_NODES,
+    *,
+    real_node: bool = False,
+    minor: str | None = None,
 ) -> Iterator[KubeCluster]:
     """The harness of this package: a real control plane with kwok nodes.
 
     ``name``: its context (and kubeconfig entries); several run at once under distinct names.
     ``real_node``: a real node beside the kwok ones (:mod:`localcluster.realnode`).
+    ``minor``: an older Kubernetes minor's control plane (``None``: the newest).
     """
     try:
-        cluster = LocalCluster(name=name, nodes=nodes, real_node=real_node).start()
+        cluster = LocalCluster(name=name, nodes=nodes, real_node=real_node, minor=minor).start()
     except ClusterError as exc:
         raise BackendUnavailable(f"local backend failed: {exc}\n\n{HOW_TO_GET_ONE}") from exc
     try:
@@ -178,10 +183,12 @@ def kind_backend(name: str = "pando-test") -> Iterator[KubeCluster]:
         cluster.delete()
 
 
-def open_backend(name: str, kubeconfig: str | None) -> AbstractContextManager[KubeCluster]:
-    """The context manager of backend ``name``."""
+def open_backend(
+    name: str, kubeconfig: str | None, minor: str | None = None
+) -> AbstractContextManager[KubeCluster]:
+    """The context manager of backend ``name`` (``minor``: the local backend's Kubernetes)."""
     if name == "local":
-        return local_backend()
+        return local_backend(minor=minor)
     if name == "existing":
         return existing_backend(kubeconfig)
     if name == "kind":

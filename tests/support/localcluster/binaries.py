@@ -2,11 +2,17 @@
 
 The directory is either named by ``PANDO_CONTROLPLANE_BIN`` or printed by the build script,
 which builds into a per-version cache outside the repository when the binaries are missing.
+
+An older Kubernetes minor (one with a module folder ``tools/controlplane/kubernetes-1.N``)
+has its own directory: ``PANDO_CONTROLPLANE_BIN_1_N``, else ``build.sh --minor 1.N``. It
+holds the three control-plane programs of that minor and the shared ones (etcd, kwok,
+metrics-server), but no kubelet or kube-proxy: the real node runs only on the newest minor.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +49,8 @@ class Binaries:
     """A directory holding the control-plane binaries, kwok's default stages and metrics."""
 
     directory: Path
+    node: bool = True
+    """Whether it holds the real node's programs (only the newest minor's does)."""
 
     def path(self, name: str) -> Path:
         """Return the path of the binary ``name`` (one of :data:`BINARIES`)."""
@@ -62,7 +70,8 @@ class Binaries:
 
     def missing(self) -> list[str]:
         """Names of the binaries or stage files that are absent (empty when complete)."""
-        absent = [b for b in (*BINARIES, *NODE_BINARIES) if not os.access(self.path(b), os.X_OK)]
+        wanted = (*BINARIES, *NODE_BINARIES) if self.node else BINARIES
+        absent = [b for b in wanted if not os.access(self.path(b), os.X_OK)]
         documents = (*self.stages, *self.metrics_documents)
         absent += [f"{STAGES_DIR}/{s.name}" for s in documents if not s.is_file()]
         return absent
@@ -76,6 +85,28 @@ def repo_root() -> Path:
 def build_script() -> Path:
     """Path of the build script that produces the binaries."""
     return repo_root() / "tools" / "controlplane" / "build.sh"
+
+
+def newest_minor() -> str:
+    """The Kubernetes minor of the default build (``tools/controlplane/kubernetes/go.mod``)."""
+    go_mod = (repo_root() / "tools" / "controlplane" / "kubernetes" / "go.mod").read_text()
+    found = re.search(r"^\s*k8s\.io/kubernetes v1\.(\d+)\.", go_mod, re.MULTILINE)
+    if found is None:
+        raise BinariesNotFoundError("no k8s.io/kubernetes in tools/controlplane/kubernetes/go.mod")
+    return f"1.{found.group(1)}"
+
+
+def older_minors() -> list[str]:
+    """The older minors the control plane builds at (a ``kubernetes-1.N`` module each), newest
+    first."""
+    folders = (repo_root() / "tools" / "controlplane").glob("kubernetes-1.*/go.mod")
+    minors = [p.parent.name.removeprefix("kubernetes-") for p in folders]
+    return sorted(minors, key=lambda m: int(m.split(".")[1]), reverse=True)
+
+
+def env_bin(minor: str) -> str:
+    """The variable naming the binaries of an older ``minor`` (``PANDO_CONTROLPLANE_BIN_1_33``)."""
+    return f"{ENV_BIN}_{minor.replace('.', '_')}"
 
 
 def go_tool(tool: str, binary: str, env: str, *, timeout: float) -> Path:
@@ -101,18 +132,28 @@ def go_tool(tool: str, binary: str, env: str, *, timeout: float) -> Path:
     return found
 
 
-def find_binaries(*, build: bool = True, stream_output: bool = False) -> Binaries:
+def find_binaries(
+    *, build: bool = True, stream_output: bool = False, minor: str | None = None
+) -> Binaries:
     """Return the binaries, building them first if they are missing and ``build`` is true.
 
     ``stream_output`` lets the build script's progress go to this process's stderr;
-    otherwise it is captured and only its tail is shown on failure.
+    otherwise it is captured and only its tail is shown on failure. ``minor``: an older
+    Kubernetes minor's (see :func:`older_minors`); ``None`` or the newest: the default build.
     """
-    named = os.environ.get(ENV_BIN)
+    older = minor is not None and minor != newest_minor()
+    if older and minor not in older_minors():
+        raise BinariesNotFoundError(
+            f"Kubernetes {minor} is not buildable here: no tools/controlplane/kubernetes-{minor}/ "
+            f"(the newest is {newest_minor()}, older: {', '.join(older_minors()) or 'none'})"
+        )
+    variable = env_bin(minor) if older and minor is not None else ENV_BIN
+    named = os.environ.get(variable)
     if named:
-        found = Binaries(Path(named).expanduser().resolve())
+        found = Binaries(Path(named).expanduser().resolve(), node=not older)
         if absent := found.missing():
             raise BinariesNotFoundError(
-                f"{ENV_BIN}={named} lacks: {', '.join(absent)} "
+                f"{variable}={named} lacks: {', '.join(absent)} "
                 "(expected the layout that tools/controlplane/build.sh produces)"
             )
         return found
@@ -121,6 +162,8 @@ def find_binaries(*, build: bool = True, stream_output: bool = False) -> Binarie
     if not script.is_file():
         raise BinariesNotFoundError(f"build script not found: {script}; set {ENV_BIN}")
     args = ["bash", str(script)] + ([] if build else ["--print-dir"])
+    if older:
+        args += ["--minor", str(minor)]
     proc = subprocess.run(
         args,
         stdout=subprocess.PIPE,
@@ -137,7 +180,7 @@ def find_binaries(*, build: bool = True, stream_output: bool = False) -> Binarie
     lines = proc.stdout.strip().splitlines()
     if not lines:
         raise BinariesNotFoundError(f"{script} printed no directory")
-    found = Binaries(Path(lines[-1]))
+    found = Binaries(Path(lines[-1]), node=not older)
     if absent := found.missing():
         raise BinariesNotFoundError(f"{found.directory} lacks: {', '.join(absent)}")
     return found

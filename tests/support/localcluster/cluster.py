@@ -75,8 +75,11 @@ class LocalCluster:
         stop_timeout: float = 5.0,
         keep_work_dir: bool | None = None,
         real_node: bool = False,
+        minor: str | None = None,
     ) -> None:
         self.nodes = list(nodes)
+        self.minor = minor
+        """The Kubernetes minor of the control plane (``None``: the newest, the default build)."""
         self.real_node_wanted = real_node
         """Also run a real node (containerd, kubelet, ...; see :mod:`.realnode`)."""
         self.real_node: RealNode | None = None
@@ -134,7 +137,7 @@ class LocalCluster:
         t0 = time.monotonic()
         if self.binaries is None:
             try:
-                self.binaries = find_binaries(stream_output=stream_build_output)
+                self.binaries = find_binaries(stream_output=stream_build_output, minor=self.minor)
             except BaseException:
                 self.stop()  # removes the (still empty) work dir
                 raise
@@ -318,6 +321,9 @@ class LocalCluster:
         )
         self._rest = Rest(self.server, pki.ca.cert, pki.admin.cert, pki.admin.key)
         if self.real_node_wanted:
+            if not self.binaries.node:
+                # A kubelet newer than its API server is outside Kubernetes' version skew.
+                raise ClusterError(f"no real node on Kubernetes {self.minor}: only the newest")
             from .realnode.setup import make_real_node  # noqa: PLC0415 - builds images: only here
 
             self.real_node = make_real_node(self.work_dir / "node", self.binaries)

@@ -14,6 +14,14 @@ Options (each also read from the environment):
     ``--kubeconfig``, with another meaning) or another plugin took the name, only
     ``--kube-kubeconfig`` is registered.
 
+``--kube-minors=1.36,1.33`` / ``PANDO_K8S_MINORS``
+    The Kubernetes minors of the local backend. Default: the newest (the default build) and
+    every older minor the control plane builds at (``tools/controlplane/kubernetes-1.N``).
+    Tests marked ``every_minor`` run once on each (ids ``k8s1.36``, ``k8s1.33``; on older
+    minors on asyncio only); the others only on the newest. The runs on older minors come
+    last, so each cluster starts once.
+    Other backends run every test once, on whatever they are.
+
 A test that needs a cluster while none can be had fails (at setup) with a message saying how
 to get one; it is never skipped.
 """
@@ -38,6 +46,7 @@ from .backends import (
     local_backend,
     open_backend,
 )
+from .binaries import newest_minor, older_minors
 from .errors import ClusterError
 from .nodes import NodeSpec
 from .registry import LocalRegistry
@@ -50,6 +59,11 @@ REAL_NODE_MARKER = (
     "real_node: the test runs containers on a real node (fixture real_node_cluster); skipped "
     "with the reason where the machine cannot run one, unless PANDO_REAL_NODES=1"
 )
+EVERY_MINOR_MARKER = (
+    "every_minor: the test runs on every Kubernetes minor of --kube-minors (fixture kube_minor)"
+)
+ENV_MINORS = "PANDO_K8S_MINORS"
+_OLDER = pytest.StashKey[list[str]]()
 ENV_REAL_NODES = "PANDO_REAL_NODES"
 """``1``: a machine that cannot run a real node fails the real-node tests instead of skipping
 them (the test command sets it: on the project's machines they all run)."""
@@ -70,6 +84,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="local | kind | existing (env PANDO_KUBE_BACKEND; default: auto)",
     )
+    group.addoption(
+        "--kube-minors",
+        default=None,
+        help=f"Kubernetes minors of the local backend, e.g. 1.36,1.33 (env {ENV_MINORS}; "
+        "default: every one the control plane builds at)",
+    )
     help_text = f"admin kubeconfig for --kube-backend=existing (env {ENV_KUBECONFIG})"
     names = ["--kube-kubeconfig"]
     if importlib.util.find_spec("pytest_kind") is None:  # pytest-kind owns --kubeconfig
@@ -81,19 +101,88 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Declare the ``kube`` marker."""
+    """Declare the markers; read the older minors to run the ``every_minor`` tests on."""
     config.addinivalue_line("markers", MARKER)
     config.addinivalue_line("markers", REAL_NODE_MARKER)
+    config.addinivalue_line("markers", EVERY_MINOR_MARKER)
+    config.stash[_OLDER] = _older_minors(config)
+
+
+def _older_minors(config: pytest.Config) -> list[str]:
+    """The older minors of ``--kube-minors`` (none unless the backend is the local one)."""
+    wanted = config.getoption("kube_minors", None) or os.environ.get(ENV_MINORS)
+    newest, buildable = newest_minor(), older_minors()
+    if not wanted:
+        minors = [newest, *buildable]
+    else:
+        minors = [m.strip() for m in wanted.split(",") if m.strip()]
+        unknown = [m for m in minors if m != newest and m not in buildable]
+        if unknown:
+            raise pytest.UsageError(
+                f"--kube-minors: no control plane for {', '.join(unknown)} "
+                f"(the newest is {newest}; older: {', '.join(buildable) or 'none'})"
+            )
+    older = [m for m in minors if m != newest]
+    if not older:
+        return []
+    kubeconfig = config.getoption("kube_kubeconfig", None) or os.environ.get(ENV_KUBECONFIG)
+    try:
+        backend = choose_backend(config.getoption("kube_backend", None), kubeconfig)
+    except BackendUnavailable:
+        return []  # the kube tests fail at setup and say why
+    return older if backend == "local" else []
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each ``every_minor`` test on the newest minor and on each older one asked for."""
+    older = metafunc.config.stash.get(_OLDER, [])
+    if not older or "kube_minor" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("every_minor") is None:
+        return
+    # ``None`` is the newest: the same cache key as the tests that do not run on every minor,
+    # so they all share one session cluster.
+    params = [pytest.param(None, id=f"k8s{newest_minor()}")]
+    params += [pytest.param(m, id=f"k8s{m}") for m in older]
+    metafunc.parametrize("kube_minor", params, indirect=True, scope="session")
+
+
+def _param(item: pytest.Item, name: str) -> object:
+    callspec = getattr(item, "callspec", None)
+    return None if callspec is None else callspec.params.get(name)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Move the runs on older minors last (stable), so the newest's cluster stops only once.
+
+    On older minors only the asyncio runs are kept: which event loop drives the adapter has
+    nothing to do with the server's version, and the CI's time is counted.
+    """
+    older = [i for i in items if _param(i, "kube_minor") is not None]
+    dropped = [i for i in older if _param(i, "anyio_backend") == "trio"]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    kept = [i for i in older if _param(i, "anyio_backend") != "trio"]
+    items[:] = [i for i in items if _param(i, "kube_minor") is None] + kept
 
 
 @pytest.fixture(scope="session")
-def kube_cluster(request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
-    """A Kubernetes cluster for the whole session (see the module docstring for backends)."""
+def kube_minor(request: pytest.FixtureRequest) -> str | None:
+    """The Kubernetes minor of :func:`kube_cluster`: ``None`` for the newest (the default
+    build), else an older one of ``--kube-minors`` (``every_minor`` tests only)."""
+    return getattr(request, "param", None)
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(request: pytest.FixtureRequest, kube_minor: str | None) -> Iterator[KubeCluster]:
+    """A Kubernetes cluster for the whole session (see the module docstring for backends);
+    on an older minor, one for the ``every_minor`` tests' runs on it."""
     kubeconfig = request.config.getoption("kube_kubeconfig") or os.environ.get(ENV_KUBECONFIG)
     failure = ""
     try:
         name = choose_backend(request.config.getoption("kube_backend"), kubeconfig)
-        manager = open_backend(name, kubeconfig)
+        manager = open_backend(name, kubeconfig, kube_minor)
         cluster = manager.__enter__()
     except (BackendUnavailable, ClusterError) as exc:
         failure = f"no Kubernetes cluster: {exc}"

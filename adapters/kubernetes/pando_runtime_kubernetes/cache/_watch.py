@@ -505,8 +505,10 @@ class ApiListWatch:
 
         Asked as a streaming list of what a label no object carries: the server waits until
         its cache is current, sends no object and at once the bookmark that ends the initial
-        events, with that version. ``None`` when it cannot say (a server without streaming
-        lists sends no such bookmark: the watch ends after a second).
+        events, with that version. A server that refuses streaming lists (the ``WatchList``
+        feature gate off: 1.33's default) is asked by a list of that label instead, a consistent
+        read whose version is as good: a second call. ``None`` when it cannot say (a server that
+        ignores the parameter sends no such bookmark: the watch ends after a second).
         """
         query = {
             "watch": "true",
@@ -523,9 +525,29 @@ class ApiListWatch:
                     ended = (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true"
                     if event.get("type") == "BOOKMARK" and ended:
                         return str(meta.get("resourceVersion") or "") or None
-        except (ApiError, OSError, ValueError) as error:
+        except ApiError as error:
+            if error.status not in (HTTPStatus.BAD_REQUEST, HTTPStatus.UNPROCESSABLE_ENTITY):
+                _LOG.debug(
+                    "the newest version is unknown (%s)", why(error), extra={"path": self.path}
+                )
+                return None
+            return await self._newest_by_list()
+        except (OSError, ValueError) as error:
             _LOG.debug("the newest version is unknown (%s)", why(error), extra={"path": self.path})
         return None
+
+    async def _newest_by_list(self) -> str | None:
+        """The newest version, from a list that selects nothing.
+
+        No ``limit``: so it is served from the API server's cache where consistent reads from
+        cache are on (1.31 and later).
+        """
+        try:
+            page = await self.transport.get(self.path, labelSelector=_NOTHING_CARRIES)
+        except (ApiError, OSError, ValueError) as error:
+            _LOG.debug("the newest version is unknown (%s)", why(error), extra={"path": self.path})
+            return None
+        return str((page.get("metadata") or {}).get("resourceVersion") or "") or None
 
     @asynccontextmanager
     async def watch(

@@ -304,6 +304,27 @@ def test_a_stuck_pod_is_observed_with_its_problem() -> None:
     assert (observed.problem, observed.problem_detail) == (WorkloadProblem.UNSCHEDULABLE, "full")
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        '0/3 nodes are available: persistentvolumeclaim "pando-vol-v1" not found.',
+        "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+    ],
+)
+def test_a_pod_waiting_only_for_its_claims_is_pending_not_refused(message: str) -> None:
+    # The scheduler retries by itself once it sees the claim (created just before the pod).
+    from pando_runtime_kubernetes.features._bundles import observed_workload  # noqa: PLC0415
+
+    pod = _pod("Pending", waiting={})
+    pod["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+    ]
+    facts = project_pod(pod)
+    assert facts is not None
+    assert facts.unschedulable is None
+    assert observed_workload("web", facts).problem is None
+
+
 class FakeSource:
     """A list/watch source scripted by the test (the API is not faked, its source is)."""
 

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["container_state", "start_problem"]
+__all__ = ["container_state", "start_problem", "waits_for_its_claims"]
 
 _PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
+_CLAIM_NOT_SEEN = re.compile(r'persistentvolumeclaim "[^"]*" not found')
+
+
+def waits_for_its_claims(unschedulable: str) -> bool:
+    """Whether the scheduler's refusal only waits on the pod's claims: no lack of room.
+
+    A claim still binding, or one created just before its pod that the scheduler's cache has
+    not seen yet: the scheduler tries again by itself, so the pod is pending, not refused.
+    """
+    return "unbound immediate PersistentVolumeClaims" in unschedulable or bool(
+        _CLAIM_NOT_SEEN.search(unschedulable)
+    )
 
 
 def container_state(body: Mapping[str, Any], name: str) -> dict[str, Any]:

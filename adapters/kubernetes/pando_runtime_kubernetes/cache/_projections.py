@@ -31,6 +31,7 @@ from .._names import (
     ROLE_EGRESS_GATEWAY,
 )
 from ._capacity import cpu_millis, memory_bytes, pod_requests
+from ._podstatus import waits_for_its_claims
 
 __all__ = [
     "ClaimFacts",
@@ -177,8 +178,7 @@ def project_pod(obj: Mapping[str, Any]) -> PodFacts | None:
             and condition.get("reason") == "Unschedulable"
         ):
             message = condition.get("message") or "unschedulable"
-            # Waiting for a volume claim to bind is no lack of room: the scheduler retries.
-            if "unbound immediate PersistentVolumeClaims" not in message:
+            if not waits_for_its_claims(message):  # the scheduler retries those by itself
                 unschedulable = message
     try:
         created = int(annotations.get(ANN_CREATED) or 0)

@@ -760,30 +760,12 @@ class ClusterSession:
 
     @contextlib.asynccontextmanager
     async def stream(
-        self,
-        path: str,
-        *,
-        query: Mapping[str, Any],
-        read_timeout: float,
-        what: str,
-        cut_is_end: bool = False,
+        self, path: str, *, query: Mapping[str, Any], read_timeout: float
     ) -> AsyncIterator[ResponseStream]:
-        """A streaming GET (a log), failing only with the contract's errors.
-
-        :class:`NotFound` when the object is gone; :class:`AdapterUnavailable` (or
-        :class:`RateLimited`) for any other failure. ``cut_is_end``: a connection that ends
-        with no answer (a timeout, a kubelet restart) ends the stream quietly, as the
-        server's own end would; the caller decides whether to open it again.
-        """
+        """A streaming GET (a log); raises :class:`ApiError`, whose status the caller reads."""
         api = await self.transport()
-        try:
-            async with api.stream(path, query=query, read_timeout=read_timeout) as response:
-                yield response
-        except ApiError as error:
-            if error.status == HTTPStatus.NOT_FOUND:
-                raise NotFound(f"cannot {what}: it is gone", details={"path": path}) from error
-            if not (cut_is_end and error.status == 0):
-                raise self.unavailable(error, what) from error
+        async with api.stream(path, query=query, read_timeout=read_timeout) as response:
+            yield response
 
     async def read_log(self, ns: str, pod: str, container: str, limit: int) -> bytes:
         """The first ``limit`` bytes of a container's log.
@@ -792,15 +774,17 @@ class ClusterSession:
         """
         parts: list[bytes] = []
         size = 0
-        async with self.stream(
-            api_path(ns, "pods", pod) + "/log",
-            query={"container": container, "limitBytes": limit},
-            read_timeout=self.config.read_timeout,
-            what=f"read the log of {pod}",
-        ) as response:
-            while size < limit and (chunk := await response.receive()):
-                parts.append(chunk)
-                size += len(chunk)
+        try:
+            async with self.stream(
+                api_path(ns, "pods", pod) + "/log",
+                query={"container": container, "limitBytes": limit},
+                read_timeout=self.config.read_timeout,
+            ) as response:
+                while size < limit and (chunk := await response.receive()):
+                    parts.append(chunk)
+                    size += len(chunk)
+        except ApiError as error:
+            raise self.unavailable(error, f"read the log of {pod}") from error
         return b"".join(parts)[:limit]
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
+from _kubeconfigs import kubeconfig_file
 from pando_runtime_kubernetes._adapter import KubernetesAdapter
 from pando_runtime_kubernetes._info import KubernetesConfig
 from pando_runtime_kubernetes._multi import MultiClusterAdapter
@@ -258,23 +259,6 @@ async def test_the_watches_stop_when_the_start_is_cancelled() -> None:
 # -- 5. kubeconfig files the adapters cannot use ---------------------------------------------
 
 
-def _kubeconfig(path: Path, *contexts: str, current: str | None = None) -> Path:
-    doc: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {"name": c, "cluster": {"server": f"https://127.0.0.1:{9 + i}"}}
-            for i, c in enumerate(contexts)
-        ],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": c, "context": {"cluster": c, "user": "u"}} for c in contexts],
-    }
-    if current:
-        doc["current-context"] = current
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
 async def test_a_kubeconfig_that_does_not_exist_is_named_in_the_multi_cluster_error(
     tmp_path: Path,
 ) -> None:
@@ -294,7 +278,7 @@ async def test_every_problem_of_the_kubeconfig_files_reaches_the_multi_cluster_e
 ) -> None:
     broken = tmp_path / "broken.yaml"
     broken.write_text("- just a list\n")
-    nameless = _kubeconfig(tmp_path / "nameless.yaml", "east", current="east")
+    nameless = kubeconfig_file(tmp_path / "nameless.yaml", "east", current="east")
     doc = yaml.safe_load(nameless.read_text())
     doc["clusters"][0]["cluster"] = {}  # names no server
     nameless.write_text(yaml.safe_dump(doc))
@@ -310,8 +294,8 @@ async def test_every_problem_of_the_kubeconfig_files_reaches_the_multi_cluster_e
 
 
 async def test_a_kubeconfig_path_list_merges_as_kubeconfig_does(tmp_path: Path) -> None:
-    first = _kubeconfig(tmp_path / "a.yaml", "east", current="east")
-    second = _kubeconfig(tmp_path / "b.yaml", "west", "east", current="west")
+    first = kubeconfig_file(tmp_path / "a.yaml", "east", current="east")
+    second = kubeconfig_file(tmp_path / "b.yaml", "west", "east", current="west")
     listed = os.pathsep.join([str(first), str(second)])
     adapter = MultiClusterAdapter({"kubeconfig": listed})
     with pytest.raises(AdapterUnavailable):

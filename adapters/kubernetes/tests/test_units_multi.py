@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
+from _kubeconfigs import kubeconfig_file
 from pando_runtime_kubernetes._info import MULTI_ADAPTER, MultiClusterConfig
 
 from pando_runtime import (
@@ -75,31 +75,13 @@ def test_member_settings_are_checked_before_any_io() -> None:
     assert [p.path for p in caught.value.problems] == ["clusters['b'].dns_namespace"]
 
 
-def _kubeconfig(path: Path, *contexts: str, current: str) -> Path:
-    import yaml  # noqa: PLC0415
-
-    doc: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {"name": c, "cluster": {"server": f"https://127.0.0.1:{9 + i}"}}
-            for i, c in enumerate(contexts)
-        ],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": c, "context": {"cluster": c, "user": "u"}} for c in contexts],
-        "current-context": current,
-    }
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
 @pytest.mark.anyio
 async def test_every_context_is_a_member_and_the_current_one_is_the_default(
     tmp_path: Path,
 ) -> None:
     from pando_runtime_kubernetes._multi import MultiClusterAdapter  # noqa: PLC0415
 
-    config = _kubeconfig(tmp_path / "kubeconfig", "east", "west", "north", current="west")
+    config = kubeconfig_file(tmp_path / "kubeconfig", "east", "west", "north", current="west")
     adapter = MultiClusterAdapter({"kubeconfig": str(config), "clusters": {"east": {"api_qps": 7}}})
     with pytest.raises(AdapterUnavailable) as caught:
         await adapter.capacity()  # nothing listens on those ports
@@ -125,7 +107,7 @@ async def test_every_context_is_a_member_and_the_current_one_is_the_default(
 async def test_a_context_that_does_not_exist_is_named(tmp_path: Path) -> None:
     from pando_runtime_kubernetes._multi import MultiClusterAdapter  # noqa: PLC0415
 
-    config = _kubeconfig(tmp_path / "kubeconfig", "east", current="east")
+    config = kubeconfig_file(tmp_path / "kubeconfig", "east", current="east")
     adapter = MultiClusterAdapter({"kubeconfig": str(config), "contexts": ["east", "south"]})
     with pytest.raises(AdapterUnavailable, match="south"):
         await adapter.capabilities()

@@ -60,6 +60,24 @@ async def _replica(kit: Kit) -> AsyncIterator[RuntimeAdapter]:
         yield other
 
 
+@contextlib.asynccontextmanager
+async def _two_replicas(
+    kit: Kit,
+) -> AsyncIterator[tuple[RuntimeAdapter, str, str, Membership, Membership]]:
+    """The adapter under test and a second replica, joined as ``a`` and ``b``.
+
+    Yields ``(other, a, b, ma, mb)``: the second replica, both names, both memberships.
+    """
+    a, b = kit.new_id("replica"), kit.new_id("replica")
+    settings = kit.harness.membership_settings
+    async with (
+        _replica(kit) as other,
+        kit.adapter.membership(a, settings) as ma,
+        other.membership(b, settings) as mb,
+    ):
+        yield other, a, b, ma, mb
+
+
 class MembershipConformance(ConformanceBase):
     """``membership``: one owner per bundle, refused writes, handover, singletons."""
 
@@ -97,13 +115,7 @@ class MembershipConformance(ConformanceBase):
     @since("1.2")
     async def test_two_replicas_agree_and_refuse_each_others_writes(self, kit: Kit) -> None:
         kit.needs("replica")
-        a, b = kit.new_id("replica"), kit.new_id("replica")
-        settings = self._settings(kit)
-        async with (
-            _replica(kit) as other,
-            kit.adapter.membership(a, settings) as ma,
-            other.membership(b, settings) as mb,
-        ):
+        async with _two_replicas(kit) as (other, a, b, ma, mb):
             await _members_are(kit, {a, b}, ma, mb)
             plan = kit.plan(bundle_id=_owned_by(kit, b, [a, b]))
             await _owns(kit, mb, plan.bundle_id)
@@ -125,13 +137,7 @@ class MembershipConformance(ConformanceBase):
     @since("1.2")
     async def test_a_crashed_replicas_bundles_move_after_its_lease(self, kit: Kit) -> None:
         kit.needs("replica")
-        a, b = kit.new_id("replica"), kit.new_id("replica")
-        settings = self._settings(kit)
-        async with (
-            _replica(kit) as other,
-            kit.adapter.membership(a, settings) as ma,
-            other.membership(b, settings) as mb,
-        ):
+        async with _two_replicas(kit) as (other, a, b, ma, mb):
             await _members_are(kit, {a, b}, ma, mb)
             plan: BundlePlan = kit.plan(bundle_id=_owned_by(kit, b, [a, b]))
             await _owns(kit, mb, plan.bundle_id)
@@ -178,15 +184,9 @@ class MembershipConformance(ConformanceBase):
     @since("1.2")
     async def test_a_singleton_runs_on_one_replica_and_is_handed_over(self, kit: Kit) -> None:
         kit.needs("replica")
-        a, b = kit.new_id("replica"), kit.new_id("replica")
         singleton = kit.new_id("singleton")
-        settings = self._settings(kit)
         inside: list[str] = []
-        async with (
-            _replica(kit) as other,
-            kit.adapter.membership(a, settings) as ma,
-            other.membership(b, settings) as mb,
-        ):
+        async with _two_replicas(kit) as (_, a, b, ma, mb):
             with anyio.fail_after(kit.harness.timeout):
                 async with ma.singleton(singleton):
                     inside.append(a)
@@ -202,15 +202,9 @@ class MembershipConformance(ConformanceBase):
     @since("1.2")
     async def test_a_crashed_holders_singleton_is_taken_after_its_lease(self, kit: Kit) -> None:
         kit.needs("replica")
-        a, b = kit.new_id("replica"), kit.new_id("replica")
         singleton = kit.new_id("singleton")
-        settings = self._settings(kit)
         ended: list[BaseException] = []
-        async with (
-            _replica(kit) as other,
-            kit.adapter.membership(a, settings) as ma,
-            other.membership(b, settings) as mb,
-        ):
+        async with _two_replicas(kit) as (_, _, _, ma, mb):
             held = anyio.Event()
 
             async def hold() -> None:

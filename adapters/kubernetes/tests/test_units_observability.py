@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from _kubeconfigs import kubeconfig_file
 from kubernetes.client import Configuration
 from observing import otel_sdk
 from pando_runtime_kubernetes import KubeTransport
@@ -17,7 +18,6 @@ from pando_runtime_kubernetes.api._transport import describe_call
 from pando_runtime_kubernetes.cache._stores import PodStore
 from pando_runtime_kubernetes.cache._watch import WatchLoop
 from test_units import FakeSource, _pod
-from test_units_multi import _kubeconfig
 
 import pando_runtime as pr
 
@@ -147,7 +147,7 @@ def test_a_throttled_failed_or_unanswered_call_is_a_warning_others_debug(
 async def test_each_member_of_a_multi_cluster_adapter_reports_naming_its_cluster(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    config = _kubeconfig(tmp_path / "kubeconfig", "east", "west", current="west")
+    config = kubeconfig_file(tmp_path / "kubeconfig", "east", "west", current="west")
     caplog.set_level(logging.WARNING, logger="pando_runtime.kubernetes")
     with otel_sdk() as otel:
         runtime = otel.instrument(MultiClusterAdapter({"kubeconfig": str(config)}))

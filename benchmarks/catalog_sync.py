@@ -53,14 +53,14 @@ async def run(address: str, services: int, changes: int, periods: int, resync: f
     written: dict[str, float] = {}
     events = {"changed": anyio.Event()}
 
-    def on_change(change: pr.SyncChange) -> None:
+    def on_change(change: pr.catalog.SyncChange) -> None:
         written[f"{change.kind.value} {change.service_id}"] = time.perf_counter()
         events["changed"].set()
 
-    syncer = pr.CatalogSyncer(
+    syncer = pr.catalog.CatalogSyncer(
         backend, resync_interval=resync, reap_interval=resync * 2, on_change=on_change
     )
-    source = pr.BundleSource(fake, syncer)
+    source = pr.catalog.BundleSource(fake, syncer)
     for p in plans:
         source.track(p)
 

@@ -9,11 +9,13 @@ A host plans, applies, observes and destroys *bundles* (an app's workloads),
         handle = await runtime.apply(plan)
         state = await runtime.observe(handle.ref)
 
-Everything public is importable from this package; modules starting with
-``_`` are private. Importing the package is cheap: each name's module is
-imported when the name is first used (``_EXPORTS``), so a host that never
-converts JSON never imports cattrs, and one that never reads YAML never
-imports PyYAML.
+This package holds what a host uses. Two more namespaces hold the rest:
+:mod:`pando_runtime.plugin` what an adapter's author needs to write one (registration,
+validation helpers, leases, the event hub, read scopes, byte streams), and
+:mod:`pando_runtime.catalog` keeping a service catalog equal to what runs. Modules starting
+with ``_`` are private. Importing a namespace is cheap: each name's module is imported when
+the name is first used (``_EXPORTS``), so a host that never converts JSON never imports
+cattrs, and one that never reads YAML never imports PyYAML.
 """
 
 from __future__ import annotations
@@ -21,18 +23,18 @@ from __future__ import annotations
 import importlib
 import warnings
 
+from ._lazy import lazy_attributes
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; type checkers read True
 if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API reference
     from typing import Any
 
+    # public submodules, reached as attributes (pr.catalog.CatalogSyncer)
+    from . import blocking as blocking
+    from . import catalog as catalog
+    from . import plugin as plugin
+    from . import testing as testing
     from ._adapter import RuntimeAdapter
-    from ._api_observer import (
-        NO_API_OBSERVER,
-        ApiObserver,
-        ApiState,
-        ApiStateSource,
-        ObservableApi,
-    )
     from ._capabilities import (
         Capability,
         ImageDelivery,
@@ -40,37 +42,8 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         LogRetention,
         RuntimeCapabilities,
     )
-    from ._capacity import (
-        BundleUsage,
-        Capacity,
-        Fit,
-        InUse,
-        VolumeUsage,
-        WorkloadUsage,
-        roomiest,
-    )
-    from ._catalog import (
-        CATALOG_NODE,
-        CatalogBackend,
-        CatalogInfo,
-        CatalogRegistration,
-        Syncer,
-    )
-    from ._catalog_bundles import BundleSource, bundle_service_name
-    from ._catalog_registry import (
-        CATALOG_ENTRY_POINT_GROUP,
-        available_catalogs,
-        load_catalog,
-        register_catalog,
-    )
-    from ._catalog_sync import (
-        CATALOG_OWNER_TAG,
-        CatalogSyncer,
-        SyncChange,
-        SyncChangeKind,
-        SyncStatus,
-    )
-    from ._config import ConfigField, EmptyConfig, config_json_schema, setting, structure_config
+    from ._capacity import BundleUsage, Capacity, Fit, InUse, VolumeUsage, WorkloadUsage
+    from ._config import config_json_schema, structure_config
     from ._convert import from_json, load_bundle_file, structure, to_json, unstructure
     from ._edge import EdgeCertificate, EdgeMount, EdgePlan, EdgePort, EdgeState
     from ._errors import (
@@ -79,8 +52,6 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         AdapterUnavailable,
         CapabilityUnsupported,
         CapacityExceeded,
-        CatalogNotInstalled,
-        CatalogUnavailable,
         IncompatibleAdapter,
         InvalidConfig,
         InvalidInput,
@@ -91,22 +62,13 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         Problem,
         RateLimited,
         UnknownAdapter,
-        UnknownCatalog,
     )
-    from ._events import (
-        BundleEvent,
-        BundleEventHub,
-        BundleEventKind,
-        BundleEventStream,
-        bundle_event_channel,
-    )
+    from ._events import BundleEvent, BundleEventKind, BundleEventStream
     from ._exec import ExecRequest, ExecResult, ExecSession
     from ._info import AdapterInfo
-    from ._leases import LeaseConflict, LeaseRecord, LeaseStore, StoredLease
     from ._logs import LogOptions
     from ._member import Membership
-    from ._member_slot import MembershipSlot
-    from ._membership import MembershipSettings, OwnershipChange, validate_membership
+    from ._membership import MembershipSettings, OwnershipChange
     from ._observed import ObservedBundle, ObservedVolume, ObservedWorkload, WorkloadProblem
     from ._ownership import rendezvous_owner
     from ._plans import (
@@ -125,30 +87,12 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         WorkloadPlan,
     )
     from ._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
-    from ._registry import ENTRY_POINT_GROUP, available_adapters, load_adapter, register_adapter
-    from ._scope import in_read_scope, read_scope, scoped_read
-    from ._streams import (
-        BytesReceiveStream,
-        IteratorByteStream,
-        MemoryByteReceiveStream,
-        MemoryByteSendStream,
-        byte_stream_pair,
-        read_all,
-    )
+    from ._registry import available_adapters, load_adapter
+    from ._streams import BytesReceiveStream, read_all
     from ._telemetry import InstrumentedAdapter, instrument
     from ._trial import TrialRequest, TrialResult
-    from ._validation import (
-        MAX_CARRIED_FILES_BYTES,
-        check_plan,
-        is_valid_image,
-        raise_problems,
-        validate_edge,
-        validate_exec_request,
-        validate_plan,
-        validate_trial,
-        validate_volume_request,
-    )
-    from ._version import API_VERSION, __version__, api_compatible
+    from ._validation import check_plan, validate_plan
+    from ._version import API_VERSION, __version__
     from ._volumes import VolumeHandle, VolumeRequest
 
 # Every public name, by the private module that defines it: the one table to extend when a
@@ -156,13 +100,6 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
 # checks that the three agree).
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "_adapter": ("RuntimeAdapter",),
-    "_api_observer": (
-        "NO_API_OBSERVER",
-        "ApiObserver",
-        "ApiState",
-        "ApiStateSource",
-        "ObservableApi",
-    ),
     "_capabilities": (
         "Capability",
         "ImageDelivery",
@@ -170,44 +107,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "LogRetention",
         "RuntimeCapabilities",
     ),
-    "_capacity": (
-        "BundleUsage",
-        "Capacity",
-        "Fit",
-        "InUse",
-        "VolumeUsage",
-        "WorkloadUsage",
-        "roomiest",
-    ),
-    "_catalog": (
-        "CATALOG_NODE",
-        "CatalogBackend",
-        "CatalogInfo",
-        "CatalogRegistration",
-        "Syncer",
-    ),
-    "_catalog_bundles": ("BundleSource", "bundle_service_name"),
-    "_catalog_registry": (
-        "CATALOG_ENTRY_POINT_GROUP",
-        "available_catalogs",
-        "load_catalog",
-        "register_catalog",
-    ),
-    "_catalog_sync": (
-        "CATALOG_OWNER_TAG",
-        "CatalogSyncer",
-        "SyncChange",
-        "SyncChangeKind",
-        "SyncStatus",
-    ),
-    "_config": ("ConfigField", "EmptyConfig", "config_json_schema", "setting", "structure_config"),
-    "_convert": (
-        "from_json",
-        "load_bundle_file",
-        "structure",
-        "to_json",
-        "unstructure",
-    ),
+    "_capacity": ("BundleUsage", "Capacity", "Fit", "InUse", "VolumeUsage", "WorkloadUsage"),
+    "_config": ("config_json_schema", "structure_config"),
+    "_convert": ("from_json", "load_bundle_file", "structure", "to_json", "unstructure"),
     "_edge": ("EdgeCertificate", "EdgeMount", "EdgePlan", "EdgePort", "EdgeState"),
     "_errors": (
         "AdapterFailed",
@@ -215,8 +117,6 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "AdapterUnavailable",
         "CapabilityUnsupported",
         "CapacityExceeded",
-        "CatalogNotInstalled",
-        "CatalogUnavailable",
         "IncompatibleAdapter",
         "InvalidConfig",
         "InvalidInput",
@@ -227,22 +127,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Problem",
         "RateLimited",
         "UnknownAdapter",
-        "UnknownCatalog",
     ),
-    "_events": (
-        "BundleEvent",
-        "BundleEventHub",
-        "BundleEventKind",
-        "BundleEventStream",
-        "bundle_event_channel",
-    ),
+    "_events": ("BundleEvent", "BundleEventKind", "BundleEventStream"),
     "_exec": ("ExecRequest", "ExecResult", "ExecSession"),
     "_info": ("AdapterInfo",),
-    "_leases": ("LeaseConflict", "LeaseRecord", "LeaseStore", "StoredLease"),
     "_logs": ("LogOptions",),
     "_member": ("Membership",),
-    "_member_slot": ("MembershipSlot",),
-    "_membership": ("MembershipSettings", "OwnershipChange", "validate_membership"),
+    "_membership": ("MembershipSettings", "OwnershipChange"),
     "_observed": ("ObservedBundle", "ObservedVolume", "ObservedWorkload", "WorkloadProblem"),
     "_ownership": ("rendezvous_owner",),
     "_plans": (
@@ -261,33 +152,72 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "WorkloadPlan",
     ),
     "_refs": ("BundleHandle", "BundleRef", "DestroyOptions", "Upstream", "WorkloadRef"),
-    "_registry": ("ENTRY_POINT_GROUP", "available_adapters", "load_adapter", "register_adapter"),
-    "_scope": ("in_read_scope", "read_scope", "scoped_read"),
-    "_streams": (
-        "BytesReceiveStream",
-        "IteratorByteStream",
-        "MemoryByteReceiveStream",
-        "MemoryByteSendStream",
-        "byte_stream_pair",
-        "read_all",
-    ),
+    "_registry": ("available_adapters", "load_adapter"),
+    "_streams": ("BytesReceiveStream", "read_all"),
     "_telemetry": ("InstrumentedAdapter", "instrument"),
     "_trial": ("TrialRequest", "TrialResult"),
-    "_validation": (
-        "MAX_CARRIED_FILES_BYTES",
-        "check_plan",
-        "is_valid_image",
-        "raise_problems",
-        "validate_edge",
-        "validate_exec_request",
-        "validate_plan",
-        "validate_trial",
-        "validate_volume_request",
-    ),
-    "_version": ("API_VERSION", "__version__", "api_compatible"),
+    "_validation": ("check_plan", "validate_plan"),
+    "_version": ("API_VERSION", "__version__"),
     "_volumes": ("VolumeHandle", "VolumeRequest"),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+# Names this namespace gave before the adapter author's and the catalog's names got their own
+# (API 1.2): still resolvable here, with a DeprecationWarning naming the new home.
+_MOVED = {
+    "ApiObserver": "pando_runtime.plugin",
+    "ApiState": "pando_runtime.plugin",
+    "ApiStateSource": "pando_runtime.plugin",
+    "BundleEventHub": "pando_runtime.plugin",
+    "BundleSource": "pando_runtime.catalog",
+    "CATALOG_ENTRY_POINT_GROUP": "pando_runtime.catalog",
+    "CATALOG_NODE": "pando_runtime.catalog",
+    "CATALOG_OWNER_TAG": "pando_runtime.catalog",
+    "CatalogBackend": "pando_runtime.catalog",
+    "CatalogInfo": "pando_runtime.catalog",
+    "CatalogNotInstalled": "pando_runtime.catalog",
+    "CatalogRegistration": "pando_runtime.catalog",
+    "CatalogSyncer": "pando_runtime.catalog",
+    "CatalogUnavailable": "pando_runtime.catalog",
+    "ConfigField": "pando_runtime.plugin",
+    "ENTRY_POINT_GROUP": "pando_runtime.plugin",
+    "EmptyConfig": "pando_runtime.plugin",
+    "IteratorByteStream": "pando_runtime.plugin",
+    "LeaseConflict": "pando_runtime.plugin",
+    "LeaseRecord": "pando_runtime.plugin",
+    "LeaseStore": "pando_runtime.plugin",
+    "MAX_CARRIED_FILES_BYTES": "pando_runtime.plugin",
+    "MembershipSlot": "pando_runtime.plugin",
+    "MemoryByteReceiveStream": "pando_runtime.plugin",
+    "MemoryByteSendStream": "pando_runtime.plugin",
+    "NO_API_OBSERVER": "pando_runtime.plugin",
+    "ObservableApi": "pando_runtime.plugin",
+    "StoredLease": "pando_runtime.plugin",
+    "SyncChange": "pando_runtime.catalog",
+    "SyncChangeKind": "pando_runtime.catalog",
+    "SyncStatus": "pando_runtime.catalog",
+    "Syncer": "pando_runtime.catalog",
+    "UnknownCatalog": "pando_runtime.catalog",
+    "api_compatible": "pando_runtime.plugin",
+    "available_catalogs": "pando_runtime.catalog",
+    "bundle_event_channel": "pando_runtime.plugin",
+    "bundle_service_name": "pando_runtime.catalog",
+    "byte_stream_pair": "pando_runtime.plugin",
+    "in_read_scope": "pando_runtime.plugin",
+    "is_valid_image": "pando_runtime.plugin",
+    "load_catalog": "pando_runtime.catalog",
+    "raise_problems": "pando_runtime.plugin",
+    "read_scope": "pando_runtime.plugin",
+    "register_adapter": "pando_runtime.plugin",
+    "register_catalog": "pando_runtime.catalog",
+    "roomiest": "pando_runtime.plugin",
+    "scoped_read": "pando_runtime.plugin",
+    "setting": "pando_runtime.plugin",
+    "validate_edge": "pando_runtime.plugin",
+    "validate_exec_request": "pando_runtime.plugin",
+    "validate_membership": "pando_runtime.plugin",
+    "validate_trial": "pando_runtime.plugin",
+    "validate_volume_request": "pando_runtime.plugin",
+}
 
 # Old names, still resolvable with a DeprecationWarning, in no list: ``Protocol`` shadowed
 # ``typing.Protocol`` in a star import; ``converter`` was the mutable global cattrs converter
@@ -296,27 +226,16 @@ _RENAMED = {"Protocol": ("PortProtocol", "_plans"), "converter": ("converter", "
 
 __all__ = [
     "API_VERSION",
-    "CATALOG_ENTRY_POINT_GROUP",
-    "CATALOG_NODE",
-    "CATALOG_OWNER_TAG",
-    "ENTRY_POINT_GROUP",
-    "MAX_CARRIED_FILES_BYTES",
-    "NO_API_OBSERVER",
     "AdapterFailed",
     "AdapterInfo",
     "AdapterNotInstalled",
     "AdapterUnavailable",
-    "ApiObserver",
-    "ApiState",
-    "ApiStateSource",
     "BundleEvent",
-    "BundleEventHub",
     "BundleEventKind",
     "BundleEventStream",
     "BundleHandle",
     "BundlePlan",
     "BundleRef",
-    "BundleSource",
     "BundleUsage",
     "BytesReceiveStream",
     "Capability",
@@ -324,13 +243,6 @@ __all__ = [
     "Capacity",
     "CapacityExceeded",
     "CarriedFile",
-    "CatalogBackend",
-    "CatalogInfo",
-    "CatalogNotInstalled",
-    "CatalogRegistration",
-    "CatalogSyncer",
-    "CatalogUnavailable",
-    "ConfigField",
     "DestroyOptions",
     "EdgeCertificate",
     "EdgeMount",
@@ -339,7 +251,6 @@ __all__ = [
     "EdgeState",
     "EgressPolicy",
     "EgressRule",
-    "EmptyConfig",
     "ExecRequest",
     "ExecResult",
     "ExecSession",
@@ -353,22 +264,14 @@ __all__ = [
     "InvalidInput",
     "InvalidPlan",
     "IsolationClass",
-    "IteratorByteStream",
-    "LeaseConflict",
-    "LeaseRecord",
-    "LeaseStore",
     "LogOptions",
     "LogRetention",
     "Membership",
     "MembershipSettings",
-    "MembershipSlot",
-    "MemoryByteReceiveStream",
-    "MemoryByteSendStream",
     "Mount",
     "NetworkPlan",
     "NotFound",
     "NotOwner",
-    "ObservableApi",
     "ObservedBundle",
     "ObservedVolume",
     "ObservedWorkload",
@@ -382,15 +285,9 @@ __all__ = [
     "Resources",
     "RuntimeAdapter",
     "RuntimeCapabilities",
-    "StoredLease",
-    "SyncChange",
-    "SyncChangeKind",
-    "SyncStatus",
-    "Syncer",
     "TrialRequest",
     "TrialResult",
     "UnknownAdapter",
-    "UnknownCatalog",
     "Upstream",
     "VolumeHandle",
     "VolumePlan",
@@ -401,63 +298,40 @@ __all__ = [
     "WorkloadRef",
     "WorkloadUsage",
     "__version__",
-    "api_compatible",
     "available_adapters",
-    "available_catalogs",
-    "bundle_event_channel",
-    "bundle_service_name",
-    "byte_stream_pair",
     "check_plan",
     "config_json_schema",
     "from_json",
-    "in_read_scope",
     "instrument",
-    "is_valid_image",
     "load_adapter",
     "load_bundle_file",
-    "load_catalog",
-    "raise_problems",
     "read_all",
-    "read_scope",
-    "register_adapter",
-    "register_catalog",
     "rendezvous_owner",
-    "roomiest",
-    "scoped_read",
-    "setting",
     "structure",
     "structure_config",
     "to_json",
     "unstructure",
-    "validate_edge",
-    "validate_exec_request",
-    "validate_membership",
     "validate_plan",
-    "validate_trial",
-    "validate_volume_request",
 ]
 
+_lazy_getattr, __dir__ = lazy_attributes(
+    __name__,
+    _EXPORTS,
+    globals(),
+    moved=_MOVED,
+    submodules=frozenset({"blocking", "catalog", "plugin", "testing"}),
+)
 
 if not TYPE_CHECKING:  # type checkers see the imports above; unknown names stay errors for them
 
     def __getattr__(name: str) -> Any:
         renamed = _RENAMED.get(name)
-        if renamed is not None:
-            new, module_name = renamed
-            warnings.warn(
-                f"pando_runtime.{name} is {new} now; the old name goes at 1.0",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            return getattr(importlib.import_module(f".{module_name}", __name__), new)
-        module = _MODULE_OF.get(name)
-        if module is None:
-            msg = f"module {__name__!r} has no attribute {name!r}"
-            raise AttributeError(msg)
-        value = getattr(importlib.import_module(f".{module}", __name__), name)
-        globals()[name] = value  # later lookups are plain attribute reads
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+        if renamed is None:
+            return _lazy_getattr(name)
+        new, module_name = renamed
+        warnings.warn(
+            f"pando_runtime.{name} is {new} now; the old name goes at 1.0",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(f".{module_name}", __name__), new)

@@ -74,7 +74,7 @@ class CatalogBackend(Protocol):
 
     A backend does no bookkeeping of its own: the syncer decides what to write, reads a
     node's registrations in one call per node, and counts every call. Every method raises
-    :class:`~pando_runtime.CatalogUnavailable` when the catalog cannot be reached or
+    :class:`~pando_runtime.catalog.CatalogUnavailable` when the catalog cannot be reached or
     refuses a call.
     """
 

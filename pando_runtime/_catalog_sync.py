@@ -406,7 +406,8 @@ class CatalogSyncer:
 
         Reads each node first, so registrations of an earlier run are removed too. The
         desired set is emptied (and counts as known): a running loop registers nothing.
-        Raises :class:`~pando_runtime.CatalogUnavailable` when the catalog cannot be reached.
+        Raises :class:`~pando_runtime.catalog.CatalogUnavailable` when the catalog cannot be
+        reached.
         """
         self._desired = {}
         self._generation += 1

@@ -17,8 +17,8 @@ from an adapter and works the same on all of them. Per operation (``apply``,
 - a DEBUG log record per operation, WARNING when the runtime is degraded
   (unreachable, throttling, failing).
 
-An adapter that talks to an API of its own (:class:`~pando_runtime.ObservableApi`, as
-the Kubernetes adapter) is also given an :class:`~pando_runtime.ApiObserver` bound to
+An adapter that talks to an API of its own (:class:`~pando_runtime.plugin.ObservableApi`, as
+the Kubernetes adapter) is also given an :class:`~pando_runtime.plugin.ApiObserver` bound to
 the same meter, so its calls are measured too:
 
 - ``pando_runtime.api.calls`` (counter) and ``pando_runtime.api.duration``

@@ -12,11 +12,13 @@ from pando_runtime.testing import FakeAdapter, MemoryCatalog
 
 pytestmark = pytest.mark.anyio
 
-OWNER = pr.CATALOG_OWNER_TAG
-NODE = pr.CATALOG_NODE
+OWNER = pr.catalog.CATALOG_OWNER_TAG
+NODE = pr.catalog.CATALOG_NODE
 
 
-def _reg(n: int, *, node: str = NODE, port: int = 8000, **kw: object) -> pr.CatalogRegistration:
+def _reg(
+    n: int, *, node: str = NODE, port: int = 8000, **kw: object
+) -> pr.catalog.CatalogRegistration:
     fields: dict[str, object] = {
         "service": f"svc-{n}",
         "service_id": f"svc-{n}-0",
@@ -25,11 +27,11 @@ def _reg(n: int, *, node: str = NODE, port: int = 8000, **kw: object) -> pr.Cata
         "node": node,
     }
     fields.update(kw)
-    return pr.CatalogRegistration(**fields)  # type: ignore[arg-type]
+    return pr.catalog.CatalogRegistration(**fields)  # type: ignore[arg-type]
 
 
-def _owned(reg: pr.CatalogRegistration) -> pr.CatalogRegistration:
-    return pr.CatalogRegistration(
+def _owned(reg: pr.catalog.CatalogRegistration) -> pr.catalog.CatalogRegistration:
+    return pr.catalog.CatalogRegistration(
         service=reg.service,
         service_id=reg.service_id,
         address=reg.address,
@@ -40,7 +42,7 @@ def _owned(reg: pr.CatalogRegistration) -> pr.CatalogRegistration:
     )
 
 
-async def _until(syncer: pr.CatalogSyncer, check: Callable[[], bool]) -> None:
+async def _until(syncer: pr.catalog.CatalogSyncer, check: Callable[[], bool]) -> None:
     """Wait for passes of the syncer until ``check`` holds (a guard bounds a hang)."""
     with anyio.fail_after(20):
         while not check():
@@ -53,9 +55,9 @@ def catalog() -> MemoryCatalog:
 
 
 @pytest.fixture
-async def syncer(catalog: MemoryCatalog) -> AsyncIterator[pr.CatalogSyncer]:
-    changes: list[pr.SyncChange] = []
-    syncer = pr.CatalogSyncer(
+async def syncer(catalog: MemoryCatalog) -> AsyncIterator[pr.catalog.CatalogSyncer]:
+    changes: list[pr.catalog.SyncChange] = []
+    syncer = pr.catalog.CatalogSyncer(
         catalog, resync_interval=3600, reap_interval=3600, on_change=changes.append
     )
     syncer.changes = changes  # type: ignore[attr-defined]
@@ -64,7 +66,7 @@ async def syncer(catalog: MemoryCatalog) -> AsyncIterator[pr.CatalogSyncer]:
 
 
 async def test_registers_the_desired_set_with_the_owner_tag(
-    catalog: MemoryCatalog, syncer: pr.CatalogSyncer
+    catalog: MemoryCatalog, syncer: pr.catalog.CatalogSyncer
 ) -> None:
     await syncer.sync([_reg(1), _reg(2, tags=("web",), metadata={"team": "a"})])
     await syncer.wait_applied()
@@ -77,13 +79,13 @@ async def test_registers_the_desired_set_with_the_owner_tag(
     assert second.metadata == {"team": "a"}
     assert catalog.calls["register"] == 2
     kinds = [c.kind for c in syncer.changes]  # type: ignore[attr-defined]
-    assert kinds == [pr.SyncChangeKind.REGISTERED] * 2
+    assert kinds == [pr.catalog.SyncChangeKind.REGISTERED] * 2
     assert syncer.status.healthy
     assert syncer.status.owned == 2
 
 
 async def test_changes_follow_and_a_removed_registration_is_deregistered_at_once(
-    catalog: MemoryCatalog, syncer: pr.CatalogSyncer
+    catalog: MemoryCatalog, syncer: pr.catalog.CatalogSyncer
 ) -> None:
     await syncer.sync([_reg(1), _reg(2)])
     await syncer.wait_applied()
@@ -100,7 +102,7 @@ async def test_nothing_is_written_or_removed_before_the_first_desired_set(
 ) -> None:
     stale = _owned(_reg(7))
     catalog.put(stale)
-    syncer = pr.CatalogSyncer(catalog, resync_interval=0.01, reap_interval=0)
+    syncer = pr.catalog.CatalogSyncer(catalog, resync_interval=0.01, reap_interval=0)
     async with syncer.running():
         await anyio.wait_all_tasks_blocked()
         assert catalog.calls == {}
@@ -115,12 +117,12 @@ async def test_a_restart_with_a_full_catalog_deregisters_and_rewrites_nothing_de
     catalog: MemoryCatalog,
 ) -> None:
     desired = [_reg(n) for n in range(1, 6)]
-    first = pr.CatalogSyncer(catalog)
+    first = pr.catalog.CatalogSyncer(catalog)
     async with first.running():
         await first.sync(desired)
         await first.wait_applied()
     catalog.calls.clear()
-    second = pr.CatalogSyncer(catalog, resync_interval=0.01, reap_interval=0)
+    second = pr.catalog.CatalogSyncer(catalog, resync_interval=0.01, reap_interval=0)
     async with second.running():
         await second.sync(desired)
         await second.wait_full_sync()
@@ -131,7 +133,7 @@ async def test_a_restart_with_a_full_catalog_deregisters_and_rewrites_nothing_de
 
 
 async def test_an_external_edit_is_overwritten_at_the_next_full_sync(
-    catalog: MemoryCatalog, syncer: pr.CatalogSyncer
+    catalog: MemoryCatalog, syncer: pr.catalog.CatalogSyncer
 ) -> None:
     await syncer.sync([_reg(1)])
     await syncer.wait_applied()
@@ -139,11 +141,11 @@ async def test_an_external_edit_is_overwritten_at_the_next_full_sync(
     catalog.put(edited)
     await syncer.wait_full_sync()
     assert catalog.registrations[edited.key].address == "10.0.0.1"
-    assert pr.SyncChangeKind.UPDATED in [c.kind for c in syncer.changes]  # type: ignore[attr-defined]
+    assert pr.catalog.SyncChangeKind.UPDATED in [c.kind for c in syncer.changes]  # type: ignore[attr-defined]
 
 
 async def test_registrations_of_others_are_never_touched(
-    catalog: MemoryCatalog, syncer: pr.CatalogSyncer
+    catalog: MemoryCatalog, syncer: pr.catalog.CatalogSyncer
 ) -> None:
     theirs = _reg(3, tags=("other-tool",))
     same_key = _reg(4, address="192.0.2.4")
@@ -156,13 +158,13 @@ async def test_registrations_of_others_are_never_touched(
     syncer.reap_interval = 0
     await syncer.wait_full_sync()
     assert catalog.registrations == {theirs.key: theirs, same_key.key: same_key}
-    conflicts = [c for c in syncer.changes if c.kind == pr.SyncChangeKind.CONFLICT]  # type: ignore[attr-defined]
+    conflicts = [c for c in syncer.changes if c.kind == pr.catalog.SyncChangeKind.CONFLICT]  # type: ignore[attr-defined]
     assert [c.service_id for c in conflicts] == ["svc-4-0"]
     assert syncer.status.conflicts == 1
 
 
 async def test_stale_owned_registrations_are_reaped_only_on_a_reaping_pass(
-    catalog: MemoryCatalog, syncer: pr.CatalogSyncer
+    catalog: MemoryCatalog, syncer: pr.catalog.CatalogSyncer
 ) -> None:
     await syncer.sync([_reg(1)])
     await syncer.wait_full_sync()
@@ -180,7 +182,7 @@ async def test_stale_owned_registrations_are_reaped_only_on_a_reaping_pass(
 async def test_an_unreachable_catalog_is_retried_and_reported_and_the_set_kept(
     catalog: MemoryCatalog,
 ) -> None:
-    syncer = pr.CatalogSyncer(catalog, backoff_initial=0.01)
+    syncer = pr.catalog.CatalogSyncer(catalog, backoff_initial=0.01)
     async with syncer.running():
         catalog.down = True
         await syncer.sync([_reg(1), _reg(2)])
@@ -197,7 +199,7 @@ async def test_an_unreachable_catalog_is_retried_and_reported_and_the_set_kept(
 
 
 async def test_bad_input_is_a_coded_error_naming_each_problem_and_keeps_the_set(
-    catalog: MemoryCatalog, syncer: pr.CatalogSyncer
+    catalog: MemoryCatalog, syncer: pr.catalog.CatalogSyncer
 ) -> None:
     await syncer.sync([_reg(1)])
     await syncer.wait_applied()
@@ -217,7 +219,7 @@ async def test_bad_input_is_a_coded_error_naming_each_problem_and_keeps_the_set(
 
 
 async def test_cleanup_removes_what_it_owns_and_nothing_else(
-    catalog: MemoryCatalog, syncer: pr.CatalogSyncer
+    catalog: MemoryCatalog, syncer: pr.catalog.CatalogSyncer
 ) -> None:
     theirs = _reg(3, tags=("other-tool",))
     catalog.put(theirs)
@@ -230,7 +232,7 @@ async def test_cleanup_removes_what_it_owns_and_nothing_else(
 
 
 async def test_a_full_pass_reads_each_node_once_whatever_the_number_of_services(
-    catalog: MemoryCatalog, syncer: pr.CatalogSyncer
+    catalog: MemoryCatalog, syncer: pr.catalog.CatalogSyncer
 ) -> None:
     desired = [_reg(n, service_id=f"s-{n}") for n in range(1000)]
     desired += [_reg(n, service_id=f"t-{n}", node="other-node") for n in range(10)]
@@ -243,16 +245,16 @@ async def test_a_full_pass_reads_each_node_once_whatever_the_number_of_services(
 
 
 async def test_the_memory_catalog_loads_by_name_and_unknown_names_are_coded() -> None:
-    backend = pr.load_catalog("memory")
+    backend = pr.catalog.load_catalog("memory")
     assert isinstance(backend, MemoryCatalog)
-    assert isinstance(backend, pr.CatalogBackend)
-    assert "memory" in [info.name for info in pr.available_catalogs()]
-    with pytest.raises(pr.UnknownCatalog) as caught:
-        pr.load_catalog("no-such-catalog")
+    assert isinstance(backend, pr.catalog.CatalogBackend)
+    assert "memory" in [info.name for info in pr.catalog.available_catalogs()]
+    with pytest.raises(pr.catalog.UnknownCatalog) as caught:
+        pr.catalog.load_catalog("no-such-catalog")
     assert caught.value.code == "CATALOG_NOT_FOUND"
     assert "memory" in caught.value.message
     with pytest.raises(pr.InvalidConfig) as bad:
-        pr.load_catalog("memory", {"address": "x"})
+        pr.catalog.load_catalog("memory", {"address": "x"})
     assert [p.path for p in bad.value.problems] == ["address"]
 
 
@@ -273,8 +275,8 @@ async def test_bundles_of_the_fake_appear_and_disappear_as_applied_and_destroyed
     catalog: MemoryCatalog,
 ) -> None:
     fake = FakeAdapter()
-    syncer = pr.CatalogSyncer(catalog)
-    source = pr.BundleSource(fake, syncer)
+    syncer = pr.catalog.CatalogSyncer(catalog)
+    source = pr.catalog.BundleSource(fake, syncer)
     plan = _plan("shop", 80, 8080)
     async with syncer.running(), source.running():
         source.track(plan, tags=("v1",))
@@ -295,8 +297,8 @@ async def test_an_unhealthy_or_ended_workload_leaves_the_catalog_and_comes_back(
     catalog: MemoryCatalog,
 ) -> None:
     fake = FakeAdapter()
-    syncer = pr.CatalogSyncer(catalog)
-    source = pr.BundleSource(fake, syncer)
+    syncer = pr.catalog.CatalogSyncer(catalog)
+    source = pr.catalog.BundleSource(fake, syncer)
     plan = _plan("shop", 80)
     ref = pr.WorkloadRef("shop", "web")
     await fake.apply(plan)
@@ -315,8 +317,8 @@ async def test_an_unhealthy_or_ended_workload_leaves_the_catalog_and_comes_back(
 
 async def test_an_adapter_outage_keeps_the_bundles_registrations(catalog: MemoryCatalog) -> None:
     fake = FakeAdapter()
-    syncer = pr.CatalogSyncer(catalog)
-    source = pr.BundleSource(fake, syncer, retry_interval=0.01)
+    syncer = pr.catalog.CatalogSyncer(catalog)
+    source = pr.catalog.BundleSource(fake, syncer, retry_interval=0.01)
     plan = _plan("shop", 80)
     await fake.apply(plan)
     source.track(plan)
@@ -338,16 +340,16 @@ async def test_a_restarted_source_waits_for_every_tracked_bundle_before_its_firs
     plans = [_plan(f"app{n}", 80) for n in range(3)]
     for plan in plans:
         await fake.apply(plan)
-    syncer = pr.CatalogSyncer(catalog)
-    source = pr.BundleSource(fake, syncer)
+    syncer = pr.catalog.CatalogSyncer(catalog)
+    source = pr.catalog.BundleSource(fake, syncer)
     for plan in plans:
         source.track(plan)
     async with syncer.running(), source.running():
         await _until(syncer, lambda: len(catalog.registrations) == 3)
     catalog.calls.clear()
     fake.faults.fail_next("observe", pr.AdapterUnavailable("slow start"), times=2)
-    again = pr.CatalogSyncer(catalog, reap_interval=0)
-    source = pr.BundleSource(fake, again, retry_interval=0.01)
+    again = pr.catalog.CatalogSyncer(catalog, reap_interval=0)
+    source = pr.catalog.BundleSource(fake, again, retry_interval=0.01)
     for plan in plans:
         source.track(plan)
     async with again.running(), source.running():

@@ -18,14 +18,14 @@ from pando_runtime.testing import FakeAdapter, FakeConfig
 
 @attrs.frozen(kw_only=True)
 class Config:
-    timeout: float = pr.setting(
+    timeout: float = pr.plugin.setting(
         default=10.0, exclusive_minimum=0, maximum=60, help="Seconds per call."
     )
-    retries: int = pr.setting(default=3, minimum=0, help="How often to retry.")
-    port: int = pr.setting(default=8080, minimum=1, maximum=65535)
-    ratio: float = pr.setting(default=0.5, minimum=0, exclusive_maximum=1)
-    grace: float | None = pr.setting(default=None, minimum=0)
-    name: str = pr.setting(default="x")
+    retries: int = pr.plugin.setting(default=3, minimum=0, help="How often to retry.")
+    port: int = pr.plugin.setting(default=8080, minimum=1, maximum=65535)
+    ratio: float = pr.plugin.setting(default=0.5, minimum=0, exclusive_maximum=1)
+    grace: float | None = pr.plugin.setting(default=None, minimum=0)
+    name: str = pr.plugin.setting(default="x")
 
 
 def _refused(data: Any) -> pr.InvalidConfig:
@@ -106,7 +106,7 @@ def test_host_uis_see_the_ranges() -> None:
     assert (fields["timeout"].exclusive_minimum, fields["timeout"].maximum) == (0, 60)
     assert (fields["timeout"].minimum, fields["timeout"].exclusive_maximum) == (None, None)
     assert (fields["port"].minimum, fields["port"].maximum) == (1, 65535)
-    assert fields["name"] == pr.ConfigField(key="name", type="string", default="x")
+    assert fields["name"] == pr.plugin.ConfigField(key="name", type="string", default="x")
     schema = info.config_schema()["properties"]
     assert schema["timeout"] == {
         "type": "number",
@@ -135,13 +135,13 @@ def test_contradictory_ranges_are_refused_where_declared(
     bounds: dict[str, float], fault: str
 ) -> None:
     with pytest.raises(ValueError, match=fault):
-        pr.setting(default=5, **bounds)
+        pr.plugin.setting(default=5, **bounds)
 
 
 def test_a_single_value_range_is_fine() -> None:
     @attrs.frozen
     class Pinned:
-        version: int = pr.setting(default=1, minimum=1, maximum=1)
+        version: int = pr.plugin.setting(default=1, minimum=1, maximum=1)
 
     assert pr.structure_config(Pinned, {"version": 1}).version == 1
     with pytest.raises(pr.InvalidConfig, match="must be from 1 to 1, got 2"):
@@ -150,8 +150,8 @@ def test_a_single_value_range_is_fine() -> None:
 
 @attrs.frozen
 class Endpoint:
-    host: str = pr.setting(default="a")
-    retries: int = pr.setting(default=1, minimum=0)
+    host: str = pr.plugin.setting(default="a")
+    retries: int = pr.plugin.setting(default=1, minimum=0)
 
     def __attrs_post_init__(self) -> None:
         if not self.host:

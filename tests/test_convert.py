@@ -252,10 +252,10 @@ def test_carried_file_mistakes_name_their_key() -> None:
 
 @pytest.mark.parametrize("key", ["content", "text", "content_base64"])
 def test_a_file_over_the_size_cap_is_refused_with_its_path(key: str) -> None:
-    big = b"x" * (pr.MAX_CARRIED_FILES_BYTES + 1)
+    big = b"x" * (pr.plugin.MAX_CARRIED_FILES_BYTES + 1)
     value = base64.b64encode(big).decode() if key == "content_base64" else big.decode()
     problems = _file_problems({"path": "/srv/big.bin", key: value})
     assert set(problems) == {f".{key}"}
     assert problems[f".{key}"].code == "too_large"
     assert "'/srv/big.bin'" in problems[f".{key}"].message
-    assert str(pr.MAX_CARRIED_FILES_BYTES + 1) in problems[f".{key}"].message
+    assert str(pr.plugin.MAX_CARRIED_FILES_BYTES + 1) in problems[f".{key}"].message

@@ -22,7 +22,7 @@ async def _drain(stream: pr.BundleEventStream) -> list[pr.BundleEvent]:
 
 
 async def test_every_stream_gets_its_first_events_then_everything_published() -> None:
-    hub = pr.BundleEventHub()
+    hub = pr.plugin.BundleEventHub()
     watching = _event(pr.BundleEventKind.WATCHING)
     started = _event(pr.BundleEventKind.STARTED, "a")
     async with hub.subscribe(watching) as one, hub.subscribe() as two:
@@ -35,7 +35,7 @@ async def test_every_stream_gets_its_first_events_then_everything_published() ->
 
 
 async def test_a_stream_that_ended_is_dropped_and_the_others_still_get_events() -> None:
-    hub = pr.BundleEventHub()
+    hub = pr.plugin.BundleEventHub()
     async with hub.subscribe() as kept:
         async with hub.subscribe():
             pass
@@ -46,7 +46,7 @@ async def test_a_stream_that_ended_is_dropped_and_the_others_still_get_events() 
 
 
 async def test_fail_ends_every_stream_with_the_error_after_what_it_had() -> None:
-    hub = pr.BundleEventHub()
+    hub = pr.plugin.BundleEventHub()
     async with hub.subscribe() as stream:
         hub.publish(_event(pr.BundleEventKind.STARTED, "a"))
         hub.fail(pr.AdapterUnavailable("the event stream was lost"))

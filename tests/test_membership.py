@@ -121,7 +121,7 @@ async def test_bad_settings_are_refused_with_every_problem_at_its_path(
 def test_the_defaults_are_client_gos() -> None:
     defaults = pr.MembershipSettings()
     assert (defaults.lease_duration, defaults.renew_deadline, defaults.retry_period) == (15, 10, 2)
-    assert pr.validate_membership("a", defaults) == []
+    assert pr.plugin.validate_membership("a", defaults) == []
 
 
 async def test_three_replicas_share_the_bundles_and_refuse_each_others() -> None:

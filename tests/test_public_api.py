@@ -1,7 +1,9 @@
-"""The package's public names: each resolves, is documented, and a plain import stays light.
+"""The packages' public names: each resolves, is documented, and a plain import stays light.
 
-``pando_runtime`` imports each name's module on first use (its ``_EXPORTS`` table); the
-type checkers' imports and ``__all__`` list the same names, which these tests hold together.
+``pando_runtime`` (what a host uses), ``pando_runtime.plugin`` (what an adapter's author needs)
+and ``pando_runtime.catalog`` each import a name's module on first use (their ``_EXPORTS``
+tables); the type checkers' imports and ``__all__`` list the same names, which these tests
+hold together, and no name is in two of them.
 """
 
 from __future__ import annotations
@@ -10,34 +12,45 @@ import ast
 import inspect
 import subprocess
 import sys
+import warnings
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 import pando_runtime as pr
+from pando_runtime import catalog, plugin
 
-INIT = Path(pr.__file__)
+NAMESPACES = {"pando_runtime": pr, "pando_runtime.plugin": plugin, "pando_runtime.catalog": catalog}
 
 
-def _type_checking_imports() -> dict[str, str]:
+def _type_checking_imports(namespace: ModuleType) -> dict[str, str]:
     """Name -> module of the ``from ._x import y`` lines under ``if TYPE_CHECKING:``."""
-    tree = ast.parse(INIT.read_text(encoding="utf-8"))
+    tree = ast.parse(Path(str(namespace.__file__)).read_text(encoding="utf-8"))
     found: dict[str, str] = {}
     for node in tree.body:
         if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
             for statement in node.body:
                 assert isinstance(statement, ast.ImportFrom), ast.unparse(statement)
-                if statement.level == 0:  # typing helpers, not exports
+                if statement.level == 0 or statement.module is None:  # typing, submodules
                     continue
                 for alias in statement.names:
                     found[alias.asname or alias.name] = str(statement.module)
     return found
 
 
-def test_the_table_the_type_checkers_imports_and_all_list_the_same_names() -> None:
-    table = {name: module for module, names in pr._EXPORTS.items() for name in names}
-    assert all(isinstance(names, tuple) for names in pr._EXPORTS.values()), "tuples of names"
-    imports = _type_checking_imports()
+def _table(namespace: ModuleType) -> dict[str, str]:
+    exports: dict[str, tuple[str, ...]] = namespace._EXPORTS
+    assert all(isinstance(names, tuple) for names in exports.values()), "tuples of names"
+    return {name: module for module, names in exports.items() for name in names}
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES.values(), ids=list(NAMESPACES))
+def test_the_table_the_type_checkers_imports_and_all_list_the_same_names(
+    namespace: ModuleType,
+) -> None:
+    table = _table(namespace)
+    imports = _type_checking_imports(namespace)
     assert imports == table, {
         "only in _EXPORTS": sorted(table.keys() - imports.keys()),
         "only in the TYPE_CHECKING imports": sorted(imports.keys() - table.keys()),
@@ -45,18 +58,51 @@ def test_the_table_the_type_checkers_imports_and_all_list_the_same_names() -> No
             n for n in table.keys() & imports.keys() if table[n] != imports[n]
         ),
     }
-    assert sorted(pr.__all__) == sorted(table), set(pr.__all__) ^ set(table)
-    assert len(pr.__all__) == len(set(pr.__all__)), "no name listed twice"
+    assert sorted(namespace.__all__) == sorted(table), set(namespace.__all__) ^ set(table)
+    assert len(namespace.__all__) == len(set(namespace.__all__)), "no name listed twice"
 
 
-@pytest.mark.parametrize("name", pr.__all__)
-def test_every_public_name_resolves_to_its_modules_object_and_is_documented(name: str) -> None:
-    module = next(m for m, names in pr._EXPORTS.items() if name in names)
-    value = getattr(pr, name)
+def test_each_name_has_one_home() -> None:
+    seen: dict[str, str] = {}
+    for label, namespace in NAMESPACES.items():
+        for name in namespace.__all__:
+            assert name not in seen, f"{name} is in {seen.get(name)} and {label}"
+            seen[name] = label
+
+
+@pytest.mark.parametrize(
+    ("label", "name"),
+    [(label, name) for label, ns in NAMESPACES.items() for name in ns.__all__],
+)
+def test_every_public_name_resolves_to_its_modules_object_and_is_documented(
+    label: str, name: str
+) -> None:
+    namespace = NAMESPACES[label]
+    module = _table(namespace)[name]
+    value = getattr(namespace, name)
     assert value is getattr(sys.modules[f"pando_runtime.{module}"], name)
     if inspect.isclass(value) or inspect.isfunction(value):
         assert inspect.getdoc(value), f"{name} has a docstring"
         assert value.__module__ == f"pando_runtime.{module}", "defined where the table says"
+
+
+@pytest.mark.parametrize(("name", "home"), sorted(pr._MOVED.items()))
+def test_names_that_moved_resolve_where_they_were_with_a_warning_naming_the_new_home(
+    name: str, home: str
+) -> None:
+    with pytest.warns(DeprecationWarning, match=rf"pando_runtime\.{name} is {home}\.{name} now"):
+        value = getattr(pr, name)
+    assert value is getattr(NAMESPACES[home], name)
+    assert name not in pr.__all__
+
+
+def test_the_public_submodules_are_attributes_of_the_package() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert pr.catalog is catalog
+        assert pr.plugin is plugin
+        assert pr.catalog.CatalogSyncer is catalog.CatalogSyncer
+    assert {"catalog", "plugin", "testing", "blocking"} <= set(dir(pr))
 
 
 def test_unknown_names_are_attribute_errors_and_dir_lists_the_public_names() -> None:
@@ -78,7 +124,9 @@ def _modules_after(code: str) -> set[str]:
 
 def test_a_plain_import_imports_no_submodule_nor_cattrs_or_yaml() -> None:
     loaded = _modules_after("import pando_runtime")
-    assert not {m for m in loaded if m.startswith("pando_runtime.")}, "names load on first use"
+    assert not {m for m in loaded if m.startswith("pando_runtime.")} - {"pando_runtime._lazy"}, (
+        "names load on first use"
+    )
     assert not {m for m in loaded if m.split(".")[0] in {"cattrs", "yaml", "attrs", "anyio"}}
 
 
@@ -117,4 +165,4 @@ def test_old_names_resolve_with_a_deprecation_warning_and_are_in_no_list(
     if new is not None:
         assert value is getattr(pr, new)
     assert old not in pr.__all__
-    assert old not in {n for names in pr._EXPORTS.values() for n in names}
+    assert old not in _table(pr)

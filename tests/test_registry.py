@@ -71,13 +71,13 @@ def test_strict_config_names_valid_keys() -> None:
 
 
 def test_register_adapter_by_class_and_clobber() -> None:
-    pr.register_adapter("memory", "pando_runtime.testing:FakeAdapter")
+    pr.plugin.register_adapter("memory", "pando_runtime.testing:FakeAdapter")
     assert isinstance(pr.load_adapter("memory"), FakeAdapter)
     with pytest.raises(ValueError, match="already registered"):
-        pr.register_adapter("memory", "pando_runtime.testing:FakeAdapter")
-    pr.register_adapter("memory", "pando_runtime.testing:FakeAdapter", clobber=True)
+        pr.plugin.register_adapter("memory", "pando_runtime.testing:FakeAdapter")
+    pr.plugin.register_adapter("memory", "pando_runtime.testing:FakeAdapter", clobber=True)
     with pytest.raises(ValueError, match="module:attr"):
-        pr.register_adapter("bad", "no_colon")
+        pr.plugin.register_adapter("bad", "no_colon")
 
 
 def test_missing_module_gives_an_install_hint(
@@ -90,13 +90,13 @@ def test_missing_module_gives_an_install_hint(
         encoding="utf-8",
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    pr.register_adapter("cloud", "light_info:INFO")
+    pr.plugin.register_adapter("cloud", "light_info:INFO")
     listed = {a.name: a for a in pr.available_adapters()}
     assert listed["cloud"].description == "A cloud"
     with pytest.raises(pr.AdapterNotInstalled) as caught:
         pr.load_adapter("cloud")
     assert caught.value.remedy == "pip install pando-runtime-cloud"
-    pr.register_adapter("broken", "no_such_module_anywhere:INFO")
+    pr.plugin.register_adapter("broken", "no_such_module_anywhere:INFO")
     broken = {a.name: a for a in pr.available_adapters()}["broken"]
     assert broken.problem is not None
 
@@ -111,7 +111,7 @@ def test_incompatible_api_version_is_refused(
         encoding="utf-8",
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    pr.register_adapter("old", "old_info:INFO")
+    pr.plugin.register_adapter("old", "old_info:INFO")
     with pytest.raises(pr.IncompatibleAdapter):
         pr.load_adapter("old")
     assert {a.name: a for a in pr.available_adapters()}["old"].problem
@@ -121,17 +121,17 @@ def test_incompatible_api_version_is_refused(
     ("adapter_version", "ok"), [("1.0", True), ("1.9", False), ("2.0", False), ("x", False)]
 )
 def test_api_compatibility(adapter_version: str, ok: bool) -> None:
-    assert pr.api_compatible(adapter_version, "1.0") is ok
+    assert pr.plugin.api_compatible(adapter_version, "1.0") is ok
 
 
 def test_config_schema_for_host_uis() -> None:
     @attrs.frozen
     class Config:
-        endpoint: str = pr.setting(help="Where the API is.")
-        token: str = pr.setting(default="", help="API token.", secret=True)
-        retries: int = pr.setting(default=3, help="How often to retry.")
-        labels: dict[str, str] = pr.setting(factory=dict)
-        timeout: float | None = pr.setting(default=None)
+        endpoint: str = pr.plugin.setting(help="Where the API is.")
+        token: str = pr.plugin.setting(default="", help="API token.", secret=True)
+        retries: int = pr.plugin.setting(default=3, help="How often to retry.")
+        labels: dict[str, str] = pr.plugin.setting(factory=dict)
+        timeout: float | None = pr.plugin.setting(default=None)
 
     schema = pr.config_json_schema(Config)
     assert schema["required"] == ["endpoint"]

@@ -165,14 +165,16 @@ class CallingFake(FakeAdapter):
 
     def __init__(self) -> None:
         super().__init__()
-        self.observer: pr.ApiObserver = pr.NO_API_OBSERVER
+        self.observer: pr.plugin.ApiObserver = pr.plugin.NO_API_OBSERVER
 
-    def observe_api(self, observer: pr.ApiObserver) -> None:
+    def observe_api(self, observer: pr.plugin.ApiObserver) -> None:
         self.observer = observer.bind(cluster="eu-1")
         self.observer.track(self)
 
-    def api_state(self) -> pr.ApiState:
-        return pr.ApiState(cached_objects={"pods": 3}, open_watches={"pods": 1, "services": 0})
+    def api_state(self) -> pr.plugin.ApiState:
+        return pr.plugin.ApiState(
+            cached_objects={"pods": 3}, open_watches={"pods": 1, "services": 0}
+        )
 
     async def observe(
         self, ref: pr.BundleRef, *, not_before: datetime | None = None
@@ -184,9 +186,9 @@ class CallingFake(FakeAdapter):
 
 async def test_an_adapters_api_calls_are_measured_on_the_same_meter(otel: Otel) -> None:
     fake = CallingFake()
-    assert isinstance(fake, pr.ObservableApi)
+    assert isinstance(fake, pr.plugin.ObservableApi)
     async with otel.instrument(fake) as runtime:
-        assert fake.observer is not pr.NO_API_OBSERVER, "instrument() hands an observer"
+        assert fake.observer is not pr.plugin.NO_API_OBSERVER, "instrument() hands an observer"
         await runtime.observe(pr.BundleRef("shop"))
         await runtime.observe(pr.BundleRef("shop"))
         fake.observer.watch_restarted("pods", "gone")
@@ -225,7 +227,7 @@ async def test_a_gauge_forgets_an_adapter_that_is_gone(otel: Otel) -> None:
 
 
 def test_an_unobserved_adapter_reports_nowhere() -> None:
-    observer = pr.NO_API_OBSERVER
+    observer = pr.plugin.NO_API_OBSERVER
     assert observer.bind(cluster="eu-1") is observer
     observer.call("get", "pods", 200, 0.1)
     observer.watch_restarted("pods", "gone")

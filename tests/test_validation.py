@@ -132,12 +132,12 @@ def test_start_order_puts_dependencies_first() -> None:
 
 
 def test_carried_files_have_a_size_limit() -> None:
-    big = pr.CarriedFile("/big", b"x" * (pr.MAX_CARRIED_FILES_BYTES + 1))
+    big = pr.CarriedFile("/big", b"x" * (pr.plugin.MAX_CARRIED_FILES_BYTES + 1))
     plan = _plan(pr.WorkloadPlan(name="web", image="nginx", files=(big,)))
     problems = {p.path: p for p in pr.validate_plan(plan)}
     assert set(problems) == {"workloads[0].files[0].content"}
     assert "'/big'" in problems["workloads[0].files[0].content"].message
-    half = b"x" * (pr.MAX_CARRIED_FILES_BYTES // 2 + 1)
+    half = b"x" * (pr.plugin.MAX_CARRIED_FILES_BYTES // 2 + 1)
     two = (pr.CarriedFile("/a", half), pr.CarriedFile("/b", half))
     plan = _plan(pr.WorkloadPlan(name="web", image="nginx", files=two))
     assert _paths(plan) == {"workloads[0].files"}
@@ -148,12 +148,12 @@ def test_carried_files_have_a_size_limit() -> None:
     ["nginx", "nginx:1.27", "library/nginx", "localhost:5000/a/b:c", "a.b/c@sha256:" + "0" * 64],
 )
 def test_valid_images(image: str) -> None:
-    assert pr.is_valid_image(image)
+    assert pr.plugin.is_valid_image(image)
 
 
 @pytest.mark.parametrize("image", ["", "Nginx", "nginx:", "a b", "nginx@sha256:short", ":tag"])
 def test_invalid_images(image: str) -> None:
-    assert not pr.is_valid_image(image)
+    assert not pr.plugin.is_valid_image(image)
 
 
 def test_capabilities_turn_features_into_problems() -> None:
@@ -196,7 +196,7 @@ def test_max_workloads_per_bundle() -> None:
 
 def test_volume_trial_and_edge_requests_are_validated() -> None:
     volume = pr.VolumeRequest(volume_id="", bundle_id="ok", name="", size_bytes=0)
-    assert {p.path for p in pr.validate_volume_request(volume)} == {
+    assert {p.path for p in pr.plugin.validate_volume_request(volume)} == {
         "volume_id",
         "name",
         "size_bytes",
@@ -204,7 +204,7 @@ def test_volume_trial_and_edge_requests_are_validated() -> None:
     trial = pr.TrialRequest(
         trial_id="t 1", image="BAD", declared_paths=("rel",), timeout_seconds=0, env={"9": "x"}
     )
-    assert {p.path for p in pr.validate_trial(trial)} == {
+    assert {p.path for p in pr.plugin.validate_trial(trial)} == {
         "trial_id",
         "image",
         "declared_paths[0]",
@@ -217,7 +217,7 @@ def test_volume_trial_and_edge_requests_are_validated() -> None:
         ports=(pr.EdgePort(published=80, target=0), pr.EdgePort(published=80, target=80)),
         certificates=(pr.EdgeCertificate(name="c", cert_pem="nope", key_pem="nope"),),
     )
-    assert {p.path for p in pr.validate_edge(edge)} == {
+    assert {p.path for p in pr.plugin.validate_edge(edge)} == {
         "ports[0].target",
         "ports[1].published",
         "certificates[0]",
@@ -225,9 +225,9 @@ def test_volume_trial_and_edge_requests_are_validated() -> None:
 
 
 def test_exec_requests_are_validated() -> None:
-    assert pr.validate_exec_request(pr.ExecRequest(command=("true",), env={"OK": "1"})) == []
+    assert pr.plugin.validate_exec_request(pr.ExecRequest(command=("true",), env={"OK": "1"})) == []
     bad = pr.ExecRequest(command=(), env={"1BAD": "x"})
-    assert {p.path for p in pr.validate_exec_request(bad)} == {"command", "env['1BAD']"}
+    assert {p.path for p in pr.plugin.validate_exec_request(bad)} == {"command", "env['1BAD']"}
 
 
 @pytest.mark.anyio
@@ -339,9 +339,9 @@ def test_a_trial_is_checked_against_the_egress_rules() -> None:
             )
         ),
     )
-    assert [p.path for p in pr.validate_trial(trial)] == ["egress.allow[0].destination"]
+    assert [p.path for p in pr.plugin.validate_trial(trial)] == ["egress.allow[0].destination"]
     caps = pr.RuntimeCapabilities(egress_restriction=True)
-    assert [p.path for p in pr.validate_trial(trial, caps)] == [
+    assert [p.path for p in pr.plugin.validate_trial(trial, caps)] == [
         "egress.allow[0].destination",
         "egress.allow[1].destination",
     ]

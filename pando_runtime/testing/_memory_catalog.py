@@ -15,7 +15,7 @@ __all__ = ["MEMORY_CATALOG", "MemoryCatalog", "memory_catalog"]
 
 
 class MemoryCatalog:
-    """A :class:`~pando_runtime.CatalogBackend` that keeps registrations in a dict.
+    """A :class:`~pando_runtime.catalog.CatalogBackend` that keeps registrations in a dict.
 
     Beyond the protocol, a test can edit it behind the syncer's back (:meth:`put`,
     :meth:`remove`), read what it holds (:attr:`registrations`, :meth:`services`), count
@@ -27,7 +27,7 @@ class MemoryCatalog:
         self.registrations: dict[tuple[str, str], CatalogRegistration] = {}
         self.calls: Counter[str] = Counter()
         self.down = False
-        """While true every call raises :class:`~pando_runtime.CatalogUnavailable`."""
+        """While true every call raises :class:`~pando_runtime.catalog.CatalogUnavailable`."""
         self.closed = False
 
     async def _enter(self, method: str) -> None:

@@ -37,7 +37,7 @@ def _step(value: float, integer: bool, direction: float) -> float:
     return math.nextafter(value, direction)
 
 
-def edge_values(field: pr.ConfigField) -> list[tuple[Any, bool]]:
+def edge_values(field: pr.plugin.ConfigField) -> list[tuple[Any, bool]]:
     """Values at and just past each bound of ``field``, each with whether it is in range."""
     integer = field.type == "integer"
     cases: list[tuple[Any, bool]] = []
@@ -56,7 +56,7 @@ def edge_values(field: pr.ConfigField) -> list[tuple[Any, bool]]:
     return [(int(v) if integer and math.isfinite(v) else v, ok) for v, ok in cases]
 
 
-def out_of_range_values(field: pr.ConfigField) -> list[Any]:
+def out_of_range_values(field: pr.plugin.ConfigField) -> list[Any]:
     """Numbers ``field`` refuses: just past each bound, far past it, NaN and the infinities."""
     integer = field.type == "integer"
     far = [] if integer else [math.nan, math.inf, -math.inf]
@@ -70,7 +70,7 @@ def out_of_range_values(field: pr.ConfigField) -> list[Any]:
     return [int(v) if integer and math.isfinite(v) else v for v in [*past, *far]]
 
 
-def in_range(field: pr.ConfigField, value: Any) -> bool:
+def in_range(field: pr.plugin.ConfigField, value: Any) -> bool:
     """Whether ``value`` is within ``field``'s declared range (``None`` always is)."""
     if value is None:
         return True

@@ -1,6 +1,6 @@
 """Consul as a pando-runtime catalog backend.
 
-Load it by name (``pando_runtime.load_catalog("consul", {...})``) or build
+Load it by name (``pando_runtime.catalog.load_catalog("consul", {...})``) or build
 :class:`ConsulCatalog` from a :class:`ConsulConfig`. Importing this package does not
 import httpx: :class:`ConsulCatalog` is resolved on first access.
 """

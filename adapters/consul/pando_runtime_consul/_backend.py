@@ -17,7 +17,8 @@ from urllib.parse import quote
 
 import httpx
 
-from pando_runtime import CatalogRegistration, CatalogUnavailable, structure_config
+from pando_runtime import structure_config
+from pando_runtime.catalog import CatalogRegistration, CatalogUnavailable
 
 from ._info import ConsulConfig
 
@@ -31,7 +32,7 @@ EXTERNAL_SOURCE = "pando-runtime"
 
 
 class ConsulCatalog:
-    """A :class:`~pando_runtime.CatalogBackend` over Consul's catalog HTTP API.
+    """A :class:`~pando_runtime.catalog.CatalogBackend` over Consul's catalog HTTP API.
 
     ``requests`` counts the HTTP calls made, by endpoint. Raises
     :class:`~pando_runtime.InvalidConfig` for settings that cannot work, naming each one.
@@ -80,7 +81,10 @@ class ConsulCatalog:
         )
 
     async def check(self) -> str:
-        """The cluster leader's address; :class:`~pando_runtime.CatalogUnavailable` if none."""
+        """The cluster leader's address.
+
+        Raises :class:`~pando_runtime.catalog.CatalogUnavailable` if there is none.
+        """
         response = await self._call("GET", "/v1/status/leader", "status/leader")
         if response.status_code != HTTPStatus.OK:
             raise self._refused(response, "status/leader")

@@ -6,7 +6,9 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from pando_runtime import CatalogInfo, InvalidConfig, Problem, setting
+from pando_runtime import InvalidConfig, Problem
+from pando_runtime.catalog import CatalogInfo
+from pando_runtime.plugin import setting
 
 __all__ = ["CONSUL", "SOCKET_TIMEOUT_MAX", "ConsulConfig"]
 

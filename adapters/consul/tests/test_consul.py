@@ -16,10 +16,10 @@ import pando_runtime as pr
 
 pytestmark = [pytest.mark.anyio, pytest.mark.consul]
 
-OWNER = pr.CATALOG_OWNER_TAG
+OWNER = pr.catalog.CATALOG_OWNER_TAG
 
 
-def _reg(n: int, node: str, **kw: Any) -> pr.CatalogRegistration:
+def _reg(n: int, node: str, **kw: Any) -> pr.catalog.CatalogRegistration:
     fields: dict[str, Any] = {
         "service": f"svc-{n}",
         "service_id": f"svc-{n}:web:80",
@@ -30,12 +30,12 @@ def _reg(n: int, node: str, **kw: Any) -> pr.CatalogRegistration:
         "node": node,
     }
     fields.update(kw)
-    return pr.CatalogRegistration(**fields)
+    return pr.catalog.CatalogRegistration(**fields)
 
 
 @pytest.fixture
 async def consul(consul_agent: Any) -> AsyncIterator[ConsulCatalog]:
-    backend = pr.load_catalog("consul", {"address": consul_agent.http_address})
+    backend = pr.catalog.load_catalog("consul", {"address": consul_agent.http_address})
     assert isinstance(backend, ConsulCatalog)
     try:
         yield backend
@@ -43,7 +43,7 @@ async def consul(consul_agent: Any) -> AsyncIterator[ConsulCatalog]:
         await backend.aclose()
 
 
-async def _until(syncer: pr.CatalogSyncer, check: Callable[[], bool]) -> None:
+async def _until(syncer: pr.catalog.CatalogSyncer, check: Callable[[], bool]) -> None:
     with anyio.fail_after(30):
         while not check():
             await syncer.wait_pass()
@@ -71,7 +71,9 @@ async def test_register_read_and_deregister_on_a_synthetic_node(
 async def test_the_syncer_keeps_consul_equal_to_the_desired_set(
     consul: ConsulCatalog, consul_http: httpx.AsyncClient, node: str
 ) -> None:
-    syncer = pr.CatalogSyncer(consul, nodes=(node,), resync_interval=3600, reap_interval=3600)
+    syncer = pr.catalog.CatalogSyncer(
+        consul, nodes=(node,), resync_interval=3600, reap_interval=3600
+    )
     async with syncer.running():
         await syncer.sync([_reg(1, node), _reg(2, node)])
         await syncer.wait_applied()
@@ -87,7 +89,7 @@ async def test_the_syncer_keeps_consul_equal_to_the_desired_set(
 async def test_an_external_edit_is_overwritten_at_the_next_full_sync(
     consul: ConsulCatalog, consul_http: httpx.AsyncClient, node: str
 ) -> None:
-    syncer = pr.CatalogSyncer(consul, nodes=(node,), resync_interval=3600)
+    syncer = pr.catalog.CatalogSyncer(consul, nodes=(node,), resync_interval=3600)
     async with syncer.running():
         await syncer.sync([_reg(1, node)])
         await syncer.wait_applied()
@@ -114,14 +116,14 @@ async def test_a_restart_with_a_full_catalog_deregisters_nothing_still_desired(
     desired = [_reg(n, node) for n in range(1, 21)]
     config = ConsulConfig(address=consul_agent.http_address)
     first = ConsulCatalog(config)
-    syncer = pr.CatalogSyncer(first, nodes=(node,))
+    syncer = pr.catalog.CatalogSyncer(first, nodes=(node,))
     async with syncer.running():
         await syncer.sync(desired)
         await syncer.wait_applied()
     await first.aclose()
     modify = {k: s["ModifyIndex"] for k, s in (await node_services(consul_http, node)).items()}
     second = ConsulCatalog(config)
-    again = pr.CatalogSyncer(second, nodes=(node,), reap_interval=0)
+    again = pr.catalog.CatalogSyncer(second, nodes=(node,), reap_interval=0)
     async with again.running():
         await again.sync(desired)
         await again.wait_full_sync()
@@ -149,7 +151,7 @@ async def test_registrations_made_by_others_are_never_touched(
     for body in (theirs, clash):
         assert (await consul_http.put("/v1/catalog/register", json=body)).status_code == 200
     before = await node_services(consul_http, node)
-    syncer = pr.CatalogSyncer(consul, nodes=(node,), reap_interval=0)
+    syncer = pr.catalog.CatalogSyncer(consul, nodes=(node,), reap_interval=0)
     async with syncer.running():
         await syncer.sync([_reg(1, node), _reg(2, node)])
         await syncer.wait_full_sync()
@@ -164,11 +166,11 @@ async def test_registrations_made_by_others_are_never_touched(
 async def test_cleanup_removes_everything_it_owns(
     consul: ConsulCatalog, consul_http: httpx.AsyncClient, node: str
 ) -> None:
-    syncer = pr.CatalogSyncer(consul, nodes=(node,))
+    syncer = pr.catalog.CatalogSyncer(consul, nodes=(node,))
     async with syncer.running():
         await syncer.sync([_reg(n, node) for n in range(1, 4)])
         await syncer.wait_applied()
-    assert await pr.CatalogSyncer(consul, nodes=(node,)).cleanup() == 3
+    assert await pr.catalog.CatalogSyncer(consul, nodes=(node,)).cleanup() == 3
     assert await node_services(consul_http, node) == {}
 
 
@@ -177,12 +179,12 @@ async def test_an_unreachable_consul_is_a_coded_error_naming_the_address(node: s
 
     address = f"http://127.0.0.1:{free_ports(1)[0]}"
     backend = ConsulCatalog(ConsulConfig(address=address, timeout=2))
-    with pytest.raises(pr.CatalogUnavailable) as caught:
+    with pytest.raises(pr.catalog.CatalogUnavailable) as caught:
         await backend.check()
     assert caught.value.code == "CATALOG_UNAVAILABLE"
     assert caught.value.details["setting"] == "address"
     assert address in caught.value.message
-    syncer = pr.CatalogSyncer(backend, nodes=(node,), backoff_initial=0.01)
+    syncer = pr.catalog.CatalogSyncer(backend, nodes=(node,), backoff_initial=0.01)
     async with syncer.running():
         await syncer.sync([_reg(1, node)])
         await _until(syncer, lambda: syncer.status.last_error is not None)
@@ -194,7 +196,7 @@ async def test_an_unreachable_consul_is_a_coded_error_naming_the_address(node: s
 
 def test_bad_settings_are_coded_errors_naming_each_setting() -> None:
     with pytest.raises(pr.InvalidConfig) as caught:
-        pr.load_catalog("consul", {"address": "ftp://x", "timeout": 0, "node_address": ""})
+        pr.catalog.load_catalog("consul", {"address": "ftp://x", "timeout": 0, "node_address": ""})
     assert caught.value.code == "INVALID_CONFIG"
     assert [(p.path, p.code) for p in caught.value.problems] == [
         ("address", "invalid"),
@@ -203,13 +205,13 @@ def test_bad_settings_are_coded_errors_naming_each_setting() -> None:
     ]
     assert_out_of_range(caught.value, "timeout", "timeout")
     with pytest.raises(pr.InvalidConfig) as unknown:
-        pr.load_catalog("consul", {"adress": "http://127.0.0.1:8500"})
+        pr.catalog.load_catalog("consul", {"adress": "http://127.0.0.1:8500"})
     assert [p.path for p in unknown.value.problems] == ["adress"]
 
 
 def test_the_timeout_s_range_is_enforced_however_the_backend_is_made() -> None:
     assert declared_ranges(ConsulConfig) == {"timeout": (None, 0, 86_400, None)}
-    assert check_edges(ConsulConfig, lambda s: pr.load_catalog("consul", s)) == 7
+    assert check_edges(ConsulConfig, lambda s: pr.catalog.load_catalog("consul", s)) == 7
     with pytest.raises(pr.InvalidConfig) as caught:
         ConsulCatalog(ConsulConfig(timeout=float("nan")))
     assert [(p.path, p.code) for p in caught.value.problems] == [("timeout", "out_of_range")]
@@ -221,5 +223,5 @@ def test_the_timeout_s_range_is_enforced_however_the_backend_is_made() -> None:
 def test_the_token_is_never_shown() -> None:
     config = ConsulConfig(token="s3cr3t-token")  # noqa: S106 - a made-up token
     assert "s3cr3t" not in repr(config)
-    info = next(i for i in pr.available_catalogs() if i.name == "consul")
+    info = next(i for i in pr.catalog.available_catalogs() if i.name == "consul")
     assert [f.key for f in info.config_fields if f.secret] == ["token"]

@@ -108,12 +108,12 @@ async def run(kubeconfig: str, address: str, services: int, changes: int, period
     written: dict[str, float] = {}
     changed = {"event": anyio.Event()}
 
-    def on_change(change: pr.SyncChange) -> None:
+    def on_change(change: pr.catalog.SyncChange) -> None:
         written[change.service_id] = time.perf_counter()
         changed["event"].set()
 
     node = "k8s-bench"
-    syncer = pr.CatalogSyncer(backend, nodes=(node,), on_change=on_change)
+    syncer = pr.catalog.CatalogSyncer(backend, nodes=(node,), on_change=on_change)
     options = ServiceSyncOptions(allow_namespaces=namespace, node=node)
     source = ServiceSource(watcher, syncer, options)
     try:

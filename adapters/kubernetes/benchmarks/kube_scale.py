@@ -200,7 +200,8 @@ def child_cold(kubeconfig: str, apps: int, args: argparse.Namespace) -> dict[str
     """A fresh adapter process: cold start, bytes, memory, observe pass, capacity."""
     from pando_runtime_kubernetes import KubernetesAdapter  # noqa: PLC0415
 
-    from pando_runtime import BundleRef, read_scope  # noqa: PLC0415
+    from pando_runtime import BundleRef  # noqa: PLC0415
+    from pando_runtime.plugin import read_scope  # noqa: PLC0415
 
     # The official client's modules (imported when the adapter connects): a cost per process,
     # not per app, measured apart so the growth per app is the adapter's own.

@@ -21,7 +21,6 @@ from typing import Any, ClassVar, Self
 from anyio.abc import ByteReceiveStream
 
 from pando_runtime import (
-    ApiObserver,
     BundleEvent,
     BundleHandle,
     BundlePlan,
@@ -50,6 +49,7 @@ from pando_runtime import (
     VolumeRequest,
     WorkloadRef,
 )
+from pando_runtime.plugin import ApiObserver
 
 from ._info import DESCRIPTION, KubernetesConfig
 from ._log import logger

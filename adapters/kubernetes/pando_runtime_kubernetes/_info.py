@@ -11,7 +11,8 @@ from typing import Any
 
 import attrs
 
-from pando_runtime import AdapterInfo, setting
+from pando_runtime import AdapterInfo
+from pando_runtime.plugin import setting
 
 __all__ = [
     "ADAPTER",

@@ -27,11 +27,8 @@ import attrs
 from anyio.abc import ByteReceiveStream
 
 from pando_runtime import (
-    NO_API_OBSERVER,
     AdapterUnavailable,
-    ApiObserver,
     BundleEvent,
-    BundleEventHub,
     BundleEventKind,
     BundleHandle,
     BundlePlan,
@@ -61,9 +58,9 @@ from pando_runtime import (
     VolumeRequest,
     WorkloadRef,
     check_plan,
-    roomiest,
     structure_config,
 )
+from pando_runtime.plugin import NO_API_OBSERVER, ApiObserver, BundleEventHub, roomiest
 
 from ._adapter import KubernetesAdapter
 from ._info import MULTI_DESCRIPTION, KubernetesConfig, MultiClusterConfig

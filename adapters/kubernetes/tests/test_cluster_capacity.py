@@ -28,13 +28,8 @@ from pando_runtime_kubernetes._names import (
 from pando_runtime_kubernetes.cache._capacity import NodeRoom, node_rooms, pod_reservation
 from pando_runtime_kubernetes.features._capacity import ClusterCapacity, largest_fit
 
-from pando_runtime import (
-    BundlePlan,
-    BundleRef,
-    Resources,
-    WorkloadPlan,
-    read_scope,
-)
+from pando_runtime import BundlePlan, BundleRef, Resources, WorkloadPlan
+from pando_runtime.plugin import read_scope
 
 pytestmark = [pytest.mark.kube, pytest.mark.anyio, pytest.mark.every_minor]
 IMAGE = "registry.example/capacity/app:1"

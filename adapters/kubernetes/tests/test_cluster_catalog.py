@@ -166,7 +166,7 @@ async def test_services_appear_follow_changes_and_leave_consul(
         node_port_mode="internal-only",
         prefix="k-",
     )
-    syncer = pr.CatalogSyncer(consul, nodes=(node,), resync_interval=1.0, reap_interval=1.0)
+    syncer = pr.catalog.CatalogSyncer(consul, nodes=(node,), resync_interval=1.0, reap_interval=1.0)
     source = ServiceSource(transport, syncer, options)
     web_id = f"{allowed}/web"
     async with syncer.running(), source.running():
@@ -193,7 +193,7 @@ async def test_services_appear_follow_changes_and_leave_consul(
                 "Service": "k-web",
                 "Address": "192.0.2.1",
                 "Port": 1,
-                "Tags": ["k8s", pr.CATALOG_OWNER_TAG],
+                "Tags": ["k8s", pr.catalog.CATALOG_OWNER_TAG],
             },
         }
         assert (await consul_http.put("/v1/catalog/register", json=edit)).status_code == 200
@@ -236,7 +236,9 @@ async def test_explicit_enable_and_a_restart_with_a_full_catalog(
         await _admin(admin_api, "CoreV1Api", "create_namespaced_service", allowed, service)
     options = ServiceSyncOptions(allow_namespaces=allowed, default_sync=False, node=node)
     for _run in range(2):  # the second run starts with the catalog full
-        syncer = pr.CatalogSyncer(consul, nodes=(node,), resync_interval=0.5, reap_interval=0)
+        syncer = pr.catalog.CatalogSyncer(
+            consul, nodes=(node,), resync_interval=0.5, reap_interval=0
+        )
         source = ServiceSource(transport, syncer, options)
         before = dict(consul.requests)
         async with syncer.running(), source.running():
@@ -248,7 +250,7 @@ async def test_explicit_enable_and_a_restart_with_a_full_catalog(
     assert consul.requests["catalog/register"] == before.get("catalog/register", 0), (
         "the restarted syncer rewrote nothing"
     )
-    assert await pr.CatalogSyncer(consul, nodes=(node,)).cleanup() == 1
+    assert await pr.catalog.CatalogSyncer(consul, nodes=(node,)).cleanup() == 1
 
 
 async def test_bundles_of_the_kubernetes_adapter_appear_and_disappear(
@@ -263,8 +265,8 @@ async def test_bundles_of_the_kubernetes_adapter_appear_and_disappear(
         ),
     )
     async with KubernetesAdapter(adapter_config) as adapter:
-        syncer = pr.CatalogSyncer(consul, nodes=(node,), resync_interval=1.0)
-        source = pr.BundleSource(adapter, syncer, node=node)
+        syncer = pr.catalog.CatalogSyncer(consul, nodes=(node,), resync_interval=1.0)
+        source = pr.catalog.BundleSource(adapter, syncer, node=node)
         async with syncer.running(), source.running():
             source.track(plan)
             await adapter.apply(plan)

@@ -194,9 +194,9 @@ async def _published(
     *,
     nodes: list[dict[str, Any]] | None = None,
     ingresses: list[dict[str, Any]] | None = None,
-) -> dict[str, pr.CatalogRegistration]:
+) -> dict[str, pr.catalog.CatalogRegistration]:
     catalog = MemoryCatalog()
-    syncer = pr.CatalogSyncer(catalog, nodes=(options.node,))
+    syncer = pr.catalog.CatalogSyncer(catalog, nodes=(options.node,))
     sources = {
         "services": ScriptedSource(services),
         "nodes": ScriptedSource(nodes or []),
@@ -238,7 +238,7 @@ async def test_services_are_named_filtered_and_addressed_by_the_options() -> Non
         80,
         "k8s-sync",
     )
-    assert web.tags == ("k8s", pr.CATALOG_OWNER_TAG)
+    assert web.tags == ("k8s", pr.catalog.CATALOG_OWNER_TAG)
     assert web.metadata["k8s-namespace"] == "shop"
     assert published["shop/named"].service == "shop-front"
     assert published["shop/multi"].port == 9000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pando_runtime_kubernetes.features._membership import lease_object, stored_lease
 
-from pando_runtime import LeaseRecord
+from pando_runtime.plugin import LeaseRecord
 
 
 def test_a_lease_reads_back_as_written_and_shows_kubectl_its_holder() -> None:

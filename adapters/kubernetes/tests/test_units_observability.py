@@ -112,10 +112,10 @@ class Calls:
     def watch_restarted(self, resource: str, reason: str) -> None:
         pass
 
-    def track(self, source: pr.ApiStateSource) -> None:
+    def track(self, source: pr.plugin.ApiStateSource) -> None:
         pass
 
-    def bind(self, **attributes: str) -> pr.ApiObserver:
+    def bind(self, **attributes: str) -> pr.plugin.ApiObserver:
         return self
 
 

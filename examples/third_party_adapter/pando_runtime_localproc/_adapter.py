@@ -387,7 +387,7 @@ class LocalProcessAdapter(pr.RuntimeAdapter):
 
     @contextlib.asynccontextmanager
     async def watch_bundles(self) -> AsyncIterator[AsyncIterator[pr.BundleEvent]]:
-        send, stream = pr.bundle_event_channel()
+        send, stream = pr.plugin.bundle_event_channel()
         async with anyio.create_task_group() as group:
             group.start_soon(self._poll, send)
             try:
@@ -429,7 +429,7 @@ class LocalProcessAdapter(pr.RuntimeAdapter):
     ) -> AsyncIterator[ByteReceiveStream]:
         instance = self._workload(ref).instance
         assert instance is not None
-        stream = pr.IteratorByteStream(self._read_log(instance, options or pr.LogOptions()))
+        stream = pr.plugin.IteratorByteStream(self._read_log(instance, options or pr.LogOptions()))
         try:
             yield stream
         finally:
@@ -461,7 +461,9 @@ class LocalProcessAdapter(pr.RuntimeAdapter):
         return pr.VolumeHandle(volume_id=volume_id, handle=str(self._volume_dir(volume_id)))
 
     async def create_volume(self, request: pr.VolumeRequest) -> pr.VolumeHandle:
-        pr.raise_problems(pr.validate_volume_request(request), f"volume {request.volume_id!r}")
+        pr.plugin.raise_problems(
+            pr.plugin.validate_volume_request(request), f"volume {request.volume_id!r}"
+        )
         self._volumes.setdefault(request.volume_id, request)
         self._volume_dir(request.volume_id).mkdir(parents=True, exist_ok=True)
         return self._handle(request.volume_id)

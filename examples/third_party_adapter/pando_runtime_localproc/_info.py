@@ -13,15 +13,15 @@ __all__ = ["ADAPTER", "LocalProcessConfig"]
 class LocalProcessConfig:
     """Settings of the local-process adapter."""
 
-    root: str | None = pr.setting(
+    root: str | None = pr.plugin.setting(
         default=None, help="Directory for sandboxes, logs and volumes (default: a new temp dir)."
     )
-    poll_seconds: float = pr.setting(
+    poll_seconds: float = pr.plugin.setting(
         default=0.05,
         exclusive_minimum=0,
         help="How often the event stream looks at the processes (seconds).",
     )
-    stop_grace_seconds: float = pr.setting(
+    stop_grace_seconds: float = pr.plugin.setting(
         default=2.0,
         minimum=0,
         help="How long a stopped process may take to end before it is killed (seconds; "

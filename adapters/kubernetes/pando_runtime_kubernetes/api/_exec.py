@@ -34,7 +34,8 @@ from kubernetes.stream import stream as ws_stream
 from kubernetes.stream.ws_client import V5_CHANNEL_PROTOCOL
 from websocket import ABNF, WebSocketException
 
-from pando_runtime import ExecRequest, ExecSession, MemoryByteReceiveStream
+from pando_runtime import ExecRequest, ExecSession
+from pando_runtime.plugin import MemoryByteReceiveStream
 
 from ._errors import ApiError
 

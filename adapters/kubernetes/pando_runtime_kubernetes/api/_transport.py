@@ -10,7 +10,7 @@ host task never leaves a thread stuck on a socket for long. Bodies stay plain
 JSON dicts: the generated models are slow and not needed for what we project.
 
 Each call is also reported, by verb, resource and status, to the transport's
-:class:`~pando_runtime.ApiObserver` (metrics, when the host instruments the
+:class:`~pando_runtime.plugin.ApiObserver` (metrics, when the host instruments the
 adapter) and logged on ``pando_runtime.kubernetes.transport``: DEBUG per call,
 WARNING when the server throttles (429), fails (5xx) or does not answer. Neither
 ever sees a body, a query's values or a header.
@@ -36,7 +36,7 @@ import urllib3
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException as ClientApiException
 
-from pando_runtime import NO_API_OBSERVER, ApiObserver
+from pando_runtime.plugin import NO_API_OBSERVER, ApiObserver
 
 from .._log import logger
 from ._errors import ApiError

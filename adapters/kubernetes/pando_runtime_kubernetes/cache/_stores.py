@@ -14,7 +14,8 @@ from typing import Any, Generic, Protocol, TypeVar
 import anyio
 import attrs
 
-from pando_runtime import BundleEvent, BundleEventHub, BundleEventKind
+from pando_runtime import BundleEvent, BundleEventKind
+from pando_runtime.plugin import BundleEventHub
 
 from ._capacity import Reservation
 from ._projections import (

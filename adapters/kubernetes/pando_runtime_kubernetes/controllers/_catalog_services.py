@@ -17,7 +17,8 @@ from typing import Any
 import anyio
 import attrs
 
-from pando_runtime import CatalogRegistration, InvalidConfig, Problem, Syncer
+from pando_runtime import InvalidConfig, Problem
+from pando_runtime.catalog import CatalogRegistration, Syncer
 
 from ..api._transport import KubeTransport
 from ._controller import Controller, Resource
@@ -182,7 +183,7 @@ def _project_ingress(obj: dict[str, Any]) -> tuple[tuple[str, str, bool], ...]:
 
 
 class ServiceSource:
-    """Publishes a cluster's Services to a :class:`~pando_runtime.Syncer`, per the options.
+    """Publishes a cluster's Services to a :class:`~pando_runtime.catalog.Syncer`, per the options.
 
     ``async with source.running():`` runs its watches until the block ends.
     """

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pando_runtime import Capacity, Fit, roomiest, scoped_read
+from pando_runtime import Capacity, Fit
+from pando_runtime.plugin import roomiest, scoped_read
 
 from .._info import KubernetesConfig
 from .._names import LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY, MANAGED_SELECTOR, namespace_for
@@ -30,7 +31,7 @@ OUR_HELPERS = f"{MANAGED_SELECTOR},{LABEL_ROLE}"
 
 
 def largest_fit(rooms: list[NodeRoom], ns: str | None) -> Fit:
-    """The roomiest node (:func:`~pando_runtime.roomiest`), ``ns``'s own pods counted as free.
+    """The roomiest node (:func:`~pando_runtime.plugin.roomiest`), ``ns``'s own pods free.
 
     No eligible node: no room at all (a fit of zero).
     """

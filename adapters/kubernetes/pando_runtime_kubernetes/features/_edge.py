@@ -19,15 +19,8 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from pando_runtime import (
-    EdgePlan,
-    EdgeState,
-    InvalidConfig,
-    VolumeHandle,
-    raise_problems,
-    unstructure,
-    validate_edge,
-)
+from pando_runtime import EdgePlan, EdgeState, InvalidConfig, VolumeHandle, unstructure
+from pando_runtime.plugin import raise_problems, validate_edge
 
 from .._info import KubernetesConfig
 from .._names import (

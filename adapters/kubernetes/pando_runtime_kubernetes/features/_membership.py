@@ -2,8 +2,8 @@
 
 The core's :class:`~pando_runtime.Membership` does the work (renewals, expiry on the reader's
 clock, rendezvous ownership, drained handovers, singletons); this module gives it a
-:class:`~pando_runtime.LeaseStore` over Lease objects in the host's namespace
-(``server_namespace``), and the adapter one :class:`~pando_runtime.MembershipSlot` that
+:class:`~pando_runtime.plugin.LeaseStore` over Lease objects in the host's namespace
+(``server_namespace``), and the adapter one :class:`~pando_runtime.plugin.MembershipSlot` that
 guards every write.
 
 Each replica holds ``Lease/pando-replica-<name>``; each singleton ``Lease/pando-singleton-<name>``.
@@ -23,14 +23,8 @@ from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
 
-from pando_runtime import (
-    LeaseConflict,
-    LeaseRecord,
-    Membership,
-    MembershipSettings,
-    MembershipSlot,
-    StoredLease,
-)
+from pando_runtime import Membership, MembershipSettings
+from pando_runtime.plugin import LeaseConflict, LeaseRecord, MembershipSlot, StoredLease
 
 from .._info import KubernetesConfig
 from .._log import logger
@@ -104,7 +98,7 @@ def stored_lease(obj: Mapping[str, Any]) -> StoredLease | None:
 
 
 class KubeLeases:
-    """A :class:`~pando_runtime.LeaseStore` over Lease objects in one namespace."""
+    """A :class:`~pando_runtime.plugin.LeaseStore` over Lease objects in one namespace."""
 
     def __init__(self, session: ClusterSession, namespace: str) -> None:
         self._session = session

@@ -8,15 +8,8 @@ registry). Every problem is listed at once, each with its path; nothing is writt
 
 from __future__ import annotations
 
-from pando_runtime import (
-    BundlePlan,
-    Problem,
-    RuntimeCapabilities,
-    TrialRequest,
-    raise_problems,
-    validate_plan,
-    validate_trial,
-)
+from pando_runtime import BundlePlan, Problem, RuntimeCapabilities, TrialRequest, validate_plan
+from pando_runtime.plugin import raise_problems, validate_trial
 
 from ..manifests._network import AppNetwork
 from ..manifests._objects import pull_auth_conflicts

@@ -11,10 +11,10 @@ written; every API error becomes the contract's error here, so features never se
 A session of a named cluster (``name``, as a multi-cluster adapter makes them) names that
 cluster in the message and the details of every error it raises.
 
-The session is what an :class:`~pando_runtime.ApiObserver` observes (``observe_api``): it hands
-the observer, naming its cluster, to its transport (every call) and reports its cache's size and
-open watches (``api_state``). It logs on ``pando_runtime.kubernetes.session``: INFO when it
-connects, WARNING when it retries a write; and it counts the writes of a block
+The session is what an :class:`~pando_runtime.plugin.ApiObserver` observes (``observe_api``):
+it hands the observer, naming its cluster, to its transport (every call) and reports its
+cache's size and open watches (``api_state``). It logs on ``pando_runtime.kubernetes.session``:
+INFO when it connects, WARNING when it retries a write; and it counts the writes of a block
 (:meth:`counting_writes`), which an apply reports.
 """
 
@@ -35,16 +35,14 @@ from anyio.abc import ByteReceiveStream
 from kubernetes.config.config_exception import ConfigException
 
 from pando_runtime import (
-    NO_API_OBSERVER,
     AdapterFailed,
     AdapterUnavailable,
-    ApiObserver,
-    ApiState,
     ExecRequest,
     ExecSession,
     NotFound,
     RateLimited,
 )
+from pando_runtime.plugin import NO_API_OBSERVER, ApiObserver, ApiState
 
 from .._info import KubernetesConfig
 from .._log import logger

@@ -23,16 +23,8 @@ from typing import Any
 import anyio
 from anyio.abc import ByteReceiveStream
 
-from pando_runtime import (
-    AdapterFailed,
-    ExecRequest,
-    IteratorByteStream,
-    NotFound,
-    VolumeHandle,
-    VolumeRequest,
-    raise_problems,
-    validate_volume_request,
-)
+from pando_runtime import AdapterFailed, ExecRequest, NotFound, VolumeHandle, VolumeRequest
+from pando_runtime.plugin import IteratorByteStream, raise_problems, validate_volume_request
 
 from .._info import KubernetesConfig
 from .._names import (

@@ -16,16 +16,8 @@ from typing import Any
 import anyio
 from anyio.abc import ByteReceiveStream
 
-from pando_runtime import (
-    ExecRequest,
-    ExecSession,
-    IteratorByteStream,
-    LogOptions,
-    NotFound,
-    WorkloadRef,
-    raise_problems,
-    validate_exec_request,
-)
+from pando_runtime import ExecRequest, ExecSession, LogOptions, NotFound, WorkloadRef
+from pando_runtime.plugin import IteratorByteStream, raise_problems, validate_exec_request
 
 from .._info import KubernetesConfig
 from .._names import namespace_for

@@ -16,13 +16,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pando_runtime import (
-    EgressPolicy,
-    InvalidConfig,
-    Problem,
-    WorkloadPlan,
-    is_valid_image,
-)
+from pando_runtime import EgressPolicy, InvalidConfig, Problem, WorkloadPlan
+from pando_runtime.plugin import is_valid_image
 
 from .._info import KubernetesConfig
 from . import _objects as objects

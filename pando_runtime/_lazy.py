@@ -1,0 +1,62 @@
+"""Names that import their module on first use: one mechanism for each public namespace.
+
+``pando_runtime``, ``pando_runtime.plugin`` and ``pando_runtime.catalog`` each keep a table of
+their public names by the private module that defines them. Importing a namespace imports
+none of those modules; the first use of a name imports its module and caches the value in the
+namespace, so later lookups are plain attribute reads. Names that moved to another namespace
+still resolve where they were, with a :class:`DeprecationWarning` that names the new home.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["Moved", "lazy_attributes"]
+
+Moved = Mapping[str, str]
+"""Old name -> the public namespace that has it now (``"pando_runtime.catalog"``)."""
+
+
+def lazy_attributes(
+    namespace: str,
+    exports: Mapping[str, tuple[str, ...]],
+    namespace_globals: dict[str, Any],
+    moved: Moved | None = None,
+    submodules: frozenset[str] = frozenset(),
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``(__getattr__, __dir__)`` for the module ``namespace`` with the public ``exports``.
+
+    ``exports`` maps each defining private module of the root package (``"_plans"``) to the
+    names it gives; ``submodules`` are public modules reached as attributes (``pr.catalog``).
+    """
+    package = namespace.split(".", maxsplit=1)[0]
+    module_of = {name: module for module, names in exports.items() for name in names}
+    moved = moved or {}
+    public = sorted(module_of)
+
+    def getattr_(name: str) -> Any:
+        module = module_of.get(name)
+        if module is not None:
+            value = getattr(importlib.import_module(f"{package}.{module}"), name)
+            namespace_globals[name] = value
+            return value
+        if name in moved:
+            home = moved[name]
+            warnings.warn(
+                f"{namespace}.{name} is {home}.{name} now; the old name goes at 1.0",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(importlib.import_module(home), name)
+        if name in submodules:
+            return importlib.import_module(f"{namespace}.{name}")
+        msg = f"module {namespace!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+
+    def dir_() -> list[str]:
+        return sorted({*namespace_globals, *public, *submodules})
+
+    return getattr_, dir_

@@ -1,0 +1,73 @@
+"""A service catalog kept equal to what runs: backends, sources and the syncer.
+
+A :class:`CatalogSyncer` writes what a source publishes (:class:`BundleSource`: the apps a
+runtime runs) into a :class:`CatalogBackend` loaded by name (:func:`load_catalog`; Consul is a
+plugin of the entry-point group :data:`CATALOG_ENTRY_POINT_GROUP`). See ``docs/catalog.md``.
+"""
+
+from __future__ import annotations
+
+from ._lazy import lazy_attributes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API reference
+    from ._catalog import CATALOG_NODE, CatalogBackend, CatalogInfo, CatalogRegistration, Syncer
+    from ._catalog_bundles import BundleSource, bundle_service_name
+    from ._catalog_registry import (
+        CATALOG_ENTRY_POINT_GROUP,
+        available_catalogs,
+        load_catalog,
+        register_catalog,
+    )
+    from ._catalog_sync import (
+        CATALOG_OWNER_TAG,
+        CatalogSyncer,
+        SyncChange,
+        SyncChangeKind,
+        SyncStatus,
+    )
+    from ._errors import CatalogNotInstalled, CatalogUnavailable, UnknownCatalog
+
+# Every public name of this namespace, by the private module that defines it.
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "_catalog": ("CATALOG_NODE", "CatalogBackend", "CatalogInfo", "CatalogRegistration", "Syncer"),
+    "_catalog_bundles": ("BundleSource", "bundle_service_name"),
+    "_catalog_registry": (
+        "CATALOG_ENTRY_POINT_GROUP",
+        "available_catalogs",
+        "load_catalog",
+        "register_catalog",
+    ),
+    "_catalog_sync": (
+        "CATALOG_OWNER_TAG",
+        "CatalogSyncer",
+        "SyncChange",
+        "SyncChangeKind",
+        "SyncStatus",
+    ),
+    "_errors": ("CatalogNotInstalled", "CatalogUnavailable", "UnknownCatalog"),
+}
+
+__all__ = [
+    "CATALOG_ENTRY_POINT_GROUP",
+    "CATALOG_NODE",
+    "CATALOG_OWNER_TAG",
+    "BundleSource",
+    "CatalogBackend",
+    "CatalogInfo",
+    "CatalogNotInstalled",
+    "CatalogRegistration",
+    "CatalogSyncer",
+    "CatalogUnavailable",
+    "SyncChange",
+    "SyncChangeKind",
+    "SyncStatus",
+    "Syncer",
+    "UnknownCatalog",
+    "available_catalogs",
+    "bundle_service_name",
+    "load_catalog",
+    "register_catalog",
+]
+
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, globals())

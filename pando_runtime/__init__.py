@@ -63,8 +63,10 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         load_catalog,
         register_catalog,
     )
+    from ._catalog_singleton import CATALOG_SINGLETON, sync_as_singleton
     from ._catalog_sync import (
         CATALOG_OWNER_TAG,
+        CATALOG_WRITER_META,
         CatalogSyncer,
         SyncChange,
         SyncChangeKind,
@@ -193,8 +195,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "load_catalog",
         "register_catalog",
     ),
+    "_catalog_singleton": ("CATALOG_SINGLETON", "sync_as_singleton"),
     "_catalog_sync": (
         "CATALOG_OWNER_TAG",
+        "CATALOG_WRITER_META",
         "CatalogSyncer",
         "SyncChange",
         "SyncChangeKind",
@@ -299,6 +303,8 @@ __all__ = [
     "CATALOG_ENTRY_POINT_GROUP",
     "CATALOG_NODE",
     "CATALOG_OWNER_TAG",
+    "CATALOG_SINGLETON",
+    "CATALOG_WRITER_META",
     "ENTRY_POINT_GROUP",
     "MAX_CARRIED_FILES_BYTES",
     "NO_API_OBSERVER",
@@ -427,6 +433,7 @@ __all__ = [
     "setting",
     "structure",
     "structure_config",
+    "sync_as_singleton",
     "to_json",
     "unstructure",
     "validate_edge",

@@ -18,8 +18,8 @@ from pando_runtime import (
     validate_trial,
 )
 
+from ..manifests._namespace_objects import pull_auth_conflicts
 from ..manifests._network import AppNetwork
-from ..manifests._objects import pull_auth_conflicts
 
 __all__ = ["PlanRules"]
 

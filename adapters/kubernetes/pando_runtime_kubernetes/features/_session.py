@@ -411,6 +411,26 @@ class ClusterSession:
             raise self.down(error.message, remedy=error.remedy, details=error.details)
         return None
 
+    @contextlib.asynccontextmanager
+    async def pod_watch(self) -> AsyncIterator[Informer]:
+        """A synced pod watch for the block: the cache's when it runs, else one of its own.
+
+        Raises :class:`AdapterUnavailable` when the pods cannot be listed within
+        ``read_timeout`` (the last error of the watch says why).
+        """
+        informer = self._informer
+        async with contextlib.AsyncExitStack() as stack:
+            if informer is None:
+                informer = Informer(
+                    await self.transport(),
+                    kinds=("pods",),
+                    watch_timeout=self.config.watch_timeout,
+                )
+                await stack.enter_async_context(informer.running())
+            if not await informer.wait_synced(self.config.read_timeout):
+                raise self.down(f"cannot watch pods: {informer.loops['pods'].last_error}")
+            yield informer
+
     async def synced(self) -> Informer | None:
         """The cache when it can answer now, else ``None`` (read the API directly).
 

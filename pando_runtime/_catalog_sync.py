@@ -14,7 +14,11 @@ Lessons from users of earlier catalog syncers are built in:
   earlier run) are reaped every ``reap_interval`` seconds;
 - a catalog that cannot be reached is retried with backoff and reported in
   :attr:`CatalogSyncer.status`; the desired set is kept meanwhile;
-- :meth:`CatalogSyncer.cleanup` removes everything it owns, on request.
+- :meth:`CatalogSyncer.cleanup` removes everything it owns, on request;
+- given a ``writer`` (a replica's name), every write says who made it in the
+  registration's metadata (``pando-writer``), and :meth:`CatalogSyncer.running` given a
+  membership writes only while its replica holds the catalog singleton
+  (``_catalog_singleton``).
 """
 
 from __future__ import annotations
@@ -25,22 +29,39 @@ import logging
 import math
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import anyio
 import attrs
 
 from ._background import in_background
 from ._catalog import CATALOG_NODE, CatalogBackend, CatalogRegistration
+from ._catalog_singleton import CATALOG_SINGLETON, sync_as_singleton
 from ._errors import InvalidInput, PandoRuntimeError, Problem
 from ._frozen import frozen_mapping
 
-__all__ = ["CATALOG_OWNER_TAG", "CatalogSyncer", "SyncChange", "SyncChangeKind", "SyncStatus"]
+if TYPE_CHECKING:
+    from ._member import Membership
+
+__all__ = [
+    "CATALOG_OWNER_TAG",
+    "CATALOG_WRITER_META",
+    "CatalogSyncer",
+    "SyncChange",
+    "SyncChangeKind",
+    "SyncStatus",
+]
 
 log = logging.getLogger("pando_runtime.catalog")
 log.addHandler(logging.NullHandler())
 
 CATALOG_OWNER_TAG = "pando-runtime"
 """The tag that marks a registration as the syncer's own."""
+
+CATALOG_WRITER_META = "pando-writer"
+"""The metadata key naming the syncer (the replica) that wrote a registration last.
+
+Compared registrations leave it out: a new writer does not rewrite what is already right."""
 
 Key = tuple[str, str]
 
@@ -141,6 +162,7 @@ class CatalogSyncer:
         nodes: Iterable[str] = (CATALOG_NODE,),
         on_change: Callable[[SyncChange], None] | None = None,
         backoff_initial: float = 0.5,
+        writer: str | None = None,
     ) -> None:
         if not owner:
             raise InvalidInput("the owner tag is empty", [Problem("owner", "must not be empty")])
@@ -149,6 +171,7 @@ class CatalogSyncer:
         self.resync_interval = resync_interval
         self.reap_interval = reap_interval
         self.on_change = on_change
+        self.writer = writer
         self._limiter = anyio.CapacityLimiter(max(1, concurrency))
         self._backoff_initial = backoff_initial
         self._extra_nodes = frozenset(nodes)
@@ -186,9 +209,12 @@ class CatalogSyncer:
         self._wake.set()
 
     def _owned(self, registration: CatalogRegistration) -> CatalogRegistration:
-        if self.owner in registration.tags:
-            return registration
-        return attrs.evolve(registration, tags=(*registration.tags, self.owner))
+        if self.owner not in registration.tags:
+            registration = attrs.evolve(registration, tags=(*registration.tags, self.owner))
+        if self.writer is not None:
+            metadata = {**registration.metadata, CATALOG_WRITER_META: self.writer}
+            registration = attrs.evolve(registration, metadata=metadata)
+        return registration
 
     # -- what hosts and tests read ------------------------------------------------------
 
@@ -240,9 +266,28 @@ class CatalogSyncer:
     # -- running ------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[CatalogSyncer]:
-        """Run the sync loop for the duration of the block."""
-        async with in_background(self.run):
+    async def running(
+        self,
+        membership: Membership | None = None,
+        *,
+        singleton: str = CATALOG_SINGLETON,
+        on_hold: Callable[[bool], None] | None = None,
+    ) -> AsyncIterator[CatalogSyncer]:
+        """Run the sync loop for the duration of the block.
+
+        Given a joined ``membership``, the loop runs only while its replica holds the
+        singleton ``singleton``, starting each time with a full pass (see
+        :func:`sync_as_singleton`, which also says what ``on_hold`` is told).
+        """
+        if membership is None:
+            async with in_background(self.run):
+                yield self
+            return
+
+        async def lead() -> None:
+            await sync_as_singleton(self, membership, name=singleton, on_hold=on_hold)
+
+        async with in_background(lead):
             yield self
 
     async def run(self) -> None:
@@ -302,7 +347,7 @@ class CatalogSyncer:
                 self._conflict(key, registration)
                 continue
             known = self._known.get(key)
-            if known != registration:
+            if known is None or _unsigned(known) != _unsigned(registration):
                 writes.append(("register", key, registration))
         writes.extend(
             ("deregister", key, None)
@@ -424,6 +469,14 @@ class CatalogSyncer:
             )
         self._written.clear()
         return removed
+
+
+def _unsigned(registration: CatalogRegistration) -> CatalogRegistration:
+    """``registration`` without its writer: what two writers compare by."""
+    if CATALOG_WRITER_META not in registration.metadata:
+        return registration
+    metadata = {k: v for k, v in registration.metadata.items() if k != CATALOG_WRITER_META}
+    return attrs.evolve(registration, metadata=metadata)
 
 
 def _describe(error: BaseException) -> str:

@@ -111,6 +111,19 @@ def _catalog_parser(catalog: argparse.ArgumentParser) -> None:
     catalog.add_argument(
         "--cleanup-on-exit", action="store_true", help="remove what it owns when it stops"
     )
+    replicas = catalog.add_argument_group(
+        "replicas", "sync as one of several replicas: only the singleton's holder writes"
+    )
+    replicas.add_argument(
+        "--replica",
+        help="join the adapter's membership as NAME; write while holding the singleton",
+    )
+    replicas.add_argument(
+        "--singleton", default="catalog-sync", help="the singleton's name (catalog-sync)"
+    )
+    replicas.add_argument("--lease-duration", type=float, default=15.0, help="seconds (15)")
+    replicas.add_argument("--renew-deadline", type=float, default=10.0, help="seconds (10)")
+    replicas.add_argument("--retry-period", type=float, default=2.0, help="seconds (2)")
 
 
 def _complete(parser: argparse.ArgumentParser) -> None:

@@ -4,7 +4,9 @@
 a source: ``bundles`` (the bundle files' apps on the configured adapter) or a source plugin
 of the entry-point group ``pando_runtime.catalog_sources`` (``kubernetes``: a cluster's
 Services). It prints a line per change and a summary when it ends (interrupted, or with
-``--once`` when the first whole set is written).
+``--once`` when the first whole set is written). With ``--replica NAME`` it joins the
+adapter's membership and writes only while that replica holds the catalog singleton, so
+several processes can run it for availability (``docs/replicas.md``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ._catalog_registry import available_catalogs, load_catalog
 from ._catalog_sync import CatalogSyncer, SyncChange
 from ._convert import load_bundle_file, unstructure
 from ._errors import InvalidInput, PandoRuntimeError, Problem
+from ._membership import MembershipSettings
 from ._registry import import_attr, plugin_targets
 
 __all__ = ["SOURCE_ENTRY_POINT_GROUP", "catalog_command"]
@@ -92,22 +95,55 @@ class _Report:
         print(line, file=self.console.out, flush=True)
 
 
-@contextlib.asynccontextmanager
-async def _bundles(
-    args: argparse.Namespace, syncer: CatalogSyncer, open_adapter: Callable[[], Any]
-) -> AsyncIterator[BundleSource]:
+def _bundle_plans(args: argparse.Namespace) -> list[Any]:
     plans = [load_bundle_file(file) for file in args.files]
     if not plans:
         raise InvalidInput(
             "the bundles source publishes the apps of bundle files: name at least one",
             [Problem("files", "no bundle file given", "required")],
         )
-    async with open_adapter() as adapter:
-        source = BundleSource(adapter, syncer, node=args.node[0] if args.node else CATALOG_NODE)
-        for plan in plans:
-            source.track(plan)
-        async with source.running():
-            yield source
+    return plans
+
+
+@contextlib.asynccontextmanager
+async def _bundles(
+    plans: list[Any], args: argparse.Namespace, syncer: CatalogSyncer, adapter: Any
+) -> AsyncIterator[BundleSource]:
+    source = BundleSource(adapter, syncer, node=args.node[0] if args.node else CATALOG_NODE)
+    for plan in plans:
+        source.track(plan)
+    async with source.running():
+        yield source
+
+
+def _check_replica(args: argparse.Namespace) -> MembershipSettings | None:
+    """The membership settings of ``--replica``; refuses what would undo the holder's work."""
+    if args.replica is None:
+        return None
+    problems = []
+    if args.action == "cleanup":
+        problems.append(
+            Problem("--replica", "cleanup removes what the singleton's holder writes", "conflict")
+        )
+    if args.cleanup_on_exit:
+        problems.append(
+            Problem(
+                "--cleanup-on-exit",
+                "a replica leaving would remove what its successor keeps",
+                "conflict",
+            )
+        )
+    if problems:
+        raise InvalidInput(
+            "a replica syncs under the singleton; it does not clean up",
+            problems,
+            remedy="Run catalog cleanup without --replica once every replica has stopped.",
+        )
+    return MembershipSettings(
+        lease_duration=args.lease_duration,
+        renew_deadline=args.renew_deadline,
+        retry_period=args.retry_period,
+    )
 
 
 async def _check(backend: CatalogBackend) -> None:
@@ -161,6 +197,7 @@ async def _catalog_command(
             ],
         )
         return 0
+    membership_settings = _check_replica(args)
     source_settings = _settings(args.source_config, args.source_set, "--source-set")
     factory = None if args.source == "bundles" else _source_factory(args.source)
     backend = _backend(args)
@@ -173,23 +210,39 @@ async def _catalog_command(
         reap_interval=args.reap,
         nodes=nodes,
         on_change=report.change,
+        writer=args.replica,
     )
+
+    def holding(held: bool) -> None:
+        state = "holds" if held else "lost"
+        console.progress(f"replica {args.replica} {state} singleton {args.singleton}")
+
     try:
         if args.action == "cleanup":
             await _check(backend)
             removed = await syncer.cleanup()
             console.data({"removed": removed}, lambda d: [["REMOVED"], [str(d["removed"])]])
             return 0
-        source: AbstractAsyncContextManager[Any] = (
-            _bundles(args, syncer, open_adapter)
-            if factory is None
-            else factory(source_settings, syncer)
-        )
-        # The source first: its settings are checked before the catalog is touched, and what
-        # it hands over waits in the syncer, which writes nothing before its loop runs.
-        async with source:
+        plans = _bundle_plans(args) if factory is None else []
+        async with contextlib.AsyncExitStack() as stack:
+            adapter: Any = None
+            if factory is None or membership_settings is not None:
+                adapter = await stack.enter_async_context(open_adapter())
+            source: AbstractAsyncContextManager[Any] = (
+                _bundles(plans, args, syncer, adapter)
+                if factory is None
+                else factory(source_settings, syncer)
+            )
+            # The source first: its settings are checked before the catalog is touched, and
+            # what it hands over waits in the syncer, which writes nothing before its loop runs.
+            await stack.enter_async_context(source)
+            membership = None
+            if membership_settings is not None:
+                membership = await stack.enter_async_context(
+                    adapter.membership(args.replica, membership_settings)
+                )
             await _check(backend)
-            async with syncer.running():
+            async with syncer.running(membership, singleton=args.singleton, on_hold=holding):
                 console.progress(f"syncing to {args.catalog or 'consul'} (Ctrl-C stops)")
                 await _until_stopped(syncer, args.once)
             if args.cleanup_on_exit:

@@ -19,8 +19,10 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         load_catalog,
         register_catalog,
     )
+    from ._catalog_singleton import CATALOG_SINGLETON, sync_as_singleton
     from ._catalog_sync import (
         CATALOG_OWNER_TAG,
+        CATALOG_WRITER_META,
         CatalogSyncer,
         SyncChange,
         SyncChangeKind,
@@ -38,8 +40,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "load_catalog",
         "register_catalog",
     ),
+    "_catalog_singleton": ("CATALOG_SINGLETON", "sync_as_singleton"),
     "_catalog_sync": (
         "CATALOG_OWNER_TAG",
+        "CATALOG_WRITER_META",
         "CatalogSyncer",
         "SyncChange",
         "SyncChangeKind",
@@ -52,6 +56,8 @@ __all__ = [
     "CATALOG_ENTRY_POINT_GROUP",
     "CATALOG_NODE",
     "CATALOG_OWNER_TAG",
+    "CATALOG_SINGLETON",
+    "CATALOG_WRITER_META",
     "BundleSource",
     "CatalogBackend",
     "CatalogInfo",
@@ -68,6 +74,7 @@ __all__ = [
     "bundle_service_name",
     "load_catalog",
     "register_catalog",
+    "sync_as_singleton",
 ]
 
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, globals())

@@ -150,3 +150,30 @@ def test_list_shows_the_installed_catalogs(cli) -> None:
     assert listed.returncode == 0, listed.stderr
     names = {c["name"] for c in json.loads(listed.stdout)}
     assert {"consul", "memory"} <= names
+
+
+def test_a_replica_syncs_while_it_holds_the_singleton(cli) -> None:
+    assert cli("apply", "shop.yaml").returncode == 0
+    quick = ("--lease-duration", "1.2", "--renew-deadline", "0.8", "--retry-period", "0.1")
+    synced = cli("catalog", "sync", "shop.yaml", "--once", "--catalog", "memory",
+                 "--replica", "host-a", *quick)  # fmt: skip
+    assert synced.returncode == 0, synced.stderr
+    assert "registered pando-runtime/shop:web:80" in synced.stdout.decode()
+    assert b"replica host-a holds singleton catalog-sync" in synced.stderr
+
+
+def test_a_replica_refuses_to_clean_up_and_bad_membership_settings(cli) -> None:
+    on_exit = cli("catalog", "sync", "shop.yaml", "--catalog", "memory", "--replica", "a",
+                  "--cleanup-on-exit")  # fmt: skip
+    assert on_exit.returncode == 2
+    assert b"error [INVALID_INPUT]" in on_exit.stderr
+    assert b"--cleanup-on-exit" in on_exit.stderr
+    cleanup = cli("catalog", "cleanup", "--catalog", "memory", "--replica", "a")
+    assert cleanup.returncode == 2
+    assert b"--replica" in cleanup.stderr
+    bad = cli("catalog", "sync", "shop.yaml", "--catalog", "memory", "--replica", "Not_A_Name",
+              "--renew-deadline", "20")  # fmt: skip
+    assert bad.returncode == 2
+    assert b"error [INVALID_CONFIG]" in bad.stderr
+    assert b"replica:" in bad.stderr
+    assert b"settings.renew_deadline:" in bad.stderr

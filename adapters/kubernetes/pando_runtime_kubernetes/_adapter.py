@@ -113,7 +113,7 @@ class KubernetesAdapter(RuntimeAdapter):
         self._usage = Usage(s)
         self._canary = NetworkPolicyCanary(s, c)
         self._capacity = ClusterCapacity(s, c)
-        self._events = BundleEvents(s, c)
+        self._events = BundleEvents(s)
         self._images = RegistryImages(c)
         self._members = KubeMembership(s, c)
 

@@ -244,7 +244,8 @@ async def test_the_server_tells_its_newest_version_in_one_watch_call(
     Where the server refuses streaming lists (:data:`NO_STREAMING_LISTS`), a list that selects
     nothing answers instead: a second call.
     """
-    from pando_runtime_kubernetes.cache._watch import ApiListWatch, at_or_past  # noqa: PLC0415
+    from pando_runtime_kubernetes.cache._list_watch import ApiListWatch  # noqa: PLC0415
+    from pando_runtime_kubernetes.cache._watch import at_or_past  # noqa: PLC0415
 
     bundle_id = f"WarmNewest{_run()}"
     await other.apply(_plan(bundle_id))

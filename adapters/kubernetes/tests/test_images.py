@@ -30,9 +30,10 @@ from pando_runtime_kubernetes.api._image_archive import (
     read_archive,
     repository_name,
 )
+from pando_runtime_kubernetes.api._image_spool import Spool
 from pando_runtime_kubernetes.api._registry import BlobBody
-from pando_runtime_kubernetes.features._images import _Spool, split_reference
-from pando_runtime_kubernetes.manifests import _objects as objects
+from pando_runtime_kubernetes.features._registry_settings import split_reference
+from pando_runtime_kubernetes.manifests import _namespace_objects as ns_objects
 
 import pando_runtime as pr
 
@@ -582,7 +583,7 @@ async def test_apps_of_the_registry_get_its_pull_credentials(
     )
     assert mine.pull_auth is own
     assert hub.pull_auth is None
-    secret = objects.pull_secret("pando-app", "app", [web.pull_auth, own])
+    secret = ns_objects.pull_secret("pando-app", "app", [web.pull_auth, own])
     import base64  # noqa: PLC0415
 
     config = json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))
@@ -658,7 +659,7 @@ def test_a_blob_body_reads_its_range_and_stops_when_aborted(tmp_path: Path) -> N
 def test_archives_are_spooled_decompressed(compress: Any) -> None:
     data = docker_archive([layer(b"spooled\n")])
     out = io.BytesIO()
-    spool = _Spool(out)
+    spool = Spool(out)
     packed = compress(data)
     spool.feed(packed[:100])
     spool.finish(packed[100:])
@@ -676,6 +677,6 @@ def test_archives_are_spooled_decompressed(compress: Any) -> None:
     ],
 )
 def test_a_broken_stream_is_invalid_input(data: bytes, says: str) -> None:
-    spool = _Spool(io.BytesIO())
+    spool = Spool(io.BytesIO())
     with pytest.raises(pr.InvalidInput, match=says):
         spool.finish(data)

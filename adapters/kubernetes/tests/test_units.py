@@ -25,9 +25,11 @@ from pando_runtime_kubernetes.cache._capacity import (
 from pando_runtime_kubernetes.cache._informer import Informer
 from pando_runtime_kubernetes.cache._projections import pod_transitions, project_pod
 from pando_runtime_kubernetes.cache._stores import PodStore, ServiceStore
-from pando_runtime_kubernetes.cache._watch import Gone, WatchLoop, WorkQueue
+from pando_runtime_kubernetes.cache._watch import Gone, WatchLoop
+from pando_runtime_kubernetes.cache._work_queue import WorkQueue
 from pando_runtime_kubernetes.features._usage import APP_PODS_SELECTOR, pod_usage, workload_usages
-from pando_runtime_kubernetes.manifests import _objects as objects
+from pando_runtime_kubernetes.manifests import _namespace_objects as ns_objects
+from pando_runtime_kubernetes.manifests import _workload_objects as workload_objects
 
 from pando_runtime import (
     BundleEventKind,
@@ -46,7 +48,7 @@ from pando_runtime import (
 
 pytestmark = pytest.mark.anyio
 KEY = b"k" * 32
-SETTINGS = objects.PodSettings()
+SETTINGS = workload_objects.PodSettings()
 
 
 def test_listing_adapters_does_not_import_the_client() -> None:
@@ -80,15 +82,15 @@ def _workload(**fields: Any) -> WorkloadPlan:
 
 
 def test_digest_changes_with_what_runs_and_hides_env() -> None:
-    base = objects.workload_digest(_workload(env={"A": "1"}), KEY, SETTINGS)
-    assert base == objects.workload_digest(_workload(env={"A": "1"}), KEY, SETTINGS)
-    assert base != objects.workload_digest(_workload(env={"A": "2"}), KEY, SETTINGS)
-    assert base != objects.workload_digest(_workload(env={"A": "1"}), b"x" * 32, SETTINGS)
-    assert base != objects.workload_digest(
+    base = workload_objects.workload_digest(_workload(env={"A": "1"}), KEY, SETTINGS)
+    assert base == workload_objects.workload_digest(_workload(env={"A": "1"}), KEY, SETTINGS)
+    assert base != workload_objects.workload_digest(_workload(env={"A": "2"}), KEY, SETTINGS)
+    assert base != workload_objects.workload_digest(_workload(env={"A": "1"}), b"x" * 32, SETTINGS)
+    assert base != workload_objects.workload_digest(
         _workload(env={"A": "1"}, image="r.example/b:2"), KEY, SETTINGS
     )
-    assert base != objects.workload_digest(
-        _workload(env={"A": "1"}), KEY, objects.PodSettings("gvisor")
+    assert base != workload_objects.workload_digest(
+        _workload(env={"A": "1"}), KEY, workload_objects.PodSettings("gvisor")
     )
 
 
@@ -102,12 +104,12 @@ def test_pod_is_bare_private_and_limited() -> None:
         resources=Resources(cpu_millis=250, memory_bytes=1024),
         files=(CarriedFile("/etc/x", b"1", 0o600),),
     )
-    body = objects.pod(
+    body = workload_objects.pod(
         "pando-a",
         "a",
         w,
         "d1",
-        objects.PodSettings("kata", {"pool": "apps"}),
+        workload_objects.PodSettings("kata", {"pool": "apps"}),
         pull=True,
         created_ns=7,
     )
@@ -136,9 +138,9 @@ def test_pod_is_bare_private_and_limited() -> None:
 
 def test_namespace_objects() -> None:
     plan = BundlePlan(bundle_id="App1", workloads=(_workload(),))
-    body = objects.namespace("pando-app1", plan)
+    body = ns_objects.namespace("pando-app1", plan)
     assert body["metadata"]["annotations"]["pando.dev/bundle-id"] == "App1"
-    found = objects.namespace_objects(
+    found = ns_objects.namespace_objects(
         "pando-app1",
         plan,
         subject="User:alice",
@@ -149,9 +151,9 @@ def test_namespace_objects() -> None:
     assert found[1]["metadata"]["name"] == "default"
     assert found[1]["automountServiceAccountToken"] is False
     assert found[3]["spec"]["hard"] == {"services.nodeports": "0", "services.loadbalancers": "0"}
-    one = objects.namespace_digest(body, found)
-    assert one == objects.namespace_digest(body, found)
-    svc = objects.service("pando-app1", "App1", _workload(ports=(Port(53),)))
+    one = ns_objects.namespace_digest(body, found)
+    assert one == ns_objects.namespace_digest(body, found)
+    svc = workload_objects.service("pando-app1", "App1", _workload(ports=(Port(53),)))
     assert svc["spec"]["clusterIP"] == "None"
     assert svc["spec"]["type"] == "ClusterIP"
 
@@ -568,7 +570,7 @@ def test_one_registry_takes_one_credential_per_app() -> None:
         WorkloadPlan(name=f"w{i}", image="r.example/app:1", pull_auth=auth)
         for i, auth in enumerate((first, same, None, elsewhere, other))
     ]
-    problems = objects.pull_auth_conflicts(workloads)
+    problems = ns_objects.pull_auth_conflicts(workloads)
     assert [(p.path, p.code) for p in problems] == [("workloads[4].pull_auth", "conflict")]
     assert "workloads[0]" in problems[0].message
     assert "y" not in problems[0].message.split()  # never a password

@@ -27,7 +27,7 @@ from pando_runtime_kubernetes.manifests._gateway import (
     proxy_env,
     squid_config,
 )
-from pando_runtime_kubernetes.manifests._objects import network_policy
+from pando_runtime_kubernetes.manifests._namespace_objects import network_policy
 
 from pando_runtime import EgressPolicy, EgressRule
 
@@ -347,7 +347,7 @@ def test_a_trial_is_held_to_the_app_rules() -> None:
     from pando_runtime_kubernetes._info import KubernetesConfig  # noqa: PLC0415
     from pando_runtime_kubernetes.features._trial import trial_objects  # noqa: PLC0415
     from pando_runtime_kubernetes.manifests._network import AppNetwork  # noqa: PLC0415
-    from pando_runtime_kubernetes.manifests._objects import PodSettings  # noqa: PLC0415
+    from pando_runtime_kubernetes.manifests._workload_objects import PodSettings  # noqa: PLC0415
 
     from pando_runtime import TrialRequest  # noqa: PLC0415
 

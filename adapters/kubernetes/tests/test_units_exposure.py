@@ -19,7 +19,8 @@ from pando_runtime_kubernetes.cache._projections import NamespaceFacts, project_
 from pando_runtime_kubernetes.cache._warm import _decode, _encode
 from pando_runtime_kubernetes.features._edge import edge_objects
 from pando_runtime_kubernetes.features._namespaces import AppNamespaces
-from pando_runtime_kubernetes.manifests import _objects as objects
+from pando_runtime_kubernetes.manifests import _namespace_objects as ns_objects
+from pando_runtime_kubernetes.manifests import _workload_objects as workload_objects
 from pando_runtime_kubernetes.manifests._network import AppNetwork
 
 from pando_runtime import BundlePlan, EdgePlan, EdgePort, Port, PortProtocol, WorkloadPlan
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.anyio
 
 NS = "pando-shop"
 SERVER = ("pando", {"app.kubernetes.io/name": "pando-server"})
-PEERS = objects.outside_peers(*SERVER, "pando-edge")
+PEERS = ns_objects.outside_peers(*SERVER, "pando-edge")
 WEB = WorkloadPlan(
     name="web",
     image="registry.example/web:1",
@@ -52,19 +53,19 @@ def _selects(policy: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
 
 def _pod(w: WorkloadPlan) -> dict[str, Any]:
     plan_labels = {"team": "shop", "pando.dev/workload": "forged"}  # ours win over the plan's
-    return objects.pod(
-        NS, "shop", w, "d1", objects.PodSettings(), pull=False, plan_labels=plan_labels
+    return workload_objects.pod(
+        NS, "shop", w, "d1", workload_objects.PodSettings(), pull=False, plan_labels=plan_labels
     )
 
 
 def test_the_namespace_policy_admits_only_the_apps_own_pods() -> None:
-    policy = objects.network_policy(NS, "shop")
+    policy = ns_objects.network_policy(NS, "shop")
     assert policy["spec"]["podSelector"] == {}
     assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {}}]}]
     assert policy["spec"]["policyTypes"] == ["Ingress"]
     (policy,) = [
         o
-        for o in objects.namespace_objects(NS, _plan(), subject=None, role="r", egress=[])
+        for o in ns_objects.namespace_objects(NS, _plan(), subject=None, role="r", egress=[])
         if o["kind"] == "NetworkPolicy"
     ]
     assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {}}]}], "no server peer"
@@ -72,7 +73,7 @@ def test_the_namespace_policy_admits_only_the_apps_own_pods() -> None:
 
 
 def test_an_exposed_workload_admits_the_host_and_the_edge_on_its_ports_alone() -> None:
-    (policy,) = objects.exposure_policies(NS, _plan(), PEERS)
+    (policy,) = ns_objects.exposure_policies(NS, _plan(), PEERS)
     assert policy["kind"] == "NetworkPolicy"
     assert policy["metadata"]["name"] == "pando-expose-web"
     assert policy["metadata"]["namespace"] == NS
@@ -116,7 +117,7 @@ def test_the_edge_peer_matches_every_edge_pod() -> None:
             namespace="pando-edge",
             digest="d",
             service_type="LoadBalancer",
-            placement=objects.PodSettings(),
+            placement=workload_objects.PodSettings(),
         )
         (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
         labels = deployment["spec"]["template"]["metadata"]["labels"]
@@ -124,16 +125,20 @@ def test_the_edge_peer_matches_every_edge_pod() -> None:
 
 
 def test_only_exposed_workloads_with_ports_get_a_policy() -> None:
-    assert [w.name for w in objects.exposed_workloads(_plan())] == ["web"]
-    assert objects.exposure_policies(NS, _plan(DB, WORKER), PEERS) == []
-    assert objects.exposure_marks([]) == ()
+    assert [w.name for w in ns_objects.exposed_workloads(_plan())] == ["web"]
+    assert ns_objects.exposure_policies(NS, _plan(DB, WORKER), PEERS) == []
+    assert ns_objects.exposure_marks([]) == ()
     api = attrs.evolve(DB, name="api", exposed=True)
-    names = [p["metadata"]["name"] for p in objects.exposure_policies(NS, _plan(WEB, api), PEERS)]
+    names = [
+        p["metadata"]["name"] for p in ns_objects.exposure_policies(NS, _plan(WEB, api), PEERS)
+    ]
     assert names == ["pando-expose-api", "pando-expose-web"], "by name: order is no change"
 
 
 def _marks(plan: BundlePlan, peers: list[dict[str, Any]] = PEERS) -> dict[str, str]:
-    return objects.read_marks(objects.exposure_marks(objects.exposure_policies(NS, plan, peers)))
+    return ns_objects.read_marks(
+        ns_objects.exposure_marks(ns_objects.exposure_policies(NS, plan, peers))
+    )
 
 
 def test_an_exposure_mark_follows_ports_and_peers_and_nothing_else() -> None:
@@ -143,22 +148,22 @@ def test_an_exposure_mark_follows_ports_and_peers_and_nothing_else() -> None:
     same = _plan(WORKER, DB, attrs.evolve(WEB, env={"A": "1"}, image="registry.example/web:2"))
     assert _marks(same) == marks, "what the workload runs is not its exposure"
     assert _marks(_plan(attrs.evolve(WEB, ports=(Port(8081),)))) != marks
-    assert _marks(_plan(), objects.outside_peers(*SERVER, "edge-2")) != marks
+    assert _marks(_plan(), ns_objects.outside_peers(*SERVER, "edge-2")) != marks
     api = attrs.evolve(DB, name="api", exposed=True)
     assert _marks(_plan(WEB, api))["web"] == marks["web"], "one policy's mark is its own"
 
 
 def test_a_namespace_that_exposes_nothing_is_written_as_before() -> None:
     plan = _plan(DB)
-    plain = objects.namespace(NS, plan, "d")
-    assert objects.namespace(NS, plan, "d", exposed=()) == plain
+    plain = ns_objects.namespace(NS, plan, "d")
+    assert ns_objects.namespace(NS, plan, "d", exposed=()) == plain
     assert "pando.dev/exposed" not in plain["metadata"]["annotations"]
     assert project_namespace(plain).exposed == ()
-    marked = objects.namespace(NS, _plan(), "d", exposed=("api=1234", "web="))
+    marked = ns_objects.namespace(NS, _plan(), "d", exposed=("api=1234", "web="))
     assert marked["metadata"]["annotations"]["pando.dev/exposed"] == "api=1234,web="
     facts = project_namespace(marked)
     assert facts.exposed == ("api=1234", "web=")
-    assert objects.read_marks(facts.exposed) == {"api": "1234", "web": ""}
+    assert ns_objects.read_marks(facts.exposed) == {"api": "1234", "web": ""}
     assert _decode("n", _encode(facts)).exposed == facts.exposed, "the warm cache keeps them"
 
 
@@ -193,7 +198,7 @@ async def test_converge_writes_exposure_apart_and_deletes_a_policy_no_longer_wan
     stub: Any = session  # only what converge asks of a ClusterSession
     namespaces = AppNamespaces(stub, adapter.config, AppNetwork(adapter.config))
     hidden = _plan(attrs.evolve(WEB, exposed=False), DB)
-    session.facts = project_namespace(objects.namespace(NS, hidden))  # made, nothing applied
+    session.facts = project_namespace(ns_objects.namespace(NS, hidden))  # made, nothing applied
     base = [
         "apply ServiceAccount default",
         "apply NetworkPolicy pando-default",
@@ -207,7 +212,7 @@ async def test_converge_writes_exposure_apart_and_deletes_a_policy_no_longer_wan
         f"apply Namespace {NS}",
     ]
     assert session.facts is not None
-    assert list(objects.read_marks(session.facts.exposed)) == ["web"]
+    assert list(ns_objects.read_marks(session.facts.exposed)) == ["web"]
     assert await session.take(exposed, namespaces) == []
     moved = _plan(attrs.evolve(WEB, ports=(Port(9090),)), DB)
     assert await session.take(moved, namespaces) == [
@@ -247,7 +252,7 @@ async def test_the_role_binding_comes_first_in_a_new_namespace_exposure_in_an_ol
     session = _Session()
     stub: Any = session
     namespaces = AppNamespaces(stub, adapter.config, AppNetwork(adapter.config))
-    session.facts = project_namespace(objects.namespace(NS, _plan()))  # just made
+    session.facts = project_namespace(ns_objects.namespace(NS, _plan()))  # just made
     base = [
         "apply RoleBinding pando-app-manager",
         "apply ServiceAccount default",
@@ -257,7 +262,7 @@ async def test_the_role_binding_comes_first_in_a_new_namespace_exposure_in_an_ol
     first = await session.take(_plan(), namespaces)
     assert first == [*base, "apply NetworkPolicy pando-expose-web", f"apply Namespace {NS}"]
     # As after an upgrade: a converged namespace whose objects changed, nothing exposed yet.
-    session.facts = project_namespace(objects.namespace(NS, _plan(), "older"))
+    session.facts = project_namespace(ns_objects.namespace(NS, _plan(), "older"))
     again = await session.take(_plan(), namespaces)
     assert again == ["apply NetworkPolicy pando-expose-web", *base, f"apply Namespace {NS}"]
 
@@ -267,7 +272,7 @@ async def test_a_destroy_that_keeps_volumes_deletes_the_exposure_policies() -> N
     session = _Session()
     stub: Any = session
     namespaces = AppNamespaces(stub, adapter.config, AppNetwork(adapter.config))
-    session.facts = project_namespace(objects.namespace(NS, _plan(), "d", exposed=("web=ab",)))
+    session.facts = project_namespace(ns_objects.namespace(NS, _plan(), "d", exposed=("web=ab",)))
     await namespaces.mark_volumes_only(NS, "shop", session.facts)
     assert session.writes == [f"apply Namespace {NS}", "delete networkpolicies pando-expose-web"]
     assert session.facts.volumes_only

@@ -19,7 +19,7 @@ from pando_runtime_kubernetes.features._volumes import (
     parse_handle,
     volume_handle,
 )
-from pando_runtime_kubernetes.manifests._objects import PodSettings
+from pando_runtime_kubernetes.manifests._workload_objects import PodSettings
 from websocket import ABNF, WebSocketConnectionClosedException
 
 from pando_runtime import EdgeMount, EdgePlan, EdgePort, NotFound, Port, PortProtocol, VolumeHandle

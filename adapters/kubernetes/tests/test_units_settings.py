@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from pando_runtime_kubernetes._info import KubernetesConfig
-from pando_runtime_kubernetes.cache._watch import jittered
+from pando_runtime_kubernetes.cache._list_watch import jittered
 from setting_ranges import assert_out_of_range, check_edges, declared_ranges
 
 import pando_runtime as pr

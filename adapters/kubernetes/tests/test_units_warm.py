@@ -13,9 +13,10 @@ import anyio
 import pytest
 from pando_runtime_kubernetes.api._errors import ApiError
 from pando_runtime_kubernetes.cache._informer import Informer
+from pando_runtime_kubernetes.cache._list_watch import ApiListWatch, SharedAnswer
 from pando_runtime_kubernetes.cache._projections import project_namespace, project_pod
 from pando_runtime_kubernetes.cache._warm import SCHEMA, DiskCache, WarmCache
-from pando_runtime_kubernetes.cache._watch import ApiListWatch, SharedAnswer, WatchLoop, at_or_past
+from pando_runtime_kubernetes.cache._watch import WatchLoop, at_or_past
 
 from pando_runtime import AdapterUnavailable, BundleEventKind
 

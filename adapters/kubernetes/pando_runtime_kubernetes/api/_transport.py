@@ -610,6 +610,9 @@ class KubeTransport:
                 query,
                 read_timeout,
                 limiter=self.stream_limiter,
+                # A followed log's answer may wait for its first line (up to the read timeout):
+                # cancelling must not; the thread ends by then and its response is dropped.
+                abandon_on_cancel=True,
             )
         except ApiError as error:
             self._observed(call, started, error.status, error.retry_after)

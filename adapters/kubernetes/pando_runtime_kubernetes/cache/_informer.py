@@ -25,6 +25,7 @@ from .._names import (
 )
 from ..api._errors import ApiError
 from ..api._transport import KubeTransport
+from ._list_watch import ApiListWatch, SharedAnswer
 from ._stores import (
     CacheState,
     ClaimStore,
@@ -36,16 +37,8 @@ from ._stores import (
     PodStore,
     ServiceStore,
 )
-from ._watch import (
-    ApiListWatch,
-    ListWatchSource,
-    NewestVersion,
-    SharedAnswer,
-    WatchHandler,
-    WatchLoop,
-    WorkQueue,
-    why,
-)
+from ._watch import ListWatchSource, NewestVersion, WatchHandler, WatchLoop, why
+from ._work_queue import WorkQueue
 
 __all__ = ["Informer"]
 

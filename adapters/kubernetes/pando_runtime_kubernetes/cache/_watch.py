@@ -1,4 +1,4 @@
-"""A reusable list-then-watch loop, and a keyed work queue with retries.
+"""A reusable list-then-watch loop (its source: ``_list_watch``; its work queue: ``_work_queue``).
 
 The loop is client-go's reflector in miniature: list, then watch from the
 list's ``resourceVersion`` with bookmarks; when the server ends a watch (its
@@ -28,33 +28,28 @@ to a list, which the handler learns as a relist (events may have been missed whi
 
 from __future__ import annotations
 
-import json
 import logging
 import random
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from http import HTTPStatus
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol
 
 import anyio
 
 from .._log import logger
 from ..api._errors import ApiError
-from ..api._transport import KubeTransport
 
 __all__ = [
-    "ApiListWatch",
     "Gone",
     "ListWatchSource",
+    "NewestVersion",
+    "Project",
     "WatchHandler",
     "WatchLoop",
-    "WorkQueue",
-    "jittered",
+    "at_or_past",
     "why",
 ]
-
-K = TypeVar("K", bound=Hashable)
 
 _LOG = logger("watch")
 
@@ -69,12 +64,6 @@ Project = Callable[[dict[str, Any]], Any]
 NewestVersion = Callable[[], Awaitable[str | None]]
 """The newest version the server holds now (``None``: it cannot say)."""
 
-INITIAL_EVENTS_END = "k8s.io/initial-events-end"
-"""The annotation of the bookmark that ends a streaming list's initial events."""
-
-_NOTHING_CARRIES = "pando.dev/newest-version-probe"
-"""A label no object carries: a streaming list selecting it sends only its closing bookmark."""
-
 
 def at_or_past(version: str, newest: str) -> bool:
     """Whether ``version`` is ``newest`` or later.
@@ -86,23 +75,6 @@ def at_or_past(version: str, newest: str) -> bool:
         return int(version) >= int(newest)
     except ValueError:
         return False
-
-
-class SharedAnswer:
-    """One awaited answer for every caller: the first call asks, the others wait for it."""
-
-    def __init__(self, ask: NewestVersion) -> None:
-        self._ask = ask
-        self._lock = anyio.Lock()
-        self._asked = False
-        self._answer: str | None = None
-
-    async def __call__(self) -> str | None:
-        async with self._lock:
-            if not self._asked:
-                self._answer = await self._ask()
-                self._asked = True
-        return self._answer
 
 
 class ListWatchSource(Protocol):
@@ -444,247 +416,3 @@ class WatchLoop:
                     )
             finally:
                 self._watch_scope = None
-
-
-def jittered(timeout_seconds: int, draw: float) -> int:
-    """A watch's timeout: ``timeout_seconds`` within ±10 % (``draw`` in [0, 1)), at least 1.
-
-    Jitter spreads the reopening of many watches; 0 would leave the server's own (much
-    longer) timeout in effect, past the client's read timeout.
-    """
-    return max(1, int(timeout_seconds * (0.9 + draw / 5)))
-
-
-class ApiListWatch:
-    """A :class:`ListWatchSource` over the API: one collection path and its selectors."""
-
-    def __init__(
-        self,
-        transport: KubeTransport,
-        path: str,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        page_size: int = 500,
-        timeout_seconds: int = 290,
-    ) -> None:
-        self.transport = transport
-        self.path = path
-        self.label_selector = label_selector
-        self.field_selector = field_selector
-        self.page_size = page_size
-        self.timeout_seconds = timeout_seconds
-
-    async def list(self, project: Project) -> tuple[list[Any], str]:
-        """Every object projected, in pages; an expired continue token raises :class:`Gone`."""
-        items: list[Any] = []
-        token: str | None = None
-        while True:
-            try:
-                page = await self.transport.get(
-                    self.path,
-                    labelSelector=self.label_selector,
-                    fieldSelector=self.field_selector,
-                    limit=self.page_size,
-                    **{"continue": token},
-                )
-            except ApiError as error:
-                if error.status == HTTPStatus.GONE:
-                    raise Gone(error.message) from error
-                raise
-            for item in page.pop("items", None) or ():  # whole objects live one page long
-                kept = project(item)
-                if kept is not None:
-                    items.append(kept)
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return items, str((page.get("metadata") or {}).get("resourceVersion", ""))
-
-    async def newest_version(self) -> str | None:
-        """The newest version of the collection now: every change made before the call is under.
-
-        Asked as a streaming list of what a label no object carries: the server waits until
-        its cache is current, sends no object and at once the bookmark that ends the initial
-        events, with that version. A server that refuses streaming lists (the ``WatchList``
-        feature gate off: 1.33's default) is asked by a list of that label instead, a consistent
-        read whose version is as good: a second call. ``None`` when it cannot say (a server that
-        ignores the parameter sends no such bookmark: the watch ends after a second).
-        """
-        query = {
-            "watch": "true",
-            "sendInitialEvents": "true",
-            "resourceVersionMatch": "NotOlderThan",
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": 1,
-            "labelSelector": _NOTHING_CARRIES,
-        }
-        try:
-            async with self.transport.stream(self.path, query=query, read_timeout=31) as stream:
-                async for event in _events(stream.receive):
-                    meta = (event.get("object") or {}).get("metadata") or {}
-                    ended = (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true"
-                    if event.get("type") == "BOOKMARK" and ended:
-                        return str(meta.get("resourceVersion") or "") or None
-        except ApiError as error:
-            if error.status not in (HTTPStatus.BAD_REQUEST, HTTPStatus.UNPROCESSABLE_ENTITY):
-                _LOG.debug(
-                    "the newest version is unknown (%s)", why(error), extra={"path": self.path}
-                )
-                return None
-            return await self._newest_by_list()
-        except (OSError, ValueError) as error:
-            _LOG.debug("the newest version is unknown (%s)", why(error), extra={"path": self.path})
-        return None
-
-    async def _newest_by_list(self) -> str | None:
-        """The newest version, from a list that selects nothing.
-
-        No ``limit``: so it is served from the API server's cache where consistent reads from
-        cache are on (1.31 and later).
-        """
-        try:
-            page = await self.transport.get(self.path, labelSelector=_NOTHING_CARRIES)
-        except (ApiError, OSError, ValueError) as error:
-            _LOG.debug("the newest version is unknown (%s)", why(error), extra={"path": self.path})
-            return None
-        return str((page.get("metadata") or {}).get("resourceVersion") or "") or None
-
-    @asynccontextmanager
-    async def watch(
-        self, resource_version: str, timeout_seconds: int | None = None
-    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
-        """Watch from ``resource_version`` with bookmarks.
-
-        The server ends it after a timeout (``timeout_seconds``, else the source's with
-        jitter); a client read timeout above it catches a silent connection.
-        """
-        timeout = timeout_seconds or jittered(self.timeout_seconds, random.random())  # noqa: S311
-        query = {
-            "watch": "true",
-            "resourceVersion": resource_version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": timeout,
-            "labelSelector": self.label_selector,
-            "fieldSelector": self.field_selector,
-        }
-        try:
-            async with self.transport.stream(
-                self.path, query=query, read_timeout=timeout + 30
-            ) as stream:
-                yield _events(stream.receive)
-        except ApiError as error:
-            if error.status == HTTPStatus.GONE:
-                raise Gone(error.message) from error
-            raise
-
-
-async def _events(receive: Callable[[], Awaitable[bytes]]) -> AsyncIterator[dict[str, Any]]:
-    """JSON lines from a chunked stream."""
-    pending = b""
-    while chunk := await receive():
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            if line.strip():
-                yield json.loads(line)
-    if pending.strip():
-        yield json.loads(pending)
-
-
-class WorkQueue(Generic[K]):
-    """Keys to process, each at most once in the queue, with retries and backoff.
-
-    As client-go's work queue: a key added while it waits is not queued twice;
-    a key added while it is being processed is queued again when
-    :meth:`done` is called, so its latest state is always processed. A failed
-    key is retried after an exponential backoff, at most ``max_retries`` times.
-    """
-
-    def __init__(
-        self, *, max_retries: int = 5, backoff_initial: float = 0.05, backoff_max: float = 5.0
-    ) -> None:
-        self._queue: deque[K] = deque()
-        self._queued: set[K] = set()
-        self._processing: set[K] = set()
-        self._dirty: set[K] = set()
-        self._failures: dict[K, int] = {}
-        self._wakeup = anyio.Event()
-        self.max_retries = max_retries
-        self._backoff_initial = backoff_initial
-        self._backoff_max = backoff_max
-        self.dropped = 0
-        """Keys given up after ``max_retries`` failures."""
-
-    def __len__(self) -> int:
-        return len(self._queue)
-
-    def add(self, key: K) -> None:
-        """Queue ``key`` (no-op when it already waits)."""
-        if key in self._processing:
-            self._dirty.add(key)
-            return
-        if key not in self._queued:
-            self._queued.add(key)
-            self._queue.append(key)
-            self._wakeup.set()
-
-    async def get(self) -> K:
-        """The next key; mark it processing until :meth:`done`."""
-        while not self._queue:
-            self._wakeup = anyio.Event()
-            await self._wakeup.wait()
-        key = self._queue.popleft()
-        self._queued.discard(key)
-        self._processing.add(key)
-        return key
-
-    def done(self, key: K, *, failed: bool = False) -> float | None:
-        """Finish ``key``; on failure returns the delay before its retry (None: given up)."""
-        self._processing.discard(key)
-        delay: float | None = None
-        if failed:
-            count = self._failures.get(key, 0) + 1
-            if count > self.max_retries:
-                self._failures.pop(key, None)
-                self.dropped += 1
-            else:
-                self._failures[key] = count
-                delay = min(self._backoff_max, self._backoff_initial * 2 ** (count - 1))
-        else:
-            self._failures.pop(key, None)
-        if key in self._dirty:
-            self._dirty.discard(key)
-            self.add(key)
-        return delay
-
-    async def run(
-        self,
-        process: Callable[[K], Awaitable[None]],
-        *,
-        on_error: Callable[[K, Exception], None] | None = None,
-        on_drop: Callable[[K, Exception], None] | None = None,
-    ) -> None:
-        """Process keys one at a time until cancelled; failures are retried with backoff.
-
-        ``on_error`` is told of every failure; ``on_drop`` of the last one of a key given up
-        after ``max_retries`` retries (it is not processed again until added again).
-        """
-        async with anyio.create_task_group() as retries:
-            while True:
-                key = await self.get()
-                try:
-                    await process(key)
-                except Exception as error:  # noqa: BLE001 - any failure is retried
-                    if on_error is not None:
-                        on_error(key, error)
-                    delay = self.done(key, failed=True)
-                    if delay is not None:
-                        retries.start_soon(self._readd_later, key, delay)
-                    elif on_drop is not None:
-                        on_drop(key, error)
-                else:
-                    self.done(key)
-
-    async def _readd_later(self, key: K, delay: float) -> None:
-        await anyio.sleep(delay)
-        self.add(key)

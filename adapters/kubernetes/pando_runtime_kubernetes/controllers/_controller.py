@@ -1,6 +1,6 @@
 """A public watch controller: a resource, upsert/delete callbacks per key, retried.
 
-Built on the adapter's own list-then-watch loop and keyed work queue (``_watch``): a
+Built on the adapter's own list-then-watch loop and keyed work queue (``cache``): a
 host's controller and the adapter's cache share one implementation. The controller keeps
 a projection of each object (only the fields its callbacks need) by key
 (``namespace/name``, or ``name`` for cluster-scoped kinds), hands every change of a
@@ -19,7 +19,9 @@ import anyio
 import attrs
 
 from ..api._transport import KubeTransport
-from ..cache._watch import ApiListWatch, ListWatchSource, WatchLoop, WorkQueue
+from ..cache._list_watch import ApiListWatch
+from ..cache._watch import ListWatchSource, WatchLoop
+from ..cache._work_queue import WorkQueue
 
 __all__ = ["Controller", "Resource"]
 

@@ -13,8 +13,6 @@ from typing import Any
 
 from pando_runtime import BundleEvent, BundleEventKind
 
-from .._info import KubernetesConfig
-from ..cache._informer import Informer
 from ._session import ClusterSession
 
 __all__ = ["BundleEvents"]
@@ -23,25 +21,13 @@ __all__ = ["BundleEvents"]
 class BundleEvents:
     """``watch_bundles`` of one cluster: the session's cache when it runs, else a pod watch."""
 
-    def __init__(self, session: ClusterSession, config: KubernetesConfig) -> None:
+    def __init__(self, session: ClusterSession) -> None:
         self._session = session
-        self._config = config
 
     @contextlib.asynccontextmanager
     async def watch(self) -> AsyncIterator[Any]:
         """Bundle events from the pod watch: ``WATCHING`` first, ``MISSED`` after a relist."""
-        informer = self._session.cache
-        async with contextlib.AsyncExitStack() as stack:
-            if informer is None:
-                informer = Informer(
-                    await self._session.transport(),
-                    kinds=("pods",),
-                    watch_timeout=self._config.watch_timeout,
-                )
-                await stack.enter_async_context(informer.running())
-            if not await informer.wait_synced(self._config.read_timeout):
-                loop = informer.loops["pods"]
-                raise self._session.down(f"cannot watch pods: {loop.last_error}")
+        async with self._session.pod_watch() as informer:
             watching = BundleEvent(kind=BundleEventKind.WATCHING, at=datetime.now(UTC))
             # After a warm start: what changed while the adapter was down, as events.
             replay = informer.pods.take_replay()

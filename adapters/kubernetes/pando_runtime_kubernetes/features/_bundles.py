@@ -42,7 +42,8 @@ from .._log import logger
 from .._names import PULL_SECRET, configmap_name, env_secret_name, namespace_for, upstream_for
 from ..cache._informer import Informer
 from ..cache._projections import NamespaceFacts, PodFacts, bundle_workloads, newest, project_pod
-from ..manifests import _objects as objects
+from ..manifests import _namespace_objects as ns_objects
+from ..manifests import _workload_objects as workload_objects
 from ..manifests._gateway import GATEWAY
 from ..manifests._network import AppNetwork
 from ._gateways import EgressGateways
@@ -106,7 +107,7 @@ class Bundles:
         self._volumes = volumes
         self._network = network
         self._gateways = gateways
-        self._settings = objects.PodSettings(config.runtime_class, config.node_selector)
+        self._settings = workload_objects.PodSettings(config.runtime_class, config.node_selector)
 
     # -- reading state --------------------------------------------------------------------
 
@@ -210,7 +211,7 @@ class Bundles:
         auths = [w.pull_auth for w in plan.workloads if w.pull_auth is not None]
         if auths:
             # A credential may expire: rewritten on every apply (the one write of a re-apply).
-            await session.apply(objects.pull_secret(ns, plan.bundle_id, auths))
+            await session.apply(ns_objects.pull_secret(ns, plan.bundle_id, auths))
         pods = await session.pods(ns)
         services = await self._workload_services(ns)
         await self._remove_dropped(ns, plan, pods, services)
@@ -266,11 +267,11 @@ class Bundles:
         ``proxy``: the egress gateway's variables (they enter the digest).
         """
         session = self._session
-        digest = objects.workload_digest(w, key, self._settings, proxy)
+        digest = workload_objects.workload_digest(w, key, self._settings, proxy)
         mine = [p for p in pods if p.workload == w.name]
         latest = newest(mine)
         if w.ports and w.name not in services:
-            await session.apply(objects.service(ns, plan.bundle_id, w))
+            await session.apply(workload_objects.service(ns, plan.bundle_id, w))
         if latest is not None and latest.live and latest.digest == digest:
             if latest.unschedulable:
                 raise CapacityExceeded(
@@ -282,9 +283,9 @@ class Bundles:
                     await session.delete(ns, "pods", pod.name)
             return None
         await self._wait_dependencies(ns, plan, w)
-        await session.apply(objects.env_secret(ns, plan.bundle_id, w))
+        await session.apply(workload_objects.env_secret(ns, plan.bundle_id, w))
         if w.files:
-            await session.apply(objects.files_configmap(ns, plan.bundle_id, w))
+            await session.apply(workload_objects.files_configmap(ns, plan.bundle_id, w))
         for pod in mine:
             # The latest ended pod stays until its replacement runs: its log stays readable.
             if not pod.deleting and (pod.live or pod is not latest):
@@ -306,7 +307,7 @@ class Bundles:
         """Create the instance replacing ``replaces``; its name is derived from both."""
 
         def build(replaces: str | None) -> dict[str, Any]:
-            return objects.pod(
+            return workload_objects.pod(
                 ns,
                 plan.bundle_id,
                 w,

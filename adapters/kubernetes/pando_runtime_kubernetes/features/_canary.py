@@ -21,7 +21,8 @@ import anyio
 from .._info import KubernetesConfig
 from .._log import logger
 from .._names import LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY, ROLE_CANARY
-from ..manifests import _objects as objects
+from ..manifests import _namespace_objects as ns_objects
+from ..manifests import _workload_objects as workload_objects
 from ._session import ClusterSession, api_path
 
 __all__ = ["NetworkPolicyCanary", "canary_objects"]
@@ -44,7 +45,7 @@ def _pod(
     script: str,
     *,
     labels: dict[str, str],
-    placement: objects.PodSettings,
+    placement: workload_objects.PodSettings,
 ) -> dict[str, Any]:
     pod: dict[str, Any] = {
         "apiVersion": "v1",
@@ -69,7 +70,7 @@ def _pod(
         },
     }
     # Where app pods run: enforcement is a property of their nodes, not of any node.
-    objects.place(pod["spec"], placement)
+    workload_objects.place(pod["spec"], placement)
     return pod
 
 
@@ -79,7 +80,7 @@ def canary_objects(
     image: str,
     subject: str | None,
     role: str,
-    placement: objects.PodSettings | None = None,
+    placement: workload_objects.PodSettings | None = None,
 ) -> list[dict[str, Any]]:
     """Namespace, binding, policy and server pod of a canary, in write order."""
     labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_ROLE: ROLE_CANARY}
@@ -87,7 +88,7 @@ def canary_objects(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}}
     ]
     if subject:
-        docs.append(objects.role_binding(ns, ns, subject, role))
+        docs.append(ns_objects.role_binding(ns, ns, subject, role))
     docs.append(
         {
             "apiVersion": "networking.k8s.io/v1",
@@ -120,7 +121,7 @@ def canary_objects(
             image,
             serve,
             labels=dict(labels),
-            placement=placement or objects.PodSettings(),
+            placement=placement or workload_objects.PodSettings(),
         )
     )
     return docs
@@ -134,7 +135,7 @@ def probe(
     *,
     admitted: bool,
     egress_denied: bool = False,
-    placement: objects.PodSettings | None = None,
+    placement: workload_objects.PodSettings | None = None,
 ) -> dict[str, Any]:
     """A pod that exits 0 when it can fetch from the server."""
     labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_ROLE: ROLE_CANARY}
@@ -144,7 +145,12 @@ def probe(
         labels[EGRESS_DENIED] = "true"
     script = f"wget -q -T 5 -O /dev/null http://{address}:{PORT}/"
     return _pod(
-        ns, name, image, script, labels=labels, placement=placement or objects.PodSettings()
+        ns,
+        name,
+        image,
+        script,
+        labels=labels,
+        placement=placement or workload_objects.PodSettings(),
     )
 
 
@@ -158,7 +164,7 @@ class NetworkPolicyCanary:
     def __init__(self, session: ClusterSession, config: KubernetesConfig) -> None:
         self._session = session
         self._config = config
-        self._placement = objects.PodSettings(config.runtime_class, config.node_selector)
+        self._placement = workload_objects.PodSettings(config.runtime_class, config.node_selector)
         self.verified = False
         """The canary passed in this process (ingress rules are enforced)."""
         self.egress_verified = False

@@ -19,7 +19,8 @@ from .._info import KubernetesConfig
 from .._names import LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY, MANAGED_SELECTOR, namespace_for
 from ..api._transport import KubeTransport
 from ..cache._capacity import NodeRoom, Reservation, node_rooms, pod_reservation
-from ..cache._watch import ApiListWatch, Gone
+from ..cache._list_watch import ApiListWatch
+from ..cache._watch import Gone
 from ._session import ClusterSession
 
 __all__ = ["LIVE_PODS", "ClusterCapacity", "largest_fit"]

@@ -34,7 +34,8 @@ from .._names import (
     ROLE_EDGE,
     edge_object_name,
 )
-from ..manifests._objects import PodSettings, b64, canonical, claim_volumes, place
+from ..manifests._objects import b64, canonical
+from ..manifests._workload_objects import PodSettings, claim_volumes, place
 from ._session import ClusterSession, api_path
 from ._volumes import Volumes, volume_handle
 

@@ -32,16 +32,11 @@ is not an image, or that the registry finds inconsistent, is ``InvalidInput``.
 
 from __future__ import annotations
 
-import base64
-import bz2
-import lzma
-import re
 import tempfile
 import time
-import zlib
-from collections.abc import AsyncIterable, Callable
+from collections.abc import AsyncIterable
 from http import HTTPStatus
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
 import anyio
 import anyio.to_thread
@@ -66,21 +61,22 @@ from pando_runtime import (
 from .._info import KubernetesConfig
 from .._log import logger
 from ..api._image_archive import ImageArchive, read_archive, repository_name
+from ..api._image_spool import SPOOL_CHUNK, Spool
 from ..api._registry import CaFileError, RegistryClient, RegistryError
+from ._registry_settings import (
+    DIGEST,
+    REPOSITORY,
+    TAG,
+    Login,
+    RegistryAccount,
+    read_password,
+    registry_settings,
+    split_reference,
+)
 
-__all__ = ["RegistryAccount", "RegistryImages", "RegistrySettings", "registry_settings"]
+__all__ = ["RegistryImages"]
 
 _LOG = logger("images")
-_SPOOL_CHUNK = 1024 * 1024
-_ADDRESS = re.compile(
-    r"(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])"
-    r"(?::(?P<port>[0-9]{1,5}))?"
-)
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_REPOSITORY = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
-_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
-_PORT_MAX = 65535
 _ARCHIVE_ERRORS = frozenset(
     {
         "DIGEST_INVALID",
@@ -92,260 +88,6 @@ _ARCHIVE_ERRORS = frozenset(
     }
 )
 """Registry error codes that say the archive's content is at fault, not the registry."""
-
-
-@attrs.frozen
-class RegistryAccount:
-    """A registry account: a user and the file that holds its password (never the password)."""
-
-    username: str
-    password_file: str
-    setting: str
-    """The name of the setting that names the file (for errors)."""
-
-
-@attrs.frozen
-class RegistrySettings:
-    """The ``image_registry`` settings, checked."""
-
-    address: str
-    repository: str
-    ca_file: str | None
-    push: RegistryAccount | None
-    pull: RegistryAccount | None
-    """The account app pods pull with: the pull settings', else the push account."""
-
-
-def _account(
-    config: KubernetesConfig, user_key: str, file_key: str, problems: list[Problem]
-) -> RegistryAccount | None:
-    username, password_file = getattr(config, user_key), getattr(config, file_key)
-    if username is None and password_file is None:
-        return None
-    if username is None:
-        problems.append(Problem(user_key, f"is needed with {file_key}", "missing"))
-    elif password_file is None:
-        problems.append(Problem(file_key, f"is needed with {user_key}", "missing"))
-    elif not username or ":" in username:
-        problems.append(Problem(user_key, "must be a user name without ':'", "invalid"))
-    else:
-        return RegistryAccount(username, password_file, file_key)
-    return None
-
-
-def registry_settings(config: KubernetesConfig) -> RegistrySettings | None:
-    """The registry settings, or ``None`` when ``image_registry`` is unset.
-
-    Raises:
-        InvalidConfig: a setting is malformed, or set without ``image_registry``.
-    """
-    problems: list[Problem] = []
-    push = _account(config, "image_registry_username", "image_registry_password_file", problems)
-    pull = _account(
-        config, "image_registry_pull_username", "image_registry_pull_password_file", problems
-    )
-    address = config.image_registry
-    if address is None:
-        problems += [
-            Problem(key, "has no effect without image_registry", "conflict")
-            for key in (
-                "image_registry_ca_file",
-                "image_registry_username",
-                "image_registry_password_file",
-                "image_registry_pull_username",
-                "image_registry_pull_password_file",
-            )
-            if getattr(config, key) is not None
-        ]
-    else:
-        address = address.lower()
-        match = _ADDRESS.fullmatch(address)
-        if match is None or not 0 < int(match["port"] or 443) <= _PORT_MAX:
-            problems.append(
-                Problem(
-                    "image_registry",
-                    f"{config.image_registry!r} is not host:port (no scheme, no path)",
-                    "invalid",
-                )
-            )
-    repository = config.image_registry_repository.strip("/")
-    if repository and not _REPOSITORY.fullmatch(repository):
-        problems.append(
-            Problem(
-                "image_registry_repository",
-                f"{config.image_registry_repository!r} is not a repository path "
-                "(lower-case letters and digits, separated by '.', '_', '-' or '/')",
-                "invalid",
-            )
-        )
-    if problems:
-        raise InvalidConfig(
-            "the image registry settings are not valid",
-            problems,
-            remedy="Set image_registry to the registry's host:port; give a user and a password "
-            "file together; leave the other image_registry_* settings unset without it.",
-        )
-    if address is None:
-        return None
-    return RegistrySettings(
-        address=address,
-        repository=repository,
-        ca_file=config.image_registry_ca_file,
-        push=push,
-        pull=pull or push,
-    )
-
-
-def _read_password(account: RegistryAccount) -> str:
-    """The password in the account's file (one trailing newline ignored)."""
-    try:
-        with open(account.password_file, "rb") as f:  # noqa: PTH123 - a path from settings
-            raw = f.read(64 * 1024)
-    except OSError as error:
-        problem = Problem(account.setting, f"cannot be read: {error.strerror}", "invalid")
-        raise InvalidConfig(
-            "the image registry's password file cannot be read",
-            [problem],
-            remedy=f"Make the file that {account.setting} names readable by the adapter.",
-        ) from None
-    text = raw.decode("utf-8", "replace").removesuffix("\n").removesuffix("\r")
-    if not text:
-        raise InvalidConfig(
-            "the image registry's password file is empty",
-            [Problem(account.setting, "names an empty file", "invalid")],
-            remedy=f"Write the password into the file that {account.setting} names.",
-        )
-    return text
-
-
-@attrs.frozen
-class _Login:
-    """An account's credentials for one operation (kept no longer)."""
-
-    username: str
-    password: str = attrs.field(repr=False)
-
-    def header(self) -> str:
-        token = base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
-        return f"Basic {token}"
-
-
-class _Decoder(Protocol):
-    @property
-    def eof(self) -> bool: ...
-
-    @property
-    def unused_data(self) -> bytes: ...
-
-    def decompress(self, data: bytes) -> bytes: ...
-
-
-def _gunzip() -> _Decoder:
-    decoder: _Decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    return decoder
-
-
-_COMPRESSIONS: tuple[tuple[bytes, str, Callable[[], _Decoder]], ...] = (
-    (b"\x1f\x8b", "gzip", _gunzip),
-    (b"BZh", "bzip2", bz2.BZ2Decompressor),
-    (b"\xfd7zXZ\x00", "xz", lzma.LZMADecompressor),
-)
-_ZSTD = b"\x28\xb5\x2f\xfd"
-
-
-def _bad_stream(message: str) -> InvalidInput:
-    return InvalidInput(
-        "the image archive cannot be read",
-        [Problem("archive", message, "bad_tar")],
-        remedy="Import an OCI image layout or a 'docker save' archive as a tar, plain or "
-        "compressed with gzip, bzip2 or xz.",
-    )
-
-
-class _Spool:
-    """Writes an archive into a file, decompressing it on the way when it is compressed.
-
-    Called from worker threads, one call at a time.
-    """
-
-    def __init__(self, file: IO[bytes]) -> None:
-        self._file = file
-        self._started = False
-        self._factory: Callable[[], _Decoder] | None = None
-        self._decoder: _Decoder | None = None
-        self.compression = "none"
-        self.received = 0
-        self.written = 0
-
-    def _start(self, data: bytes) -> None:
-        self._started = True
-        if data.startswith(_ZSTD):
-            raise _bad_stream("is compressed with zstd; send it plain or compressed with gzip")
-        for magic, name, factory in _COMPRESSIONS:
-            if data.startswith(magic):
-                self.compression, self._factory, self._decoder = name, factory, factory()
-
-    def _decode(self, data: bytes) -> bytes:
-        if self._decoder is None or self._factory is None:
-            return data
-        out = []
-        try:
-            while data:
-                out.append(self._decoder.decompress(data))
-                if not self._decoder.eof:
-                    break
-                data = self._decoder.unused_data  # a next member (concatenated archives)
-                if not data.strip(b"\0"):
-                    break  # padding after the last member
-                self._decoder = self._factory()
-        except (zlib.error, OSError, lzma.LZMAError, EOFError, ValueError) as error:
-            raise _bad_stream(f"is not valid {self.compression} ({error})") from None
-        return b"".join(out)
-
-    def feed(self, data: bytes) -> None:
-        """Write the next bytes of the archive."""
-        if not data:
-            return
-        if not self._started:
-            self._start(data)
-        self.received += len(data)
-        plain = self._decode(data)
-        try:
-            self._file.write(plain)
-        except OSError as error:
-            raise AdapterFailed(
-                f"the image archive cannot be spooled to a temporary file: {error.strerror}",
-                remedy="Free space in the temporary directory (TMPDIR), or point TMPDIR at a "
-                "larger one.",
-            ) from None
-        self.written += len(plain)
-
-    def finish(self, data: bytes) -> None:
-        """Write the last bytes; check the archive was whole."""
-        self.feed(data)
-        if not self.received:
-            raise _bad_stream("is empty")
-        if self._decoder is not None and not self._decoder.eof:
-            raise _bad_stream(f"is cut short (its {self.compression} stream does not end)")
-        self._file.flush()
-
-
-def split_reference(reference: str) -> tuple[str, str, str] | None:
-    """A reference's registry, repository and tag or digest; ``None`` without a registry.
-
-    The registry part is there when the first component has a ``.`` or a ``:`` or is
-    ``localhost``, as container runtimes read it.
-    """
-    rest, _, digest = reference.partition("@")
-    first, slash, path = rest.partition("/")
-    if not slash or not ("." in first or ":" in first or first == "localhost"):
-        return None
-    tag = ""
-    head, _, last = path.rpartition("/")
-    if ":" in last:
-        last, tag = last.split(":", 1)
-        path = f"{head}/{last}" if head else last
-    return first.lower(), path, digest or tag or "latest"
 
 
 class RegistryImages:
@@ -394,11 +136,11 @@ class RegistryImages:
 
     # -- credentials ------------------------------------------------------------------------
 
-    async def _login(self, account: RegistryAccount | None) -> _Login | None:
+    async def _login(self, account: RegistryAccount | None) -> Login | None:
         if account is None:
             return None
-        password = await anyio.to_thread.run_sync(_read_password, account)
-        return _Login(account.username, password)
+        password = await anyio.to_thread.run_sync(read_password, account)
+        return Login(account.username, password)
 
     async def pull_auth(self) -> RegistryAuth | None:
         """The pull account's credentials for a pull secret (``None``: anonymous pulls)."""
@@ -561,8 +303,8 @@ class RegistryImages:
         if found is None or self.client is None or self.settings is None:
             return True  # registry-only: the kubelet pulls it on start
         repository, ref = found
-        if not _REPOSITORY.fullmatch(repository) or not (
-            _DIGEST.fullmatch(ref) or _TAG.fullmatch(ref)
+        if not REPOSITORY.fullmatch(repository) or not (
+            DIGEST.fullmatch(ref) or TAG.fullmatch(ref)
         ):
             raise InvalidInput(
                 "the image reference is not valid",
@@ -644,11 +386,11 @@ class RegistryImages:
     ) -> int:
         """Write ``source`` into ``file`` (decompressed); the bytes received."""
         assert self.client is not None  # noqa: S101
-        spool = _Spool(file)
+        spool = Spool(file)
         pending = bytearray()
         async for chunk in source:
             pending += chunk
-            if len(pending) >= _SPOOL_CHUNK:
+            if len(pending) >= SPOOL_CHUNK:
                 data = bytes(pending)
                 pending.clear()
                 await anyio.to_thread.run_sync(spool.feed, data, limiter=self.client.limiter)
@@ -656,7 +398,7 @@ class RegistryImages:
         return spool.received
 
     async def _push(
-        self, archive: ImageArchive, repository: str, fd: int, login: _Login | None
+        self, archive: ImageArchive, repository: str, fd: int, login: Login | None
     ) -> tuple[int, int]:
         """Push what the registry lacks; the blobs and bytes sent."""
         assert self.client is not None  # noqa: S101

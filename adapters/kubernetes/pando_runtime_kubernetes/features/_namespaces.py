@@ -24,6 +24,7 @@ from pando_runtime import AdapterFailed, BundlePlan
 from .._info import KubernetesConfig
 from .._names import KEY_SECRET, LABEL_MANAGED_BY, MANAGED_BY, exposure_policy_name
 from ..cache._projections import NamespaceFacts, project_namespace
+from ..manifests import _namespace_objects as ns_objects
 from ..manifests import _objects as objects
 from ..manifests._network import AppNetwork
 from ._session import ClusterSession, api_path
@@ -57,7 +58,7 @@ class AppNamespaces:
         self._config = config
         self._network = network
         self._keys: dict[str, bytes] = {}
-        self._outside = objects.outside_peers(
+        self._outside = ns_objects.outside_peers(
             config.server_namespace, config.server_labels, config.edge_namespace
         )
 
@@ -73,7 +74,7 @@ class AppNamespaces:
             check_owner(ns, plan.bundle_id, facts)
             return facts
         session = self._session
-        body = objects.namespace(ns, plan, volumes_only=volumes_only)
+        body = ns_objects.namespace(ns, plan, volumes_only=volumes_only)
         # Cluster-wide: no RoleBinding grants it later, so a refusal is final.
         created, existing = await session.create_or_find(
             body, f"create namespace {ns}", retry_forbidden=False
@@ -102,22 +103,22 @@ class AppNamespaces:
         c = self._config
         known = await self._session.namespace(ns)
         facts = await self._ensure(ns, plan, known, volumes_only=volumes_only)
-        ns_objects = objects.namespace_objects(
+        wanted_objects = ns_objects.namespace_objects(
             ns,
             plan,
             subject=c.app_subject,
             role=c.app_role,
             egress=self._network.policy_rules(plan.network.egress),
         )
-        ns_objects += self._network.gateway_objects(
+        wanted_objects += self._network.gateway_objects(
             ns, plan.bundle_id, plan.network.egress, objects.labels_for(plan.bundle_id)
         )
-        ns_body = objects.namespace(ns, plan, volumes_only=volumes_only)
-        ns_digest = objects.namespace_digest(ns_body, ns_objects)
-        policies = objects.exposure_policies(ns, plan, self._outside)
-        marks = objects.exposure_marks(policies)
-        had, wanted = objects.read_marks(facts.exposed), objects.read_marks(marks)
-        base = ns_objects if facts.digest != ns_digest else []
+        ns_body = ns_objects.namespace(ns, plan, volumes_only=volumes_only)
+        ns_digest = ns_objects.namespace_digest(ns_body, wanted_objects)
+        policies = ns_objects.exposure_policies(ns, plan, self._outside)
+        marks = ns_objects.exposure_marks(policies)
+        had, wanted = ns_objects.read_marks(facts.exposed), ns_objects.read_marks(marks)
+        base = wanted_objects if facts.digest != ns_digest else []
         changed = [
             body
             for body, (workload, digest) in zip(policies, wanted.items(), strict=True)
@@ -132,7 +133,7 @@ class AppNamespaces:
             await self._delete_exposure(ns, workload)
         if facts.digest != ns_digest or had != wanted:
             await self._session.apply(
-                objects.namespace(ns, plan, ns_digest, volumes_only=volumes_only, exposed=marks)
+                ns_objects.namespace(ns, plan, ns_digest, volumes_only=volumes_only, exposed=marks)
             )
         return known, facts
 
@@ -148,9 +149,11 @@ class AppNamespaces:
         next converge, so a policy an interrupted destroy left is deleted (or rewritten) then.
         """
         empty = BundlePlan(bundle_id=bundle_id, workloads=())
-        workloads = list(objects.read_marks(facts.exposed))
+        workloads = list(ns_objects.read_marks(facts.exposed))
         unknown = tuple(f"{workload}=" for workload in workloads)
-        await self._session.apply(objects.namespace(ns, empty, volumes_only=True, exposed=unknown))
+        await self._session.apply(
+            ns_objects.namespace(ns, empty, volumes_only=True, exposed=unknown)
+        )
         for workload in workloads:
             await self._delete_exposure(ns, workload)
 
@@ -194,7 +197,7 @@ class AppNamespaces:
         # the create below settles whether one exists.
         body = None if fresh else await session.find(path, what, forbidden_is_absent=True)
         if body is None:
-            made = objects.key_secret(ns, bundle_id, secrets.token_bytes(32))
+            made = ns_objects.key_secret(ns, bundle_id, secrets.token_bytes(32))
             _, body = await session.create_or_find(made, f"create the plan key of {ns}")
             if body is None:  # deleted between the refused create and the read
                 raise session.down(f"the plan key of {ns} is being replaced", remedy="Apply again.")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pando_runtime import BundlePlan, Problem, RuntimeCapabilities, TrialRequest, validate_plan
 from pando_runtime.plugin import raise_problems, validate_trial
 
+from ..manifests._namespace_objects import pull_auth_conflicts
 from ..manifests._network import AppNetwork
-from ..manifests._objects import pull_auth_conflicts
 
 __all__ = ["PlanRules"]
 

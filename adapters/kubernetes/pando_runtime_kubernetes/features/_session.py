@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -49,7 +49,7 @@ from .._log import logger
 from .._names import LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY, MANAGED_SELECTOR, ROLE_EGRESS_GATEWAY
 from ..api._clusters import ApiRate, Cluster
 from ..api._errors import ApiError
-from ..api._transport import KubeTransport, ResponseStream
+from ..api._transport import KubeTransport
 from ..cache._informer import Informer
 from ..cache._projections import (
     ClaimFacts,
@@ -409,6 +409,26 @@ class ClusterSession:
             raise self.down(error.message, remedy=error.remedy, details=error.details)
         return None
 
+    @contextlib.asynccontextmanager
+    async def pod_watch(self) -> AsyncIterator[Informer]:
+        """A synced pod watch for the block: the cache's when it runs, else one of its own.
+
+        Raises :class:`AdapterUnavailable` when the pods cannot be listed within
+        ``read_timeout`` (the last error of the watch says why).
+        """
+        informer = self._informer
+        async with contextlib.AsyncExitStack() as stack:
+            if informer is None:
+                informer = Informer(
+                    await self.transport(),
+                    kinds=("pods",),
+                    watch_timeout=self.config.watch_timeout,
+                )
+                await stack.enter_async_context(informer.running())
+            if not await informer.wait_synced(self.config.read_timeout):
+                raise self.down(f"cannot watch pods: {informer.loops['pods'].last_error}")
+            yield informer
+
     async def synced(self) -> Informer | None:
         """The cache when it can answer now, else ``None`` (read the API directly).
 
@@ -758,32 +778,83 @@ class ClusterSession:
 
     @contextlib.asynccontextmanager
     async def stream(
-        self, path: str, *, query: Mapping[str, Any], read_timeout: float
-    ) -> AsyncIterator[ResponseStream]:
-        """A streaming GET (a log); raises :class:`ApiError`, whose status the caller reads."""
+        self,
+        path: str,
+        *,
+        query: Mapping[str, Any],
+        read_timeout: float,
+        what: str,
+        cut_is_end: bool = False,
+    ) -> AsyncIterator[ChunkStream]:
+        """A streaming GET (a log), failing only with the contract's errors.
+
+        :class:`NotFound` when the object is gone; :class:`AdapterUnavailable` (or
+        :class:`RateLimited`) for any other failure. ``cut_is_end``: a connection that ends
+        with no answer (a timeout, a kubelet restart), while open or while opening, ends the
+        stream quietly, as the server's own end would; the caller decides whether to reopen.
+        """
         api = await self.transport()
-        async with api.stream(path, query=query, read_timeout=read_timeout) as response:
-            yield response
+        async with contextlib.AsyncExitStack() as stack:
+            response: ChunkStream
+            try:
+                response = await stack.enter_async_context(
+                    api.stream(path, query=query, read_timeout=read_timeout)
+                )
+            except ApiError as error:
+                self._stream_failed(error, path, what, cut_is_end=cut_is_end)
+                response = _ENDED  # opened with no answer: ended before its first byte
+            try:
+                yield response
+            except ApiError as error:  # from the stream's receive, in the caller's block
+                self._stream_failed(error, path, what, cut_is_end=cut_is_end)
+
+    def _stream_failed(self, error: ApiError, path: str, what: str, *, cut_is_end: bool) -> None:
+        """Raise the contract's error for a failed stream, unless a cut is its end."""
+        if error.status == HTTPStatus.NOT_FOUND:
+            raise NotFound(f"cannot {what}: it is gone", details={"path": path}) from error
+        if not (cut_is_end and error.status == 0):
+            raise self.unavailable(error, what) from error
 
     async def read_log(self, ns: str, pod: str, container: str, limit: int) -> bytes:
         """The first ``limit`` bytes of a container's log.
 
-        Raises :class:`AdapterUnavailable` (or :class:`RateLimited`) when it cannot be read.
+        Raises :class:`AdapterUnavailable` (or :class:`RateLimited`) when it cannot be read,
+        the pod gone included (its log is unknown, not empty).
         """
         parts: list[bytes] = []
         size = 0
+        what = f"read the log of {pod}"
         try:
             async with self.stream(
                 api_path(ns, "pods", pod) + "/log",
                 query={"container": container, "limitBytes": limit},
                 read_timeout=self.config.read_timeout,
+                what=what,
             ) as response:
                 while size < limit and (chunk := await response.receive()):
                     parts.append(chunk)
                     size += len(chunk)
-        except ApiError as error:
-            raise self.unavailable(error, f"read the log of {pod}") from error
+        except NotFound as gone:
+            raise self.down(f"cannot {what}: it is gone", status=HTTPStatus.NOT_FOUND) from gone
         return b"".join(parts)[:limit]
+
+
+class ChunkStream(Protocol):
+    """What :meth:`ClusterSession.stream` yields: chunks, ``b""`` at the end."""
+
+    async def receive(self) -> bytes:
+        """The next chunk; ``b""`` at the end of the stream."""
+        ...
+
+
+class _Ended:
+    """A stream that has ended before its first byte."""
+
+    async def receive(self) -> bytes:
+        return b""
+
+
+_ENDED = _Ended()
 
 
 def _conflict(error: BaseException) -> bool:

@@ -45,7 +45,9 @@ from .._names import (
     trial_namespace,
 )
 from ..cache._podstatus import container_state, start_problem
+from ..manifests import _namespace_objects as ns_objects
 from ..manifests import _objects as objects
+from ..manifests import _workload_objects as workload_objects
 from ..manifests._gateway import config_digest
 from ..manifests._network import AppNetwork
 from ._session import ClusterSession, api_path
@@ -113,7 +115,7 @@ def trial_objects(
     subject: str | None,
     role: str,
     observer_image: str,
-    settings: objects.PodSettings,
+    settings: workload_objects.PodSettings,
     wait: float,
     network: AppNetwork,
 ) -> list[dict[str, Any]]:
@@ -138,7 +140,7 @@ def trial_objects(
         }
     ]
     if subject:
-        binding = objects.role_binding(ns, request.trial_id, subject, role)
+        binding = ns_objects.role_binding(ns, request.trial_id, subject, role)
         binding["metadata"]["labels"] = dict(labels)
         docs.append(binding)
     docs.append(
@@ -169,10 +171,10 @@ def trial_objects(
         }
     )
     if request.pull_auth is not None:
-        pull = objects.pull_secret(ns, request.trial_id, [request.pull_auth])
+        pull = ns_objects.pull_secret(ns, request.trial_id, [request.pull_auth])
         pull["metadata"]["labels"] = dict(labels)
         docs.append(pull)
-    app = objects.app_container(
+    app = workload_objects.app_container(
         APP,
         request.image,
         entrypoint=request.entrypoint,
@@ -207,7 +209,7 @@ def trial_objects(
         spec["volumes"] = volumes
     if request.pull_auth is not None:
         spec["imagePullSecrets"] = [{"name": PULL_SECRET}]
-    objects.place(spec, settings)
+    workload_objects.place(spec, settings)
     docs.append(
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trial", **meta}, "spec": spec}
     )
@@ -223,7 +225,7 @@ class Trials:
         self._session = session
         self._config = config
         self._network = network
-        self._settings = objects.PodSettings(config.runtime_class, config.node_selector)
+        self._settings = workload_objects.PodSettings(config.runtime_class, config.node_selector)
 
     async def trial(self, request: TrialRequest) -> TrialResult:
         """Run the image once, alone; report its ports, exit code and first 64 KiB of log.

@@ -44,7 +44,7 @@ from .._names import (
 )
 from ..cache._podstatus import container_state, start_problem
 from ..cache._projections import ClaimFacts, project_claim
-from ..manifests._objects import PodSettings, place
+from ..manifests._workload_objects import PodSettings, place
 from ._namespaces import AppNamespaces
 from ._session import ClusterSession, api_path
 

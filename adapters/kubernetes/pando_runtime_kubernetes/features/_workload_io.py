@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC
-from http import HTTPStatus
 from typing import Any
 
 import anyio
@@ -21,7 +20,6 @@ from pando_runtime.plugin import IteratorByteStream, raise_problems, validate_ex
 
 from .._info import KubernetesConfig
 from .._names import namespace_for
-from ..api._errors import ApiError
 from ..cache._projections import newest
 from ._session import ClusterSession, api_path
 
@@ -84,7 +82,13 @@ class WorkloadIO:
         read_timeout = FOLLOW_READ_TIMEOUT if options.follow else self._config.read_timeout
         while True:
             try:
-                async with session.stream(path, query=query, read_timeout=read_timeout) as response:
+                async with session.stream(
+                    path,
+                    query=query,
+                    read_timeout=read_timeout,
+                    what=f"read the log of {pod}",
+                    cut_is_end=options.follow,
+                ) as response:
                     pending = b""
                     while chunk := await response.receive():
                         pending += chunk
@@ -103,11 +107,8 @@ class WorkloadIO:
                             yield b"".join(out)
                     if pending:
                         yield pending.partition(b" ")[2]
-            except ApiError as error:
-                if error.status == HTTPStatus.NOT_FOUND:
-                    raise NotFound(f"pod {pod} is gone") from error
-                if error.status != 0 or not options.follow:
-                    raise session.unavailable(error, f"read the log of {pod}") from error
+            except NotFound as gone:
+                raise NotFound(f"pod {pod} is gone", details={"pod": pod}) from gone
             if not options.follow:
                 return
             # The server ended a followed log (a timeout, a kubelet restart): go on while the

@@ -20,7 +20,7 @@ from pando_runtime import EgressPolicy, InvalidConfig, Problem, WorkloadPlan
 from pando_runtime.plugin import is_valid_image
 
 from .._info import KubernetesConfig
-from . import _objects as objects
+from . import _workload_objects as workload_objects
 from ._egress import ClusterRanges, DnsPeer, egress_rules, gateway_policy, rule_problems
 from ._gateway import GATEWAY, gateway_config, gateway_objects, gateway_pod, proxy_env
 
@@ -81,7 +81,7 @@ class AppNetwork:
         self.dns = DnsPeer(config.dns_namespace, dict(config.dns_labels))
         self.gateway_image = config.egress_gateway_image
         self._domain = config.cluster_domain
-        self._settings = objects.PodSettings(config.runtime_class, config.node_selector)
+        self._settings = workload_objects.PodSettings(config.runtime_class, config.node_selector)
 
     def details(self) -> dict[str, str]:
         """What the health check reports of the ranges in effect and where they come from."""
@@ -135,7 +135,7 @@ class AppNetwork:
         """The gateway's pod running the configuration of ``digest``."""
         assert self.gateway_image is not None  # noqa: S101 - host rules need the image
         placement: dict[str, Any] = {}
-        objects.place(placement, self._settings)
+        workload_objects.place(placement, self._settings)
         return gateway_pod(
             ns,
             digest,

@@ -99,7 +99,8 @@ async def test_observe_reports_a_stale_cache_then_refuses_it(bench: FaultBench) 
         assert datetime.fromisoformat(refused.details["confirmed_at"]) <= paused_at + timedelta(
             seconds=1
         )
-        assert refused.details["stale_for"] > 3.0
+        # Refused once past the bound; the detail is rounded to a tenth, so 3.04 reads 3.0.
+        assert refused.details["stale_for"] >= 3.0
         # Once the server answers again, so does observe, confirmed after the hang.
         with anyio.fail_after(60):
             while True:

@@ -207,3 +207,7 @@ class KubeMembership:
     def check_write(self, bundle_id: str) -> None:
         """Refuse a write of a bundle this replica does not own (:class:`NotOwner`)."""
         self.slot.check_write(bundle_id)
+
+    def writing(self, bundle_id: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """:meth:`check_write`, and the block a write in flight a handover waits for."""
+        return self.slot.writing(bundle_id)

@@ -345,3 +345,34 @@ async def test_a_replica_cut_off_writes_nothing_after_its_deadline_and_nothing_s
 
 def _owner(app: str) -> str | None:
     return pr.rendezvous_owner(app, ["cut-a", "cut-b", "cut-c"])
+
+
+@pytest.mark.every_minor
+async def test_the_audit_log_names_each_writes_replica_and_a_lone_adapters_version(
+    adapter_config: dict[str, Any], audit_log: Path
+) -> None:
+    began = time.time()
+    app = "audited-0"
+    plan = pr.BundlePlan(
+        bundle_id=app, workloads=(pr.WorkloadPlan(name="web", image="registry.example/app:1"),)
+    )
+    async with (
+        KubernetesAdapter(adapter_config) as member,
+        member.membership("audited-a", SETTINGS) as membership,
+    ):
+        await until(lambda: membership.owns(app), within=30)
+        await member.apply(plan)
+    async with KubernetesAdapter(adapter_config) as alone:
+        await alone.destroy(pr.BundleRef(app))
+    records = [r for r in read_audit_log(audit_log) if r.time >= began]
+    writes = bundle_writes(records, [app])
+    created = [r for r in writes if (r.verb, r.resource) == ("create", "namespaces")]
+    assert [r.user_agent for r in created] == [user_agent("audited-a")]
+    deleted = [r for r in writes if (r.verb, r.resource) == ("delete", "namespaces")]
+    assert [r.user_agent for r in deleted] == [user_agent()]
+    assert {r.user_agent for r in writes if r.time < deleted[0].time} == {user_agent("audited-a")}
+    leases = [r for r in records if r.name == "pando-replica-audited-a"]
+    assert {(r.verb, r.replica) for r in leases} >= {
+        ("create", "audited-a"),
+        ("delete", "audited-a"),
+    }

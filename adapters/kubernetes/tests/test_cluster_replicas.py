@@ -75,6 +75,16 @@ class Hosts:
         self.gone.append(host)
         return host.kill()
 
+    async def kill_mid_apply(
+        self, *, started: tuple[str, ...], victim: str, after: int
+    ) -> tuple[HostProcess, float]:
+        """Start ``started``; SIGKILL ``victim`` once it applied ``after`` apps, mid-apply."""
+        for replica in started:
+            self.start(replica)
+        host = self.running[victim]
+        await until(lambda: mid_apply(host, after))
+        return host, self.kill(victim)
+
     def stop(self, replica: str) -> None:
         host = self.running.pop(replica)
         self.gone.append(host)
@@ -216,11 +226,7 @@ async def test_three_hosts_share_300_apps_and_a_killed_ones_move_within_the_leas
 ) -> None:
     began = time.time()
     hosts = make_hosts("kill", 300)
-    for replica in ("a", "b", "c"):
-        hosts.start(replica)
-    victim = hosts.running["b"]
-    await until(lambda: mid_apply(victim, 10))
-    killed_at = hosts.kill("b")
+    victim, killed_at = await hosts.kill_mid_apply(started=("a", "b", "c"), victim="b", after=10)
     dead = victim.journal()
     assert dead.in_flight(), "killed mid-apply"
     orphaned = dead.owned()
@@ -267,11 +273,7 @@ async def test_no_app_is_written_by_two_replicas_across_a_kill_a_join_and_a_leav
 ) -> None:
     began = time.time()
     hosts = make_hosts("turn", 150)
-    for replica in ("a", "b", "c"):
-        hosts.start(replica)
-    first = hosts.running["a"]
-    await until(lambda: mid_apply(first, 5))
-    hosts.kill("a")
+    await hosts.kill_mid_apply(started=("a", "b", "c"), victim="a", after=5)
     joined = hosts.start("d")  # joins while the dead one's lease still runs
     await until(lambda: len(joined.journal().applied()) >= 5)
     hosts.stop("c")  # a leave: its apps move at once (a rebalance)

@@ -44,11 +44,12 @@ from .._names import (
     env_secret_name,
     trial_namespace,
 )
+from ..api._paths import api_path
 from ..cache._podstatus import container_state, start_problem
 from ..manifests import _objects as objects
 from ..manifests._gateway import config_digest
 from ..manifests._network import AppNetwork
-from ._session import ClusterSession, api_path
+from ._session import ClusterSession
 
 __all__ = ["TRIAL_LOG_LIMIT", "Trials", "listening_ports", "trial_objects"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -109,6 +109,17 @@ async def _two_replicas(
         yield a, b, ma, mb
 
 
+async def _calls_of(adapter: KubernetesAdapter, call: Awaitable[Any]) -> dict[str, int]:
+    """The API calls ``call`` made, by kind (not the watches', nor the membership's Leases)."""
+    before = dict(adapter.session.calls_by_kind)
+    await call
+    return {
+        kind: n - before.get(kind, 0)
+        for kind, n in adapter.session.calls_by_kind.items()
+        if n != before.get(kind, 0) and not kind.startswith(("STREAM", "PUT leases", "GET leases"))
+    }
+
+
 def _owned_by(owner: str, members: list[str], prefix: str) -> str:
     """A new bundle id the members assign to ``owner``."""
     while True:
@@ -197,13 +208,7 @@ async def test_an_administrators_write_with_a_stale_token_is_refused(
         await until(lambda: ma.members() == {"admin-a"})
         bundle_id = f"admin-{uuid.uuid4().hex[:6]}"
         ns = namespace_for(bundle_id)
-        before = dict(a.session.calls_by_kind)
-        await a.apply(_plan(bundle_id, "1"))
-        first = {
-            k: n - before.get(k, 0)
-            for k, n in a.session.calls_by_kind.items()
-            if n != before.get(k, 0) and not k.startswith(("STREAM", "PUT leases", "GET leases"))
-        }
+        first = await _calls_of(a, a.apply(_plan(bundle_id, "1")))
         assert set(first) == FIRST_APPLY | {"GET namespaces"}, "a new app: one read of its stamp"
         assert first["GET namespaces"] == 1
         assert first["POST namespaces"] == 1, "its create carries the stamp"
@@ -291,15 +296,8 @@ async def test_a_host_that_never_joins_writes_as_before(
     async with KubernetesAdapter(adapter_config) as adapter:
         bundle_id = f"solo-{uuid.uuid4().hex[:6]}"
         ns = namespace_for(bundle_id)
-        before = dict(adapter.session.calls_by_kind)
-        await adapter.apply(_plan(bundle_id, "1"))
-        first = {
-            k: n - before.get(k, 0)
-            for k, n in adapter.session.calls_by_kind.items()
-            if n != before.get(k, 0)
-        }
-        writes = {k for k in first if not k.startswith("STREAM")}
-        assert writes == FIRST_APPLY, "no stamp read, none written: the calls of a first apply"
+        first = await _calls_of(adapter, adapter.apply(_plan(bundle_id, "1")))
+        assert set(first) == FIRST_APPLY, "no stamp read, none written: the calls of a first apply"
         assert first["PATCH namespaces"] == 1, "the namespace's own apply, no stamp"
         calls = adapter.api_calls
         await adapter.apply(_plan(bundle_id, "1"))

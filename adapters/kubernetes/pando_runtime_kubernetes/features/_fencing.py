@@ -11,11 +11,12 @@ the stamp from the start. Then every object it writes there carries the stamp as
 (deploy/admission.yaml) refuses a write whose token is not the namespace's stamp: the old
 owner's stuck write is refused when it lands, as :class:`NotOwner` naming the new owner.
 
-A replica's stamp is kept while its membership and its member list are unchanged (ownership
-moves only when the members do); it is dropped when a write is refused or not owned, and
+A replica's stamp is kept for its tenure of the bundle (:meth:`Membership.tenure`: while it
+owns the bundle without a break); it is dropped when a write is refused or not owned, and
 read and moved again on the next guarded call. Cost: one read and one conditional write per
-bundle gained (none for a bundle it creates), counted in :attr:`Fences.stamps`; a host that
-never joins does neither, and its writes carry nothing. Logs on
+bundle gained (one read only for a bundle it creates), counted in :attr:`Fences.stamps`; a
+write under an override stamps every time; a host that never joins does neither, and its
+writes carry nothing. Logs on
 ``pando_runtime.kubernetes.fencing``: INFO per stamp, WARNING per refused write.
 """
 
@@ -50,7 +51,7 @@ class _Held:
     """A stamp this replica wrote, and what it was written under."""
 
     membership: Membership
-    members: frozenset[str]
+    tenure: int | None
     token: FenceToken
 
 
@@ -102,11 +103,16 @@ class Fences:
 
     async def _token(self, ns: str, bundle_id: str, membership: Membership) -> FenceToken:
         held = self._held.get(ns)
-        members = membership.members()
-        if held is not None and held.membership is membership and held.members == members:
+        tenure = membership.tenure(bundle_id)  # None: written under an override
+        if (
+            held is not None
+            and held.membership is membership
+            and tenure is not None
+            and held.tenure == tenure
+        ):
             return held.token
         token = await self._stamp(ns, bundle_id, membership.replica)
-        self._held[ns] = _Held(membership, members, token)
+        self._held[ns] = _Held(membership, tenure, token)
         return token
 
     async def _stamp(self, ns: str, bundle_id: str, replica: str) -> FenceToken:

@@ -193,7 +193,9 @@ async def test_a_write_stuck_in_flight_past_the_lease_is_refused_when_it_lands(
                 admin_api, "read_namespaced_secret", env_secret_name("web"), ns
             )
             assert secret[ANN_WRITTEN_UNDER] == "2/stall-b"
-            await b.destroy(pr.BundleRef(bundle_id))
+            # a is back (its held renewals landed): the app may be moving back to it.
+            with mb.override(bundle_id):
+                await b.destroy(pr.BundleRef(bundle_id))
     finally:
         toxiproxy.reset()
 
@@ -259,9 +261,20 @@ async def test_an_administrators_write_with_a_stale_token_is_refused(
         await a.apply(_plan(bundle_id, "2"))
         assert (await _annotations(admin_api, "read_namespace", ns))[ANN_FENCE] == "6/admin-a"
         assert await _env(admin_api, bundle_id) == "2"
-        await a.destroy(pr.BundleRef(bundle_id))
+
+        # A destroy under a stamp that moved on is refused: the namespace stays.
+        moved = {"metadata": {"annotations": {ANN_FENCE: "7/ops"}}}
+        await core_call(admin_api, "patch_namespace", ns, moved)
+        with pytest.raises(pr.NotOwner) as refused:
+            await a.destroy(pr.BundleRef(bundle_id))
+        assert refused.value.details["owner"] == "ops"
+        namespace = await core_call(admin_api, "read_namespace", ns)
+        assert namespace.metadata.deletion_timestamp is None
+        await a.destroy(pr.BundleRef(bundle_id))  # a new stamp (8/admin-a), then the delete
         namespace = await core_call(admin_api, "read_namespace", ns)
         assert namespace.metadata.deletion_timestamp is not None, "a fenced destroy lands"
+        assert namespace.metadata.annotations[ANN_FENCE] == "8/admin-a"
+        assert a.fence_refusals == 2
 
 
 async def test_of_two_stamps_made_on_one_version_one_wins(
@@ -287,6 +300,11 @@ async def test_of_two_stamps_made_on_one_version_one_wins(
         with pytest.raises(WriteConflict):
             await stamp(b, "1/race-b")
         assert (await _annotations(admin_api, "read_namespace", ns))[ANN_FENCE] == "1/race-a"
+        # A delete made on the version before the stamp fails too (a fenced destroy's shape).
+        with pytest.raises(WriteConflict):
+            await b.session.delete(None, "namespaces", ns, version=version)
+        namespace = await core_call(admin_api, "read_namespace", ns)
+        assert namespace.metadata.deletion_timestamp is None
         await a.destroy(pr.BundleRef(bundle_id))
 
 

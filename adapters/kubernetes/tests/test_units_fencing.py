@@ -204,3 +204,26 @@ async def test_a_host_that_never_joins_is_guarded_by_nothing_and_sends_no_token(
     async with fences.guarding("app"):
         assert with_token(_secret("pando-app"), creating=False) == _secret("pando-app")
     assert transport.calls == [], "no read, no write"
+
+
+async def test_a_members_namespace_delete_is_made_on_its_stamped_version() -> None:
+    session, transport = _session(
+        [
+            _namespace("10", "4/a"),
+            ApiError(409, "Conflict"),  # the stamp moved between the read and the delete
+            _namespace("12", "5/b"),
+        ]
+    )
+    with writing_under(FenceToken("pando-app", "4/a")), pytest.raises(NotOwner) as caught:
+        await session.delete(None, "namespaces", "pando-app")
+    assert caught.value.details["owner"] == "b"
+    method, _, body, _ = transport.calls[1]
+    assert method == "DELETE"
+    assert body == {"preconditions": {"resourceVersion": "10"}}
+
+
+async def test_a_members_namespace_delete_under_another_stamp_is_not_sent() -> None:
+    session, transport = _session([_namespace("10", "5/b")])
+    with writing_under(FenceToken("pando-app", "4/a")), pytest.raises(NotOwner):
+        await session.delete(None, "namespaces", "pando-app")
+    assert [c[0] for c in transport.calls] == ["GET"]

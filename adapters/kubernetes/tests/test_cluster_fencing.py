@@ -296,7 +296,7 @@ async def test_of_two_stamps_made_on_one_version_one_wins(
 
         async def stamp(adapter: KubernetesAdapter, value: str) -> None:
             patch = {"metadata": {"annotations": {ANN_FENCE: value, ANN_WRITTEN_UNDER: value}}}
-            await adapter.session.write_if(
+            await adapter.session.writer.write_if(
                 f"stamp {ns}", path, patch, version=version, method="PATCH", content_type=MERGE
             )
 

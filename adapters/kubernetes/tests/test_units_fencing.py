@@ -110,11 +110,11 @@ async def test_a_conditional_write_sends_its_version_and_a_409_is_a_write_confli
     session, transport = _session([ApiError(409, "Conflict"), {"metadata": {}}])
     body = {"metadata": {"name": "x"}}
     with pytest.raises(WriteConflict) as caught:
-        await session.write_if("write x", "/api/v1/x", body, version="5")
+        await session.writer.write_if("write x", "/api/v1/x", body, version="5")
     assert caught.value.details["version"] == "5"
     assert transport.calls[0][0] == "PUT"
     assert transport.calls[0][2]["metadata"]["resourceVersion"] == "5"
-    await session.write_if("create x", "/api/v1/xs", body, version=None)
+    await session.writer.write_if("create x", "/api/v1/xs", body, version=None)
     assert transport.calls[1][0] == "POST"
     assert "resourceVersion" not in transport.calls[1][2]["metadata"]
 
@@ -123,9 +123,9 @@ async def test_a_conditional_write_that_fails_otherwise_is_unavailable_or_not_ow
     refused = ApiError(403, "Forbidden", {"message": REFUSAL})
     session, _ = _session([ApiError(500, "Internal"), refused])
     with pytest.raises(AdapterUnavailable):
-        await session.write_if("write x", "/api/v1/x", {"metadata": {}}, version="1")
+        await session.writer.write_if("write x", "/api/v1/x", {"metadata": {}}, version="1")
     with pytest.raises(NotOwner) as caught:
-        await session.write_if("write x", "/api/v1/x", {"metadata": {}}, version="1")
+        await session.writer.write_if("write x", "/api/v1/x", {"metadata": {}}, version="1")
     assert caught.value.details["owner"] == "replica-b"
     assert caught.value.details["stamp"] == "7/replica-b"
 

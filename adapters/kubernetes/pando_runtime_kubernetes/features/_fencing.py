@@ -129,7 +129,7 @@ class Fences:
             stamp = next_stamp(seen, replica)
             patch = {"metadata": {"annotations": {ANN_FENCE: stamp, ANN_WRITTEN_UNDER: stamp}}}
             try:
-                answer = await self._session.write_if(
+                answer = await self._session.writer.write_if(
                     what,
                     path,
                     patch,

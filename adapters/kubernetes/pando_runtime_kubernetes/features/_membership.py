@@ -135,7 +135,7 @@ class KubeLeases:
         body = lease_object(self._namespace, group, name, record)
         path = self._path(group) if version is None else self._path(group, name)
         try:
-            answer = await self._session.write_if(
+            answer = await self._session.writer.write_if(
                 f"write the lease of {name!r}", path, body, version=version
             )
         except WriteConflict as error:

@@ -95,9 +95,11 @@ class ClusterSession:
     ) -> None:
         self.config = config
         self.name = name
+        # The session's parts, each a module of its own; the methods below delegate to them.
         self.errors = ClusterErrors(name)
         self.reads = CachedReads(self)
         self.writer = SessionWriter(self.transport, self.errors, lambda: self.log_name)
+        """Writes: the session's methods, and ``write_if`` (conditional) for features."""
         self.streams = SessionStreams(self.transport, self.errors, config.read_timeout)
         self._transport = transport
         self._connect = connect or (lambda: build_transport(config))
@@ -390,22 +392,6 @@ class ClusterSession:
     ) -> T:
         """A write; a 403 right after a namespace's RoleBinding is retried (see SessionWriter)."""
         return await self.writer.write(what, call, retry_forbidden=retry_forbidden)
-
-    async def write_if(
-        self,
-        what: str,
-        path: str,
-        body: Mapping[str, Any],
-        *,
-        version: str | None,
-        method: str = "PUT",
-        content_type: str | None = None,
-        query: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """A conditional write on ``version`` (``None``: a create); see SessionWriter.write_if."""
-        return await self.writer.write_if(
-            what, path, body, version=version, method=method, content_type=content_type, query=query
-        )
 
     async def apply(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Server-side apply ``body``; what the server returns is in the cache at once."""

@@ -120,6 +120,10 @@ async def _calls_of(adapter: KubernetesAdapter, call: Awaitable[Any]) -> dict[st
     }
 
 
+def _epoch(stamp: str) -> int:
+    return int(stamp.split("/", maxsplit=1)[0])
+
+
 def _owned_by(owner: str, members: list[str], prefix: str) -> str:
     """A new bundle id the members assign to ``owner``."""
     while True:
@@ -145,11 +149,12 @@ async def test_a_write_stuck_in_flight_past_the_lease_is_refused_when_it_lands(
             ns = namespace_for(bundle_id)
             await a.apply(_plan(bundle_id, "1"))
             stamp = (await _annotations(admin_api, "read_namespace", ns))[ANN_FENCE]
-            assert stamp == "1/stall-a", "the namespace a created carries a's stamp"
+            assert stamp.endswith("/stall-a"), "the namespace a created carries a's stamp"
+            taken = f"{_epoch(stamp) + 1}/stall-b"
             secret = await _annotations(
                 admin_api, "read_namespaced_secret", env_secret_name("web"), ns
             )
-            assert secret[ANN_WRITTEN_UNDER] == "1/stall-a"
+            assert secret[ANN_WRITTEN_UNDER] == stamp
 
             # Every byte a sends now waits at the proxy (until the toxic goes): its renewals,
             # and the write of its next apply, made while it still owns the app.
@@ -177,22 +182,20 @@ async def test_a_write_stuck_in_flight_past_the_lease_is_refused_when_it_lands(
                 assert not ma.owns(bundle_id), "a stopped at its renew deadline"
                 await b.apply(_plan(bundle_id, "3"))
                 assert b.fence_stamps == 1, "one stamp for the bundle b gained"
-                assert (await _annotations(admin_api, "read_namespace", ns))[ANN_FENCE] == (
-                    "2/stall-b"
-                )
+                assert (await _annotations(admin_api, "read_namespace", ns))[ANN_FENCE] == taken
                 assert "a" not in outcome, "a's write is still held at the proxy"
                 # Let a's write land now, long after b took over.
                 await anyio.to_thread.run_sync(lambda: toxiproxy.remove_toxic(proxy, "stall"))
             refused = outcome["a"]
             assert isinstance(refused, pr.NotOwner), refused
             assert refused.details["owner"] == "stall-b"
-            assert refused.details["stamp"] == "2/stall-b"
+            assert refused.details["stamp"] == taken
             assert a.fence_refusals == 1
             assert await _env(admin_api, bundle_id) == "3", "the object holds b's write"
             secret = await _annotations(
                 admin_api, "read_namespaced_secret", env_secret_name("web"), ns
             )
-            assert secret[ANN_WRITTEN_UNDER] == "2/stall-b"
+            assert secret[ANN_WRITTEN_UNDER] == taken
             # a is back (its held renewals landed): the app may be moving back to it.
             with mb.override(bundle_id):
                 await b.destroy(pr.BundleRef(bundle_id))
@@ -219,6 +222,8 @@ async def test_an_administrators_write_with_a_stale_token_is_refused(
         assert first["GET namespaces"] == 1
         assert first["POST namespaces"] == 1, "its create carries the stamp"
         assert a.fence_stamps == 0, "no stamp write for an app the replica creates"
+        stamp = (await _annotations(admin_api, "read_namespace", ns))[ANN_FENCE]
+        e = _epoch(stamp)
 
         def config_map(name: str, token: str) -> dict[str, Any]:
             return {"metadata": {"name": name, "annotations": {ANN_WRITTEN_UNDER: token}}}
@@ -226,13 +231,13 @@ async def test_an_administrators_write_with_a_stale_token_is_refused(
         with pytest.raises(ApiException) as caught:
             await core_call(admin_api, "create_namespaced_config_map", ns, config_map("x", "0/old"))
         assert caught.value.status == 403
-        assert f"pando: fenced: namespace {ns} is stamped 1/admin-a" in str(caught.value.body)
+        assert f"pando: fenced: namespace {ns} is stamped {stamp};" in str(caught.value.body)
         # The current token is admitted, and so is a write carrying none.
         await core_call(
             admin_api,
             "create_namespaced_config_map",
             ns,
-            config_map("y", "1/admin-a"),
+            config_map("y", stamp),
             dry_run="All",
         )
         await core_call(
@@ -246,7 +251,10 @@ async def test_an_administrators_write_with_a_stale_token_is_refused(
         # An administrator moves the stamp on (forward): the replica's next write is refused,
         # and a controller-like update leaving the old token as it was is still admitted.
         await core_call(
-            admin_api, "patch_namespace", ns, {"metadata": {"annotations": {ANN_FENCE: "5/ops"}}}
+            admin_api,
+            "patch_namespace",
+            ns,
+            {"metadata": {"annotations": {ANN_FENCE: f"{e + 4}/ops"}}},
         )
         label = {"metadata": {"labels": {"checked": "yes"}}}
         await core_call(admin_api, "patch_namespaced_secret", env_secret_name("web"), ns, label)
@@ -256,28 +264,30 @@ async def test_an_administrators_write_with_a_stale_token_is_refused(
         assert await _env(admin_api, bundle_id) == "1", "nothing of the refused apply landed"
 
         # A stamp never moves back.
-        back = {"metadata": {"annotations": {ANN_FENCE: "2/admin-a"}}}
+        back = {"metadata": {"annotations": {ANN_FENCE: f"{e + 1}/admin-a"}}}
         with pytest.raises(ApiException) as caught:
             await core_call(admin_api, "patch_namespace", ns, back)
         assert "a namespace's stamp only moves forward" in str(caught.value.body)
 
         # The replica's next apply stamps anew, after the administrator's stamp, and writes.
         await a.apply(_plan(bundle_id, "2"))
-        assert (await _annotations(admin_api, "read_namespace", ns))[ANN_FENCE] == "6/admin-a"
+        assert (await _annotations(admin_api, "read_namespace", ns))[
+            ANN_FENCE
+        ] == f"{e + 5}/admin-a"
         assert await _env(admin_api, bundle_id) == "2"
 
         # A destroy under a stamp that moved on is refused: the namespace stays.
-        moved = {"metadata": {"annotations": {ANN_FENCE: "7/ops"}}}
+        moved = {"metadata": {"annotations": {ANN_FENCE: f"{e + 6}/ops"}}}
         await core_call(admin_api, "patch_namespace", ns, moved)
         with pytest.raises(pr.NotOwner) as refused:
             await a.destroy(pr.BundleRef(bundle_id))
         assert refused.value.details["owner"] == "ops"
         namespace = await core_call(admin_api, "read_namespace", ns)
         assert namespace.metadata.deletion_timestamp is None
-        await a.destroy(pr.BundleRef(bundle_id))  # a new stamp (8/admin-a), then the delete
+        await a.destroy(pr.BundleRef(bundle_id))  # a new stamp, then the delete
         namespace = await core_call(admin_api, "read_namespace", ns)
         assert namespace.metadata.deletion_timestamp is not None, "a fenced destroy lands"
-        assert namespace.metadata.annotations[ANN_FENCE] == "8/admin-a"
+        assert namespace.metadata.annotations[ANN_FENCE] == f"{e + 7}/admin-a"
         assert a.fence_refusals == 2
 
 

@@ -12,6 +12,7 @@ from pando_runtime_kubernetes._names import ANN_FENCE, ANN_WRITTEN_UNDER
 from pando_runtime_kubernetes.api._errors import ApiError
 from pando_runtime_kubernetes.features._fence_token import (
     FenceToken,
+    creation_stamp,
     next_stamp,
     refused_stamp,
     stamp_owner,
@@ -44,6 +45,8 @@ def test_a_stamp_moves_to_the_next_epoch_and_names_its_replica() -> None:
     assert stamp_owner("8/a") == "a"
     assert stamp_owner("garbage") is None
     assert stamp_owner(None) is None
+    assert creation_stamp("a", now=1_800_000_000.5) == "1800000000500/a"
+    assert next_stamp(creation_stamp("a", now=1_800_000_000.5), "b") == "1800000000501/b"
 
 
 def test_writes_carry_the_token_only_in_its_namespace_and_only_while_it_is_set() -> None:
@@ -193,7 +196,9 @@ async def test_a_stamp_conflicting_with_another_change_reads_again_and_stamps() 
 async def test_an_absent_namespace_is_stamped_by_its_create_and_nothing_is_written() -> None:
     session, transport = _session([ApiError(404, "Not Found")])
     fences = Fences(session, MembershipSlot())
-    assert (await fences._stamp("pando-app", "app", "a")).stamp == "1/a"
+    stamp = (await fences._stamp("pando-app", "app", "a")).stamp
+    assert stamp_owner(stamp) == "a"
+    assert int(stamp.split("/")[0]) > 1_700_000_000_000, "a new namespace's epoch: the time in ms"
     assert [c[0] for c in transport.calls] == ["GET"]
     assert fences.stamps == 0
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import re
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ from .._names import ANN_FENCE, ANN_WRITTEN_UNDER
 
 __all__ = [
     "FenceToken",
+    "creation_stamp",
     "current_token",
     "next_stamp",
     "refused_stamp",
@@ -108,6 +110,16 @@ def next_stamp(current: str | None, replica: str) -> str:
     """The stamp that takes over from ``current``: the next epoch, for ``replica``."""
     parsed = _parsed(current)
     return f"{(parsed[0] if parsed else 0) + 1}/{replica}"
+
+
+def creation_stamp(replica: str, now: float | None = None) -> str:
+    """The stamp a namespace's create carries: its epoch is the time in milliseconds.
+
+    Not 1: a namespace deleted and made again must not take a stamp its earlier incarnation
+    had (an old write of this replica, held since, would carry it). ``now``: seconds since
+    the epoch (default: the clock).
+    """
+    return f"{int((time.time() if now is None else now) * 1000)}/{replica}"
 
 
 def refused_stamp(message: str) -> str | None:

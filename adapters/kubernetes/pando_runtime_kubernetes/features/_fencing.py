@@ -32,7 +32,7 @@ from pando_runtime import Membership, MembershipSlot, NotOwner
 from .._log import logger
 from .._names import ANN_FENCE, ANN_WRITTEN_UNDER, LABEL_MANAGED_BY, MANAGED_BY, namespace_for
 from ..api._paths import api_path
-from ._fence_token import FenceToken, next_stamp, stamp_of, writing_under
+from ._fence_token import FenceToken, creation_stamp, next_stamp, stamp_of, writing_under
 from ._session import ClusterSession
 from ._session_errors import WriteConflict
 
@@ -124,7 +124,7 @@ class Fences:
             labels = ((body or {}).get("metadata") or {}).get("labels") or {}
             if body is None or labels.get(LABEL_MANAGED_BY) != MANAGED_BY:
                 # Absent: its create carries the stamp. Not ours: the apply refuses it.
-                return FenceToken(ns, next_stamp(None, replica))
+                return FenceToken(ns, creation_stamp(replica))
             seen = stamp_of(body)
             stamp = next_stamp(seen, replica)
             patch = {"metadata": {"annotations": {ANN_FENCE: stamp, ANN_WRITTEN_UNDER: stamp}}}

@@ -36,7 +36,7 @@ from ._errors import AdapterUnavailable, NotOwner, PandoRuntimeError
 from ._leases import MEMBERS, LeaseConflict, LeaseRecord, LeaseStore, LeaseWatch, StoredLease
 from ._log import logger
 from ._membership import MembershipSettings, OwnershipChange, check_membership
-from ._ownership import OwnershipView
+from ._ownership import OwnershipHistory, OwnershipView
 from ._singleton import Singletons
 
 __all__ = ["Membership"]
@@ -81,6 +81,7 @@ class Membership:
         self._clock = clock or anyio.current_time
         self._watch = LeaseWatch(self._now)
         self._state = OwnershipView(me=replica)
+        self._history = OwnershipHistory()
         self._live: frozenset[str] = frozenset({replica})
         self._others: dict[str, frozenset[str]] = {}
         self._announced: frozenset[str] = frozenset()
@@ -114,6 +115,15 @@ class Membership:
     def owns(self, bundle_id: str) -> bool:
         """Whether this replica may write ``bundle_id`` now."""
         return self._fresh() and self._state.owns(bundle_id)
+
+    def tenure(self, bundle_id: str) -> int | None:
+        """A number that stays the same while this replica owns ``bundle_id`` without a break.
+
+        ``None`` when it does not own it now. After the bundle was lost and gained again
+        the number differs: an adapter that fences writes (the Kubernetes adapter's stamp)
+        keeps what it did for one tenure and does it again for the next.
+        """
+        return self._history.tenure(bundle_id) if self.owns(bundle_id) else None
 
     def check_write(self, bundle_id: str) -> None:
         """Raise :class:`NotOwner` unless this replica owns ``bundle_id`` or overrides it.
@@ -325,6 +335,7 @@ class Membership:
     async def _adopt(self, state: OwnershipView) -> None:
         """Make ``state`` current (at once), then tell the change streams."""
         before, self._state = self._state, state
+        self._history.record(state)
         if not self._subscribers:
             return
         gained, lost = state.changed(before, await self._known_bundles())

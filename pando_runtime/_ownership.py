@@ -15,12 +15,13 @@ join is acted on by nobody until the old owner has published a view without it.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 from collections.abc import Iterable, Mapping
 
 import attrs
 
-__all__ = ["OwnershipView", "rendezvous_owner", "rendezvous_weight"]
+__all__ = ["OwnershipHistory", "OwnershipView", "rendezvous_owner", "rendezvous_weight"]
 
 
 def rendezvous_weight(member: str, key: str) -> int:
@@ -95,3 +96,32 @@ class OwnershipView:
             elif then and not now:
                 lost.add(bundle_id)
         return gained, lost
+
+
+class OwnershipHistory:
+    """The ownership views a replica adopted, to tell how long it has owned a bundle.
+
+    Only views that differ from the one before are kept, the last ``limit`` of them: a
+    tenure that began before the oldest kept view reads as beginning there, so it changes
+    as views are dropped (a caller then takes it for a new tenure: safe, never stale).
+    """
+
+    def __init__(self, limit: int = 256) -> None:
+        self._views: collections.deque[tuple[int, OwnershipView]] = collections.deque(maxlen=limit)
+        self._count = 0
+
+    def record(self, view: OwnershipView) -> None:
+        """Note ``view`` as adopted now."""
+        if self._views and self._views[-1][1] == view:
+            return
+        self._count += 1
+        self._views.append((self._count, view))
+
+    def tenure(self, bundle_id: str) -> int:
+        """The number of the first view of the current unbroken run that owns ``bundle_id``."""
+        start = self._count
+        for number, view in reversed(self._views):
+            if not view.owns(bundle_id):
+                break
+            start = number
+        return start

@@ -301,3 +301,22 @@ async def test_one_membership_per_adapter_and_an_unsupported_adapter_says_so() -
     with pytest.raises(pr.CapabilityUnsupported) as caught:
         narrow.membership("a")
     assert caught.value.capability == "membership"
+
+
+async def test_a_tenure_holds_while_a_bundle_stays_and_changes_when_it_comes_back() -> None:
+    a, b, _ = await three(FakeAdapter())
+    async with a.membership("a", SETTINGS) as ma:
+        await settled([ma], IDS)
+        before = {i: ma.tenure(i) for i in IDS}
+        assert None not in before.values(), "a lone replica owns every bundle"
+        async with b.membership("b", SETTINGS) as mb:
+            await settled([ma, mb], IDS)
+            staying = [i for i in IDS if ma.owns(i)]
+            moved = [i for i in IDS if mb.owns(i)]
+            assert staying
+            assert moved
+            assert all(ma.tenure(i) == before[i] for i in staying), "kept: the same tenure"
+            assert all(ma.tenure(i) is None for i in moved), "not owned: no tenure"
+        await settled([ma], IDS)
+        assert all(ma.tenure(i) == before[i] for i in staying)
+        assert all(ma.tenure(i) not in (None, before[i]) for i in moved), "gained again: new"

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pando_runtime as pr
-from pando_runtime._ownership import OwnershipView
+from pando_runtime._ownership import OwnershipHistory, OwnershipView
 
 names = st.from_regex(r"[a-z][a-z0-9-]{0,8}[a-z0-9]", fullmatch=True)
 members_sets = st.frozensets(names, min_size=1, max_size=8)
@@ -104,3 +104,37 @@ def test_dropping_a_view_loses_what_moves_and_gains_nothing() -> None:
     assert not gained
     assert lost == {i for i in ids if old.owns(i) and pr.rendezvous_owner(i, "abc") == "c"}
     assert dropping.members == {"a", "b", "c"}
+
+
+def _bundle_of(owner: str, members: list[str]) -> str:
+    return next(f"app-{n}" for n in range(256) if pr.rendezvous_owner(f"app-{n}", members) == owner)
+
+
+def test_a_tenure_lasts_while_the_bundle_stays_owned_and_a_regain_starts_another() -> None:
+    bundle_id = _bundle_of("b", ["a", "b"])  # a owns it alone; b takes it while it is there
+    alone = OwnershipView(me="a", view=frozenset({"a"}), fresh=True)
+    shared = OwnershipView(me="a", view=frozenset({"a", "b"}), fresh=True)
+    history = OwnershipHistory()
+    history.record(alone)
+    first = history.tenure(bundle_id)
+    history.record(alone)  # the same view again: no change
+    history.record(attrs.evolve(alone, others={"c": frozenset({"a"})}))  # still a's
+    assert history.tenure(bundle_id) == first, "kept without a break: the same tenure"
+    history.record(shared)  # lost to b
+    history.record(alone)  # b left: a owns it again
+    assert history.tenure(bundle_id) != first, "lost and gained again: a new tenure"
+    again = history.tenure(bundle_id)
+    history.record(attrs.evolve(alone, fresh=False))  # a's own lease went stale
+    history.record(alone)
+    assert history.tenure(bundle_id) not in (first, again)
+
+
+def test_a_tenure_older_than_the_history_kept_reads_as_a_new_one() -> None:
+    history = OwnershipHistory(limit=2)
+    history.record(OwnershipView(me="a", view=frozenset({"a"}), fresh=True))
+    first = history.tenure("app")
+    for other in ("c", "d"):  # views that keep "app" a's, until the first is dropped
+        history.record(
+            OwnershipView(me="a", view=frozenset({"a"}), others={other: frozenset()}, fresh=True)
+        )
+    assert history.tenure("app") != first, "safe: taken for a new tenure, never a stale one"

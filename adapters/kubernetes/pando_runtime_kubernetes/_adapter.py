@@ -55,6 +55,7 @@ from ._info import DESCRIPTION, KubernetesConfig
 from ._log import logger
 from ._names import namespace_for
 from .api._errors import ApiError
+from .api._paths import api_path
 from .api._transport import KubeTransport
 from .cache._informer import Informer
 from .features._bundle_events import BundleEvents
@@ -67,7 +68,7 @@ from .features._images import RegistryImages
 from .features._membership import KubeMembership
 from .features._namespaces import AppNamespaces
 from .features._plan_rules import PlanRules
-from .features._session import ClusterSession, api_path
+from .features._session import ClusterSession
 from .features._trial import Trials
 from .features._usage import Usage
 from .features._volumes import Volumes
@@ -123,6 +124,16 @@ class KubernetesAdapter(RuntimeAdapter):
     def api_calls(self) -> int:
         """API calls made so far (every request and every opened stream)."""
         return self.session.api_calls
+
+    @property
+    def fence_stamps(self) -> int:
+        """Stamps this replica wrote on app namespaces (one per bundle gained and written)."""
+        return self._members.fences.stamps
+
+    @property
+    def fence_refusals(self) -> int:
+        """This replica's writes the API server refused because another replica's stamp held."""
+        return self._members.fences.refusals
 
     @property
     def images(self) -> RegistryImages:
@@ -279,7 +290,7 @@ class KubernetesAdapter(RuntimeAdapter):
         A satisfied plan writes at most the pull secret. A workload whose image is in the
         configured image registry pulls with its credentials unless its plan gives its own.
         """
-        async with self._members.writing(plan.bundle_id):
+        async with self._members.guarding(plan.bundle_id):
             return await self._bundles.apply(await self._checked(plan))
 
     async def observe(
@@ -290,12 +301,12 @@ class KubernetesAdapter(RuntimeAdapter):
 
     async def stop(self, ref: BundleRef) -> None:
         """Delete running pods; keep finished ones (their logs) and everything else."""
-        async with self._members.writing(ref.bundle_id):
+        async with self._members.guarding(ref.bundle_id):
             await self._bundles.stop(ref)
 
     async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
         """Remove the app; its volumes (claims, in a namespace kept for them) stay by default."""
-        async with self._members.writing(ref.bundle_id):
+        async with self._members.guarding(ref.bundle_id):
             await self._bundles.destroy(ref, options)
 
     def membership(

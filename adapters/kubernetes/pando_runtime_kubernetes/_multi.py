@@ -67,7 +67,8 @@ from ._info import MULTI_DESCRIPTION, KubernetesConfig, MultiClusterConfig
 from ._log import logger
 from ._names import upstream_for
 from .api._clusters import ApiRate, Cluster, ClusterSet
-from .features._session import ClusterSession, transport_to
+from .features._connect import transport_to
+from .features._session import ClusterSession
 from .features._volumes import parse_handle
 from .manifests._network import AppNetwork
 

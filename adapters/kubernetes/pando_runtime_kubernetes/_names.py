@@ -20,12 +20,14 @@ __all__ = [
     "ANN_EDGE_NAME",
     "ANN_EDGE_VOLUMES",
     "ANN_EXPOSED",
+    "ANN_FENCE",
     "ANN_NS_DIGEST",
     "ANN_PLAN_DIGEST",
     "ANN_VOLUMES_ONLY",
     "ANN_VOLUME_ID",
     "ANN_VOLUME_NAME",
     "ANN_WORKLOADS",
+    "ANN_WRITTEN_UNDER",
     "CONFIGMAP_PREFIX",
     "DEFAULT_SERVICE_ACCOUNT",
     "ENV_SECRET_PREFIX",
@@ -92,6 +94,11 @@ ANN_EXPOSED = "pando.dev/exposed"
 (an empty digest: the policy may be there, and is to be rewritten or deleted)."""
 ANN_VOLUMES_ONLY = "pando.dev/volumes-only"
 """On the namespace: the app is destroyed (or not applied yet); only its volumes are kept."""
+ANN_FENCE = "pando.dev/fence"
+"""On an app namespace, once a member of a membership wrote it: ``<epoch>/<replica>``, the
+ownership writes must carry (deploy/admission.yaml refuses the others); the epoch only grows."""
+ANN_WRITTEN_UNDER = "pando.dev/written-under"
+"""On each object a member writes: the namespace's fence it was written under."""
 ANN_VOLUME_ID = "pando.dev/volume-id"
 """On a claim: the volume id in its original case."""
 ANN_VOLUME_NAME = "pando.dev/volume-name"

@@ -14,14 +14,13 @@ import io
 import tarfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 import pytest
-import yaml
 from _admin_calls import core_call
+from _admission import IMAGE, installed_admission, probe_pod, probe_service
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import namespace_for
 
@@ -47,137 +46,32 @@ from pando_runtime import (
 
 pytestmark = [pytest.mark.kube, pytest.mark.anyio, pytest.mark.every_minor]
 
-ADMISSION = Path(__file__).resolve().parents[1] / "deploy" / "admission.yaml"
-PARAMS_NAMESPACE = "pando"
-PARAMS = "pando-runtime-admission"
-IMAGE = "registry.example/admission/app:1"
-MANAGED = {"app.kubernetes.io/managed-by": "pando"}
-PROBE_NAMESPACE = f"pando-backstop-{uuid.uuid4().hex[:6]}"
-"""A managed namespace without Pod Security's label: the backstop alone guards it."""
-
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
 
 
-def _docs() -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(ADMISSION.read_text()) if d]
-
-
-def _status(error: Any) -> tuple[int, str]:
-    return int(error.status), str(error.body)
-
-
-def _wait_admitted(call: Any, needle: str, timeout: float = 30.0) -> None:
-    """Retry a dry-run ``call`` until the backstop no longer denies it (policies stop lazily)."""
-    import time  # noqa: PLC0415
-
-    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            call()
-        except ApiException as error:
-            if needle not in str(error.body):
-                raise
-        else:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the backstop did not stop denying ({needle!r})")
-        time.sleep(0.3)
-
-
-def _wait_denied(call: Any, needle: str, timeout: float = 30.0) -> None:
-    """Retry a dry-run ``call`` until the backstop denies it (policies start asynchronously)."""
-    import time  # noqa: PLC0415
-
-    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            call()
-        except ApiException as error:
-            if needle in str(error.body):
-                return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the backstop did not start denying ({needle!r})")
-        time.sleep(0.3)
+@pytest.fixture(scope="module")
+def installed(
+    kube_cluster: Any, admin_api: Any, adapter_config: dict[str, Any]
+) -> Iterator[tuple[list[dict[str, Any]], str]]:
+    """The shipped policies and bindings, installed and enforcing; removed afterwards."""
+    with installed_admission(
+        admin_api, kube_cluster.restricted_user, adapter_config["edge_namespace"]
+    ) as installed:
+        yield installed
 
 
 @pytest.fixture(scope="module")
-def backstop(
-    kube_cluster: Any, admin_api: Any, adapter_config: dict[str, Any]
-) -> Iterator[list[dict[str, Any]]]:
-    """The shipped policies and bindings, installed and enforcing; removed afterwards."""
-    from kubernetes import client  # noqa: PLC0415
-    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+def backstop(installed: tuple[list[dict[str, Any]], str]) -> list[dict[str, Any]]:
+    return installed[0]
 
-    core = client.CoreV1Api(admin_api)
-    admission = client.AdmissionregistrationV1Api(admin_api)
-    try:
-        core.create_namespace({"metadata": {"name": PARAMS_NAMESPACE}})
-    except ApiException as error:
-        if error.status != 409:
-            raise
-    params = {
-        "metadata": {"name": PARAMS, "namespace": PARAMS_NAMESPACE},
-        "data": {
-            "adapter-user": kube_cluster.restricted_user,
-            "edge-namespace": adapter_config["edge_namespace"],
-        },
-    }
-    core.create_namespaced_config_map(PARAMS_NAMESPACE, params)
-    docs = _docs()
-    for doc in docs:
-        if doc["kind"] == "ValidatingAdmissionPolicy":
-            admission.create_validating_admission_policy(doc)
-        else:
-            admission.create_validating_admission_policy_binding(doc)
-    core.create_namespace({"metadata": {"name": PROBE_NAMESPACE, "labels": MANAGED}})
-    try:
-        _wait_denied(
-            lambda: core.create_namespaced_pod(
-                PROBE_NAMESPACE, _pod("probe", hostNetwork=True), dry_run="All"
-            ),
-            "pando: pods",
-        )
-        _wait_denied(
-            lambda: core.create_namespaced_service(
-                PROBE_NAMESPACE, _service("probe", "ExternalName"), dry_run="All"
-            ),
-            "pando: ExternalName",
-        )
-        _wait_denied(
-            lambda: core.delete_namespace(PROBE_NAMESPACE, dry_run="All"), "pando: only the"
-        )
-        yield docs
-    finally:
-        for doc in sorted(docs, key=lambda d: d["kind"] == "ValidatingAdmissionPolicy"):
-            name = doc["metadata"]["name"]
-            try:
-                if doc["kind"] == "ValidatingAdmissionPolicy":
-                    admission.delete_validating_admission_policy(name)
-                else:
-                    admission.delete_validating_admission_policy_binding(name)
-            except ApiException as error:
-                if error.status != 404:
-                    raise
-        # The API server drops policies a moment after they are deleted; the parameters go
-        # only when nothing enforces them, else the adapter's own deletes elsewhere are denied.
-        _wait_admitted(
-            lambda: core.create_namespaced_pod(
-                PROBE_NAMESPACE, _pod("probe", hostNetwork=True), dry_run="All"
-            ),
-            "pando: pods",
-        )
-        _wait_admitted(
-            lambda: core.delete_namespace(PROBE_NAMESPACE, dry_run="All"), "pando: only the"
-        )
-        core.delete_namespace(PROBE_NAMESPACE)
-        core.delete_namespaced_config_map(PARAMS, PARAMS_NAMESPACE)
+
+@pytest.fixture(scope="module")
+def probe_namespace(installed: tuple[list[dict[str, Any]], str]) -> str:
+    """A managed namespace without Pod Security's label: the backstop alone guards it."""
+    return installed[1]
 
 
 @pytest.fixture
@@ -188,24 +82,8 @@ async def adapter(
         yield adapter
 
 
-def _pod(name: str, *, container: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "containers": [{"name": "c", "image": IMAGE, **(container or {})}],
-            **spec,
-        },
-    }
-
-
-def _service(name: str, kind: str) -> dict[str, Any]:
-    spec: dict[str, Any] = {"type": kind}
-    if kind == "ExternalName":
-        spec["externalName"] = "example.com"
-    else:
-        spec["ports"] = [{"port": 80}]
-        spec["selector"] = {"app": name}
-    return {"metadata": {"name": name}, "spec": spec}
+_pod = probe_pod
+_service = probe_service
 
 
 FORBIDDEN_PODS = {
@@ -252,7 +130,7 @@ async def _refused(admin_api: Any, fn: str, *args: Any, **kwargs: Any) -> tuple[
 
     with pytest.raises(ApiException) as caught:
         await core_call(admin_api, fn, *args, **kwargs)
-    return _status(caught.value)
+    return int(caught.value.status), str(caught.value.body)
 
 
 async def test_the_policies_type_check(admin_api: Any, backstop: list[dict[str, Any]]) -> None:
@@ -260,7 +138,13 @@ async def test_the_policies_type_check(admin_api: Any, backstop: list[dict[str, 
 
     admission = client.AdmissionregistrationV1Api(admin_api)
     names = [d["metadata"]["name"] for d in backstop if d["kind"] == "ValidatingAdmissionPolicy"]
-    assert names == ["pando-runtime-pods", "pando-runtime-services", "pando-runtime-namespaces"]
+    assert names == [
+        "pando-runtime-pods",
+        "pando-runtime-services",
+        "pando-runtime-namespaces",
+        "pando-runtime-fence",
+        "pando-runtime-fence-namespaces",
+    ]
     for name in names:
         policy = admin_api.sanitize_for_serialization(
             await anyio.to_thread.run_sync(
@@ -275,15 +159,15 @@ async def test_the_policies_type_check(admin_api: Any, backstop: list[dict[str, 
 
 @pytest.mark.parametrize("case", sorted(FORBIDDEN_PODS))
 async def test_a_forbidden_pod_is_denied_with_the_policys_message(
-    admin_api: Any, backstop: list[dict[str, Any]], case: str
+    admin_api: Any, probe_namespace: str, case: str
 ) -> None:
     body, says = FORBIDDEN_PODS[case]
-    status, message = await _refused(admin_api, "create_namespaced_pod", PROBE_NAMESPACE, body)
+    status, message = await _refused(admin_api, "create_namespaced_pod", probe_namespace, body)
     assert status == 403
     assert "pando:" in message
     assert says in message
     # An ordinary pod in the same namespace is admitted (dry run: nothing is left behind).
-    await core_call(admin_api, "create_namespaced_pod", PROBE_NAMESPACE, _pod("ok"), dry_run="All")
+    await core_call(admin_api, "create_namespaced_pod", probe_namespace, _pod("ok"), dry_run="All")
 
 
 async def test_in_an_app_namespace_every_forbidden_object_is_denied(

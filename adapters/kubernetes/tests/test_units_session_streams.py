@@ -18,7 +18,8 @@ from kubernetes.client import Configuration
 from pando_runtime_kubernetes import KubeTransport
 from pando_runtime_kubernetes._info import KubernetesConfig
 from pando_runtime_kubernetes.api._errors import ApiError
-from pando_runtime_kubernetes.features._session import ClusterSession
+from pando_runtime_kubernetes.features._session_errors import ClusterErrors
+from pando_runtime_kubernetes.features._session_streams import SessionStreams
 
 from pando_runtime import AdapterUnavailable, NotFound
 
@@ -68,8 +69,8 @@ class ScriptedStream:
         return item
 
 
-def _session(opened: Callable[[], ScriptedStream]) -> ClusterSession:
-    session = ClusterSession(KubernetesConfig())
+def _session(opened: Callable[[], ScriptedStream]) -> SessionStreams:
+    """The session's streams (``session.streams``) over a scripted transport."""
 
     class Transport:
         @asynccontextmanager
@@ -81,8 +82,7 @@ def _session(opened: Callable[[], ScriptedStream]) -> ClusterSession:
     async def transport() -> Any:
         return Transport()
 
-    session.transport = transport  # type: ignore[method-assign]
-    return session
+    return SessionStreams(transport, ClusterErrors(None), KubernetesConfig().read_timeout)
 
 
 def _fails(error: ApiError) -> Callable[[], ScriptedStream]:
@@ -92,7 +92,7 @@ def _fails(error: ApiError) -> Callable[[], ScriptedStream]:
     return opened
 
 
-async def _read(session: ClusterSession, *, cut_is_end: bool = False) -> bytes:
+async def _read(session: SessionStreams, *, cut_is_end: bool = False) -> bytes:
     out = b""
     async with session.stream(
         LOG, query={}, read_timeout=5, what="read the log of web-1", cut_is_end=cut_is_end

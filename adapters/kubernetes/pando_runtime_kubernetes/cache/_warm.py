@@ -28,7 +28,7 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ from ._informer import Informer
 from ._projections import ClaimFacts, GatewayFacts, NamespaceFacts, PodFacts, _shared
 from ._stores import CacheState
 
-__all__ = ["SCHEMA", "DiskCache", "Identity", "WarmCache", "adapter_version"]
+__all__ = ["SCHEMA", "DiskCache", "Identity", "WarmCache", "adapter_version", "open_warm"]
 
 _LOG = logger("warm")
 
@@ -430,3 +430,22 @@ class WarmCache:
                 type(error).__name__,
                 extra={"file": self.disk.path.name},
             )
+
+
+async def open_warm(
+    stack: contextlib.AsyncExitStack,
+    informer: Informer,
+    disk: DiskCache,
+    cluster_uid: Callable[[], Awaitable[str]],
+) -> None:
+    """Resume ``informer`` from ``disk`` if this adapter saved it for this cluster.
+
+    It is saved again while ``stack`` is open; the disk is closed with the stack.
+    """
+    await anyio.to_thread.run_sync(disk.open)
+    stack.callback(disk.close)
+    identity = {"schema": SCHEMA, "adapter": adapter_version(), "cluster_uid": await cluster_uid()}
+    state = await anyio.to_thread.run_sync(lambda: disk.load(identity))
+    if state is not None and set(state.versions) >= set(informer.loops):
+        informer.resume(state)
+    await stack.enter_async_context(WarmCache(disk, informer).running())

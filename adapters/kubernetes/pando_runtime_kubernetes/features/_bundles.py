@@ -48,6 +48,7 @@ from ..manifests._gateway import GATEWAY
 from ..manifests._network import AppNetwork
 from ._gateways import EgressGateways
 from ._namespaces import AppNamespaces
+from ._pod_names import create_pod
 from ._session import ClusterSession
 from ._volumes import Volumes, volume_handle
 
@@ -323,8 +324,8 @@ class Bundles:
             found = project_pod(existing)
             return found is not None and found.live and found.digest == digest
 
-        return await self._session.create_pod(
-            build, replaces, twin=twin, what=f"create the pod of {w.name}"
+        return await create_pod(
+            self._session, build, replaces, twin=twin, what=f"create the pod of {w.name}"
         )
 
     async def _wait_dependencies(self, ns: str, plan: BundlePlan, w: WorkloadPlan) -> None:

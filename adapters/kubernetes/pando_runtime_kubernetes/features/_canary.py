@@ -21,9 +21,10 @@ import anyio
 from .._info import KubernetesConfig
 from .._log import logger
 from .._names import LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY, ROLE_CANARY
+from ..api._paths import api_path
 from ..manifests import _namespace_objects as ns_objects
 from ..manifests import _workload_objects as workload_objects
-from ._session import ClusterSession, api_path
+from ._session import ClusterSession
 
 __all__ = ["NetworkPolicyCanary", "canary_objects"]
 

@@ -34,9 +34,10 @@ from .._names import (
     ROLE_EDGE,
     edge_object_name,
 )
+from ..api._paths import api_path
 from ..manifests._objects import b64, canonical
 from ..manifests._workload_objects import PodSettings, claim_volumes, place
-from ._session import ClusterSession, api_path
+from ._session import ClusterSession
 from ._volumes import Volumes, volume_handle
 
 __all__ = ["Edges", "edge_digest", "edge_objects", "pod_reason"]

@@ -19,6 +19,7 @@ from ..manifests import _objects as objects
 from ..manifests._egress import GATEWAY_POLICY
 from ..manifests._gateway import GATEWAY, config_digest
 from ..manifests._network import AppNetwork
+from ._pod_names import create_pod
 from ._session import ClusterSession
 
 __all__ = ["EgressGateways"]
@@ -58,7 +59,8 @@ class EgressGateways:
             found = project_gateway(existing)
             return found is not None and found.live and found.digest == digest
 
-        await session.create_pod(
+        await create_pod(
+            session,
             build,
             latest.uid if latest else None,
             twin=twin,

@@ -4,14 +4,15 @@ The core's :class:`~pando_runtime.Membership` does the work (renewals, expiry on
 clock, rendezvous ownership, drained handovers, singletons); this module gives it a
 :class:`~pando_runtime.plugin.LeaseStore` over Lease objects in the host's namespace
 (``server_namespace``), and the adapter one :class:`~pando_runtime.plugin.MembershipSlot` that
-guards every write.
+guards every write, fenced at the API server by :class:`Fences` (``_fencing.py``).
 
 Each replica holds ``Lease/pando-replica-<name>``; each singleton ``Lease/pando-singleton-<name>``.
 Both carry the managed-by label and ``pando.dev/lease-group``; the renewal count, the exact
 duration and (on a replica's Lease) the members it acts under are annotations, and the spec's
 ``holderIdentity``, ``leaseDurationSeconds`` and ``renewTime`` say the same to ``kubectl``.
-Writes are conditional on the ``resourceVersion`` read (409: :class:`LeaseConflict`); the API
-server is linearizable over etcd, which the membership's guarantees need.
+Writes are the session's conditional writes on the ``resourceVersion`` read (its
+``WriteConflict`` is the membership's :class:`LeaseConflict`); the API server is linearizable
+over etcd, which the membership's guarantees need.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import contextlib
 import math
 from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
-from http import HTTPStatus
 from typing import Any
 
 from pando_runtime import Membership, MembershipSettings
@@ -36,8 +36,10 @@ from .._names import (
     MANAGED_BY,
     MANAGED_SELECTOR,
 )
-from ..api._errors import ApiError
-from ._session import ClusterSession, api_path
+from ..api._paths import api_path
+from ._fencing import Fences
+from ._session import ClusterSession
+from ._session_errors import WriteConflict
 
 __all__ = ["KubeLeases", "KubeMembership"]
 
@@ -109,7 +111,7 @@ class KubeLeases:
             self._namespace,
             "leases",
             _PREFIX[group] + name if name else None,
-            "coordination.k8s.io/v1",
+            GROUP,
         )
 
     async def list_leases(self, group: str) -> tuple[StoredLease, ...]:
@@ -125,32 +127,24 @@ class KubeLeases:
         self, group: str, name: str, record: LeaseRecord, *, version: str | None
     ) -> StoredLease:
         body = lease_object(self._namespace, group, name, record)
-        api = await self._session.transport()
+        path = self._path(group) if version is None else self._path(group, name)
         try:
-            if version is None:
-                answer = await api.request("POST", self._path(group), body=body)
-            else:
-                body["metadata"]["resourceVersion"] = version
-                answer = await api.request("PUT", self._path(group, name), body=body)
-        except ApiError as error:
-            if error.status in (HTTPStatus.CONFLICT, HTTPStatus.NOT_FOUND):
-                msg = f"lease {name!r} ({group}) changed since version {version}"
-                raise LeaseConflict(msg, details={"lease": name, "group": group}) from error
-            raise self._session.unavailable(error, f"write the lease of {name!r}") from error
+            answer = await self._session.writer.write_if(
+                f"write the lease of {name!r}", path, body, version=version
+            )
+        except WriteConflict as error:
+            msg = f"lease {name!r} ({group}) changed since version {version}"
+            raise LeaseConflict(msg, details={"lease": name, "group": group}) from error
         stored = stored_lease(answer)
         if stored is None:
             raise self._session.down(f"the API server returned an unreadable lease {name!r}")
         return stored
 
     async def delete_lease(self, group: str, name: str, *, version: str) -> None:
-        api = await self._session.transport()
-        body = {"preconditions": {"resourceVersion": version}}
-        try:
-            await api.request("DELETE", self._path(group, name), body=body)
-        except ApiError as error:
-            if error.status in (HTTPStatus.CONFLICT, HTTPStatus.NOT_FOUND):
-                return
-            raise self._session.unavailable(error, f"delete the lease of {name!r}") from error
+        with contextlib.suppress(WriteConflict):  # changed: another replica holds it now
+            await self._session.delete(
+                self._namespace, "leases", _PREFIX[group] + name, GROUP, version=version
+            )
 
 
 class KubeMembership:
@@ -160,6 +154,7 @@ class KubeMembership:
         self._session = session
         self.leases = KubeLeases(session, config.server_namespace)
         self.slot = MembershipSlot()
+        self.fences = Fences(session, self.slot)
 
     async def _bundles(self) -> list[str]:
         answer = await self._session.get(
@@ -198,10 +193,10 @@ class KubeMembership:
             if named:
                 api.identify(None)
 
-    def check_write(self, bundle_id: str) -> None:
-        """Refuse a write of a bundle this replica does not own (:class:`NotOwner`)."""
-        self.slot.check_write(bundle_id)
+    def guarding(self, bundle_id: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """Refuse a write of a bundle this replica does not own (:class:`NotOwner`).
 
-    def writing(self, bundle_id: str) -> contextlib.AbstractAsyncContextManager[None]:
-        """:meth:`check_write`, and the block a write in flight a handover waits for."""
-        return self.slot.writing(bundle_id)
+        The block is a write in flight, which a handover waits for; within it a member's writes
+        carry its stamp of the bundle (see :class:`Fences`).
+        """
+        return self.fences.guarding(bundle_id)

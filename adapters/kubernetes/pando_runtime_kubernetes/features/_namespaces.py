@@ -23,11 +23,12 @@ from pando_runtime import AdapterFailed, BundlePlan
 
 from .._info import KubernetesConfig
 from .._names import KEY_SECRET, LABEL_MANAGED_BY, MANAGED_BY, exposure_policy_name
+from ..api._paths import api_path
 from ..cache._projections import NamespaceFacts, project_namespace
 from ..manifests import _namespace_objects as ns_objects
 from ..manifests import _objects as objects
 from ..manifests._network import AppNetwork
-from ._session import ClusterSession, api_path
+from ._session import ClusterSession
 
 __all__ = ["AppNamespaces"]
 

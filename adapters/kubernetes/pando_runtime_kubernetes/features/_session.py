@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
-from anyio.abc import ByteReceiveStream
 from kubernetes.config.config_exception import ConfigException
 
 from pando_runtime import (
@@ -39,16 +37,14 @@ from pando_runtime import (
     AdapterUnavailable,
     ExecRequest,
     ExecSession,
-    NotFound,
     RateLimited,
 )
 from pando_runtime.plugin import NO_API_OBSERVER, ApiObserver, ApiState
 
 from .._info import KubernetesConfig
 from .._log import logger
-from .._names import LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY, MANAGED_SELECTOR, ROLE_EGRESS_GATEWAY
-from ..api._clusters import ApiRate, Cluster
 from ..api._errors import ApiError
+from ..api._paths import api_path, object_path
 from ..api._transport import KubeTransport
 from ..cache._informer import Informer
 from ..cache._projections import (
@@ -56,14 +52,17 @@ from ..cache._projections import (
     GatewayFacts,
     NamespaceFacts,
     PodFacts,
-    project_claim,
-    project_gateway,
-    project_namespace,
-    project_pod,
 )
-from ..cache._warm import SCHEMA, DiskCache, WarmCache, adapter_version
+from ..cache._warm import DiskCache, open_warm
+from ..cache._write_through import remember
+from ._connect import build_transport, server_address
+from ._fence_token import FenceToken, current_token, stamp_of, with_token
+from ._session_errors import ClusterErrors, WriteConflict, is_conflict
+from ._session_reads import CachedReads
+from ._session_streams import ChunkStream, SessionStreams
+from ._session_writes import SessionWriter, counting_writes, wrote
 
-__all__ = ["ClusterSession", "api_path", "build_transport", "transport_to"]
+__all__ = ["ClusterSession"]
 
 T = TypeVar("T")
 
@@ -74,64 +73,6 @@ _SAVED_OK: contextvars.ContextVar[bool] = contextvars.ContextVar(
 )
 """True inside :meth:`ClusterSession.answering_from_saved`: reads may use a warm start's saved
 cache before the watches caught up (observe only; writes never decide from it)."""
-
-_WRITES: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
-    "pando_kubernetes_writes", default=None
-)
-"""The write tally of the current :meth:`ClusterSession.counting_writes` block, if any."""
-
-
-def _server(host: str) -> str:
-    """The API server's address as a log may say it: scheme, host and port, nothing else."""
-    url = urllib.parse.urlsplit(host)
-    return f"{url.scheme}://{url.hostname}{f':{url.port}' if url.port else ''}"
-
-
-_OBJECT_PATHS = {
-    "Namespace": ("namespaces", ""),
-    "Secret": ("secrets", ""),
-    "ServiceAccount": ("serviceaccounts", ""),
-    "ConfigMap": ("configmaps", ""),
-    "Service": ("services", ""),
-    "ResourceQuota": ("resourcequotas", ""),
-    "Pod": ("pods", ""),
-    "NetworkPolicy": ("networkpolicies", "networking.k8s.io/v1"),
-    "RoleBinding": ("rolebindings", "rbac.authorization.k8s.io/v1"),
-    "PersistentVolumeClaim": ("persistentvolumeclaims", ""),
-    "Deployment": ("deployments", "apps/v1"),
-    "PodDisruptionBudget": ("poddisruptionbudgets", "policy/v1"),
-}
-
-
-def api_path(ns: str | None, plural: str, name: str | None = None, group: str = "") -> str:
-    """The API path of a collection (``name`` unset) or of one object."""
-    base = f"/apis/{group}" if group else "/api/v1"
-    path = f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
-    return f"{path}/{name}" if name else path
-
-
-def _object_path(body: Mapping[str, Any], *, named: bool = True) -> str:
-    plural, group = _OBJECT_PATHS[body["kind"]]
-    meta = body["metadata"]
-    return api_path(meta.get("namespace"), plural, meta["name"] if named else None, group)
-
-
-def transport_to(cluster: Cluster, config: KubernetesConfig) -> KubeTransport:
-    """A transport to ``cluster`` (at its own API rate) with the settings' threads and timeouts."""
-    return KubeTransport.for_cluster(
-        cluster,
-        max_threads=config.max_threads,
-        max_streams=config.max_streams,
-        connect_timeout=config.connect_timeout,
-        read_timeout=config.read_timeout,
-        rate_limit_wait=config.rate_limit_wait,
-    )
-
-
-def build_transport(config: KubernetesConfig) -> KubeTransport:
-    """A transport to the cluster the settings name (reads the kubeconfig: blocking)."""
-    rate = ApiRate(qps=config.api_qps, burst=config.api_burst)
-    return transport_to(Cluster.load(config.kubeconfig, config.context, rate=rate), config)
 
 
 class ClusterSession:
@@ -152,6 +93,12 @@ class ClusterSession:
     ) -> None:
         self.config = config
         self.name = name
+        # The session's parts, each a module of its own; the methods below delegate to them.
+        self.errors = ClusterErrors(name)
+        self.reads = CachedReads(self)
+        self.writer = SessionWriter(self.transport, self.errors, lambda: self.log_name)
+        """Writes: the session's methods, and ``write_if`` (conditional) for features."""
+        self.streams = SessionStreams(self.transport, self.errors, config.read_timeout)
         self._transport = transport
         self._connect = connect or (lambda: build_transport(config))
         self._transport_lock = anyio.Lock()
@@ -189,21 +136,10 @@ class ClusterSession:
         """The cluster's name in log records (``None`` when not known yet)."""
         return self.name or (self._transport.cluster if self._transport is not None else None)
 
-    @contextlib.contextmanager
-    def counting_writes(self) -> Iterator[list[int]]:
-        """Count the writes made in this block (by this task): ``tally[0]`` at its end."""
-        tally = [0]
-        token = _WRITES.set(tally)
-        try:
-            yield tally
-        finally:
-            _WRITES.reset(token)
-
     @staticmethod
-    def _wrote() -> None:
-        tally = _WRITES.get()
-        if tally is not None:
-            tally[0] += 1
+    def counting_writes() -> contextlib.AbstractContextManager[list[int]]:
+        """Count the writes made in this block (by this task): ``tally[0]`` at its end."""
+        return counting_writes()
 
     # -- the connection -----------------------------------------------------------------------
 
@@ -227,9 +163,6 @@ class ClusterSession:
         """The lean cache, while :meth:`start` has it running."""
         return self._informer
 
-    def _where(self) -> str:
-        return f"cluster {self.name}: " if self.name else ""
-
     def down(
         self,
         message: str,
@@ -239,42 +172,15 @@ class ClusterSession:
         details: Mapping[str, Any] | None = None,
     ) -> AdapterUnavailable:
         """:class:`AdapterUnavailable` with ``message``, naming this cluster when it has a name."""
-        details = dict(details or {})
-        if status is not None:
-            details["status"] = status
-        if self.name:
-            details["cluster"] = self.name
-        return AdapterUnavailable(f"{self._where()}{message}", remedy=remedy, details=details)
+        return self.errors.down(message, remedy=remedy, status=status, details=details)
 
     def unavailable(self, error: ApiError, what: str) -> AdapterUnavailable | RateLimited:
-        """A read failed: the cluster cannot be read (never mistaken for an absent object).
-
-        Throttled past ``rate_limit_wait``: :class:`RateLimited` with the server's delay.
-        """
-        if error.status == HTTPStatus.TOO_MANY_REQUESTS:
-            return self._throttled(error, what)
-        return self.down(f"cannot {what}: {error.message}", status=error.status)
-
-    def _throttled(self, error: ApiError, what: str) -> RateLimited:
-        return RateLimited(
-            f"{self._where()}the API server throttled {what}: {error.message}",
-            retry_after=error.retry_after,
-            details=self._details(error),
-        )
+        """A read failed: the cluster cannot be read (never mistaken for an absent object)."""
+        return self.errors.unavailable(error, what)
 
     def failed(self, error: ApiError, what: str) -> AdapterFailed | RateLimited:
         """A write failed (or was throttled: :class:`RateLimited` with the server's delay)."""
-        if error.status == HTTPStatus.TOO_MANY_REQUESTS:
-            return self._throttled(error, what)
-        return AdapterFailed(
-            f"{self._where()}cannot {what}: {error.message}", details=self._details(error)
-        )
-
-    def _details(self, error: ApiError) -> dict[str, Any]:
-        details: dict[str, Any] = {"status": error.status}
-        if self.name:
-            details["cluster"] = self.name
-        return details
+        return self.errors.failed(error, what)
 
     async def transport(self) -> KubeTransport:
         """The transport, made on first use (a kubeconfig may run an exec plugin)."""
@@ -297,7 +203,7 @@ class ClusterSession:
                     _LOG.info(
                         "connected to cluster %s at %s",
                         transport.cluster or "(unnamed)",
-                        _server(transport.configuration.host),
+                        server_address(transport.configuration.host),
                         extra={"cluster": transport.cluster},
                     )
         return self._transport
@@ -333,17 +239,7 @@ class ClusterSession:
         )
         if self.config.cache_dir:
             disk = DiskCache(Path(self.config.cache_dir), self.name or api.cluster)
-            await anyio.to_thread.run_sync(disk.open)
-            stack.callback(disk.close)
-            identity = {
-                "schema": SCHEMA,
-                "adapter": adapter_version(),
-                "cluster_uid": await self._cluster_uid(),
-            }
-            state = await anyio.to_thread.run_sync(lambda: disk.load(identity))
-            if state is not None and set(state.versions) >= set(informer.loops):
-                informer.resume(state)
-            await stack.enter_async_context(WarmCache(disk, informer).running())
+            await open_warm(stack, informer, disk, self._cluster_uid)
         await stack.enter_async_context(informer.running())
         self._stack, self._informer = stack, informer
 
@@ -512,37 +408,13 @@ class ClusterSession:
         *,
         retry_forbidden: bool = True,
     ) -> T:
-        """A write; a 403 right after a namespace's RoleBinding is retried (RBAC caches).
-
-        ``retry_forbidden=False``: a 403 is final (a cluster-wide write no RoleBinding grants).
-        """
-        api = await self.transport()
-        delay = 0.1
-        for attempt in range(8):
-            try:
-                result = await call(api)
-            except ApiError as error:
-                retry = retry_forbidden and error.status == HTTPStatus.FORBIDDEN and attempt < 7  # noqa: PLR2004
-                if not retry:
-                    raise self.failed(error, what) from error
-            else:
-                self._wrote()
-                return result
-            _LOG.warning(
-                "%s was refused (403), as just after a RoleBinding is written; retry %d in %.1f s",
-                what,
-                attempt + 1,
-                delay,
-                extra={"cluster": self.log_name, "status": 403, "attempt": attempt + 1},
-            )
-            await anyio.sleep(delay)
-            delay = min(delay * 2, 1.0)
-        raise AssertionError("unreachable")  # pragma: no cover
+        """A write; a 403 right after a namespace's RoleBinding is retried (see SessionWriter)."""
+        return await self.writer.write(what, call, retry_forbidden=retry_forbidden)
 
     async def apply(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Server-side apply ``body``; what the server returns is in the cache at once."""
         what = f"apply {body['kind']} {body['metadata']['name']}"
-        path = _object_path(body)
+        path, body = object_path(body), with_token(body, creating=False)
         manager = self.config.field_manager
         result = await self.write(what, lambda api: api.apply(path, body, manager))
         self.remember(result)
@@ -551,7 +423,7 @@ class ClusterSession:
     async def create(self, body: Mapping[str, Any], what: str | None = None) -> dict[str, Any]:
         """POST ``body``; :class:`AdapterFailed` when it fails (see :meth:`create_or_find`)."""
         what = what or f"create {body['kind']} {body['metadata']['name']}"
-        path = _object_path(body, named=False)
+        path, body = object_path(body, named=False), with_token(body, creating=True)
         return await self.write(what, lambda api: api.request("POST", path, body=body))
 
     async def create_or_find(
@@ -563,7 +435,7 @@ class ClusterSession:
         when it was deleted between the refused create and the read. What was created is
         remembered; what existed is the caller's to judge (it may belong to something else).
         """
-        path = _object_path(body, named=False)
+        path, body = object_path(body, named=False), with_token(body, creating=True)
         api = await self.transport()
         try:
             created = await self.write(
@@ -572,92 +444,91 @@ class ClusterSession:
                 retry_forbidden=retry_forbidden,
             )
         except AdapterFailed as failed:
-            if failed.__cause__ is None or not _conflict(failed.__cause__):
+            if failed.__cause__ is None or not is_conflict(failed.__cause__):
                 raise
         else:
             self.remember(created)
             return True, created
         existing = await self.find(
-            _object_path(body), f"read {body['kind']} {body['metadata']['name']}"
+            object_path(body), f"read {body['kind']} {body['metadata']['name']}"
         )
         return False, existing
 
-    async def create_pod(
-        self,
-        build: Callable[[str | None], dict[str, Any]],
-        replaces: str | None,
-        *,
-        twin: Callable[[Mapping[str, Any]], bool],
-        what: str,
-    ) -> str:
-        """Create the pod ``build(replaces)`` makes (its name derives from ``replaces``).
-
-        Two writers of one state derive one name: the API server refuses the second
-        create (409), and an existing pod of that name is adopted when ``twin`` says it
-        runs what this one would. One that ended or is leaving holds the name: the next
-        pod replaces it. Returns the pod's name.
-        """
-        for _ in range(3):
-            body = build(replaces)
-            name = str(body["metadata"]["name"])
-            created, existing = await self.create_or_find(body, what)
-            if created:
-                return name
-            if existing is None:
-                continue  # deleted meanwhile: the name is free again
-            if twin(existing):
-                self.remember(existing)
-                return name
-            replaces = str((existing.get("metadata") or {}).get("uid") or name)
-        raise AdapterFailed(
-            f"cannot name a pod to {what}: its names keep being taken",
-            remedy="Apply again.",
-            details={"pod": name},
-        )
-
     async def delete(
-        self, ns: str | None, plural: str, name: str, group: str = "", *, grace: int | None = None
+        self,
+        ns: str | None,
+        plural: str,
+        name: str,
+        group: str = "",
+        *,
+        grace: int | None = None,
+        version: str | None = None,
     ) -> None:
-        """Delete one object; one that is gone (or already going) is no error."""
+        """Delete one object; one that is gone (or already going) is no error.
+
+        ``version``: only that version of it (:class:`WriteConflict` when it changed). A
+        member's delete of its app's namespace is made on the version that carries its
+        stamp (:class:`NotOwner` when the stamp moved on): a stalled destroy cannot land.
+        """
+        what = f"delete {plural}/{name}"
+        token = current_token()
+        if (
+            version is None
+            and token is not None
+            and (plural, name) == ("namespaces", token.namespace)
+        ):
+            for _ in range(3):  # the namespace changed otherwise (a label): read its stamp again
+                with contextlib.suppress(WriteConflict):
+                    version = await self._stamped_version(token, what)
+                    await self._delete(ns, plural, name, group, grace, version)
+                    return
+            raise self.down(f"cannot {what}: it keeps changing", remedy="Destroy again.")
+        await self._delete(ns, plural, name, group, grace, version)
+
+    async def _delete(  # noqa: PLR0917 - delete's parts, once
+        self,
+        ns: str | None,
+        plural: str,
+        name: str,
+        group: str,
+        grace: int | None,
+        version: str | None,
+    ) -> None:
         api = await self.transport()
         query = {"gracePeriodSeconds": grace} if grace is not None else None
+        body = {"preconditions": {"resourceVersion": version}} if version is not None else None
         try:
-            result = await api.request("DELETE", api_path(ns, plural, name, group), query=query)
+            result = await api.request(
+                "DELETE", api_path(ns, plural, name, group), query=query, body=body
+            )
         except ApiError as error:
+            if version is not None and is_conflict(error):
+                raise self.errors.conflict(error, f"delete {plural}/{name}", version) from error
             if error.status in (HTTPStatus.NOT_FOUND, HTTPStatus.CONFLICT):
                 return
             raise self.failed(error, f"delete {plural}/{name}") from error
-        self._wrote()
+        wrote()
         if result.get("kind") == "Pod":
             self.remember(result)
         elif plural == "services" and ns and self._informer is not None:
             self._informer.services.remove(ns, name)  # write-through: gone from the cache now
 
+    async def _stamped_version(self, token: FenceToken, what: str) -> str | None:
+        """The namespace's version now, if it carries ``token``'s stamp (else NotOwner)."""
+        body = await self.find(api_path(None, "namespaces", token.namespace), what)
+        if body is None:
+            return None
+        stamp = stamp_of(body)
+        if stamp != token.stamp:
+            raise self.errors.fenced(stamp or "", what)
+        return str((body.get("metadata") or {}).get("resourceVersion") or "") or None
+
     # -- write-through ----------------------------------------------------------------------------
 
     def remember(self, body: Mapping[str, Any]) -> None:
         """Write-through: what we just wrote is in the cache before its watch event."""
-        informer = self._informer
-        if informer is None or not body:
-            return
-        kind = body.get("kind")
-        if kind == "Pod":
-            facts = project_pod(body)
-            if facts is not None:
-                informer.pods.put(facts)
-            else:
-                gateway = project_gateway(body)
-                if gateway is not None:
-                    informer.gateways.put(gateway)
-        elif kind == "Namespace":
-            informer.namespaces.put(project_namespace(body))
-        elif kind == "Service":
-            meta = body.get("metadata") or {}
-            informer.services.put(meta.get("namespace", ""), meta.get("name", ""))
-        elif kind == "PersistentVolumeClaim":
-            claim = project_claim(body)
-            if claim is not None:
-                informer.claims.put(claim)
+        if self._informer is not None and body:
+            remember(self._informer, body)
 
     def forget_claim(self, ns: str, volume_id: str) -> None:
         """Write-through of a deleted claim."""
@@ -669,60 +540,31 @@ class ClusterSession:
         if self._informer is not None:
             self._informer.namespaces.terminating(facts)
 
-    # -- reads: the cache when synced, else the API -------------------------------------------
+    # -- reads: the cache when synced, else the API (CachedReads) -------------------------------
 
     async def namespace(self, ns: str) -> NamespaceFacts | None:
         """A namespace's facts; one not made by us has no bundle id."""
-        informer = await self.synced()
-        if informer is not None:
-            return informer.namespaces.by_name.get(ns)
-        body = await self.find(api_path(None, "namespaces", ns), f"read namespace {ns}")
-        if body is None:
-            return None
-        if (body.get("metadata", {}).get("labels") or {}).get(LABEL_MANAGED_BY) != MANAGED_BY:
-            return NamespaceFacts(ns, None, (), digest=None, terminating=False, version=0)
-        return project_namespace(body)
+        return await self.reads.namespace(ns)
 
     async def list_managed(self, ns: str, plural: str, what: str) -> list[dict[str, Any]]:
         """Our objects of a kind in ``ns``, read from the API (when the cache cannot answer)."""
-        body = await self.get(api_path(ns, plural), what, labelSelector=MANAGED_SELECTOR)
-        return list(body.get("items") or ())
+        return await self.reads.list_managed(ns, plural, what)
 
     async def pods(self, ns: str) -> list[PodFacts]:
         """Our pods in ``ns``."""
-        informer = await self.synced()
-        if informer is not None:
-            return informer.pods.pods(ns)
-        items = await self.list_managed(ns, "pods", f"list pods of {ns}")
-        return [f for f in map(project_pod, items) if f is not None]
+        return await self.reads.pods(ns)
 
     async def gateways(self, ns: str) -> list[GatewayFacts]:
         """Our egress gateway pods in ``ns``."""
-        informer = await self.synced()
-        if informer is not None:
-            return informer.gateways.gateways(ns)
-        body = await self.get(
-            api_path(ns, "pods"),
-            f"list the egress gateway of {ns}",
-            labelSelector=f"{MANAGED_SELECTOR},{LABEL_ROLE}={ROLE_EGRESS_GATEWAY}",
-        )
-        return [f for f in map(project_gateway, body.get("items") or ()) if f is not None]
+        return await self.reads.gateways(ns)
 
     async def services(self, ns: str) -> set[str]:
         """Names of our Services in ``ns``."""
-        informer = await self.synced()
-        if informer is not None:
-            return set(informer.services.names(ns))
-        items = await self.list_managed(ns, "services", f"list services of {ns}")
-        return {(i.get("metadata") or {}).get("name", "") for i in items}
+        return await self.reads.services(ns)
 
     async def claims(self, ns: str) -> list[ClaimFacts]:
         """Our volume claims in ``ns``."""
-        informer = await self.synced()
-        if informer is not None:
-            return informer.claims.claims(ns)
-        items = await self.list_managed(ns, "persistentvolumeclaims", f"list the volumes of {ns}")
-        return [f for f in map(project_claim, items) if f is not None]
+        return await self.reads.claims(ns)
 
     async def wait_for(
         self,
@@ -731,53 +573,23 @@ class ClusterSession:
         timeout: float,  # noqa: ASYNC109 - a bound on polling, not a call timeout
     ) -> T | None:
         """Poll ``check`` on the namespace's pods (woken by the cache) until it answers."""
-        with anyio.move_on_after(timeout):
-            while True:
-                result = check(await self.pods(ns))
-                if result is not None:
-                    return result
-                informer = self._informer
-                if informer is not None and informer.synced:
-                    with anyio.move_on_after(1.0):
-                        await informer.pods.changed.wait()
-                else:
-                    await anyio.sleep(0.5)
-        return None
+        return await self.reads.wait_for(ns, check, timeout, pods=self.pods)
 
-    # -- streams: exec and logs ------------------------------------------------------------------
+    # -- streams: exec and logs (SessionStreams) ------------------------------------------------
 
-    @contextlib.asynccontextmanager
-    async def exec(
+    def exec(
         self, ns: str, pod: str, container: str | None, request: ExecRequest
-    ) -> AsyncIterator[ExecSession]:
+    ) -> contextlib.AbstractAsyncContextManager[ExecSession]:
         """An exec session in a pod; API errors become the contract's errors."""
-        api = await self.transport()
-        try:
-            async with api.exec(ns, pod, container, request) as session:
-                yield session
-        except ApiError as error:
-            if error.status == HTTPStatus.NOT_FOUND:
-                raise NotFound(f"pod {pod} is gone", details={"pod": pod}) from error
-            raise self.failed(error, f"exec in pod {pod}") from error
+        return self.streams.exec(ns, pod, container, request)
 
     async def exec_output(
         self, ns: str, pod: str, container: str, command: tuple[str, ...]
     ) -> tuple[int | None, bytes, bytes]:
         """Run ``command`` to its end: exit code, stdout, stderr."""
-        outputs: dict[str, bytes] = {}
-        async with self.exec(ns, pod, container, ExecRequest(command=command)) as session:
+        return await self.streams.exec_output(ns, pod, container, command)
 
-            async def collect(name: str, stream: ByteReceiveStream) -> None:
-                outputs[name] = b"".join([chunk async for chunk in stream])
-
-            async with anyio.create_task_group() as group:
-                group.start_soon(collect, "out", session.stdout)
-                group.start_soon(collect, "err", session.stderr)
-            code = await session.wait()
-        return code, outputs["out"], outputs["err"]
-
-    @contextlib.asynccontextmanager
-    async def stream(
+    def stream(
         self,
         path: str,
         *,
@@ -785,78 +597,15 @@ class ClusterSession:
         read_timeout: float,
         what: str,
         cut_is_end: bool = False,
-    ) -> AsyncIterator[ChunkStream]:
+    ) -> contextlib.AbstractAsyncContextManager[ChunkStream]:
         """A streaming GET (a log), failing only with the contract's errors.
 
-        :class:`NotFound` when the object is gone; :class:`AdapterUnavailable` (or
-        :class:`RateLimited`) for any other failure. ``cut_is_end``: a connection that ends
-        with no answer (a timeout, a kubelet restart), while open or while opening, ends the
-        stream quietly, as the server's own end would; the caller decides whether to reopen.
+        See :meth:`SessionStreams.stream`.
         """
-        api = await self.transport()
-        async with contextlib.AsyncExitStack() as stack:
-            response: ChunkStream
-            try:
-                response = await stack.enter_async_context(
-                    api.stream(path, query=query, read_timeout=read_timeout)
-                )
-            except ApiError as error:
-                self._stream_failed(error, path, what, cut_is_end=cut_is_end)
-                response = _ENDED  # opened with no answer: ended before its first byte
-            try:
-                yield response
-            except ApiError as error:  # from the stream's receive, in the caller's block
-                self._stream_failed(error, path, what, cut_is_end=cut_is_end)
-
-    def _stream_failed(self, error: ApiError, path: str, what: str, *, cut_is_end: bool) -> None:
-        """Raise the contract's error for a failed stream, unless a cut is its end."""
-        if error.status == HTTPStatus.NOT_FOUND:
-            raise NotFound(f"cannot {what}: it is gone", details={"path": path}) from error
-        if not (cut_is_end and error.status == 0):
-            raise self.unavailable(error, what) from error
+        return self.streams.stream(
+            path, query=query, read_timeout=read_timeout, what=what, cut_is_end=cut_is_end
+        )
 
     async def read_log(self, ns: str, pod: str, container: str, limit: int) -> bytes:
-        """The first ``limit`` bytes of a container's log.
-
-        Raises :class:`AdapterUnavailable` (or :class:`RateLimited`) when it cannot be read,
-        the pod gone included (its log is unknown, not empty).
-        """
-        parts: list[bytes] = []
-        size = 0
-        what = f"read the log of {pod}"
-        try:
-            async with self.stream(
-                api_path(ns, "pods", pod) + "/log",
-                query={"container": container, "limitBytes": limit},
-                read_timeout=self.config.read_timeout,
-                what=what,
-            ) as response:
-                while size < limit and (chunk := await response.receive()):
-                    parts.append(chunk)
-                    size += len(chunk)
-        except NotFound as gone:
-            raise self.down(f"cannot {what}: it is gone", status=HTTPStatus.NOT_FOUND) from gone
-        return b"".join(parts)[:limit]
-
-
-class ChunkStream(Protocol):
-    """What :meth:`ClusterSession.stream` yields: chunks, ``b""`` at the end."""
-
-    async def receive(self) -> bytes:
-        """The next chunk; ``b""`` at the end of the stream."""
-        ...
-
-
-class _Ended:
-    """A stream that has ended before its first byte."""
-
-    async def receive(self) -> bytes:
-        return b""
-
-
-_ENDED = _Ended()
-
-
-def _conflict(error: BaseException) -> bool:
-    """The API refused a create because the object exists (409)."""
-    return isinstance(error, ApiError) and error.status == HTTPStatus.CONFLICT
+        """The first ``limit`` bytes of a container's log (else AdapterUnavailable)."""
+        return await self.streams.read_log(ns, pod, container, limit)

@@ -44,13 +44,14 @@ from .._names import (
     env_secret_name,
     trial_namespace,
 )
+from ..api._paths import api_path
 from ..cache._podstatus import container_state, start_problem
 from ..manifests import _namespace_objects as ns_objects
 from ..manifests import _objects as objects
 from ..manifests import _workload_objects as workload_objects
 from ..manifests._gateway import config_digest
 from ..manifests._network import AppNetwork
-from ._session import ClusterSession, api_path
+from ._session import ClusterSession
 
 __all__ = ["TRIAL_LOG_LIMIT", "Trials", "listening_ports", "trial_objects"]
 

@@ -42,11 +42,12 @@ from .._names import (
     helper_name,
     namespace_for,
 )
+from ..api._paths import api_path
 from ..cache._podstatus import container_state, start_problem
 from ..cache._projections import ClaimFacts, project_claim
 from ..manifests._workload_objects import PodSettings, place
 from ._namespaces import AppNamespaces
-from ._session import ClusterSession, api_path
+from ._session import ClusterSession
 
 __all__ = [
     "RESTORE_SCRIPT",

@@ -20,8 +20,9 @@ from pando_runtime.plugin import IteratorByteStream, raise_problems, validate_ex
 
 from .._info import KubernetesConfig
 from .._names import namespace_for
+from ..api._paths import api_path
 from ..cache._projections import newest
-from ._session import ClusterSession, api_path
+from ._session import ClusterSession
 
 __all__ = ["WorkloadIO", "timestamp_key"]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import signal
 import subprocess
@@ -150,9 +151,14 @@ class Journal:
         return None
 
     def _end(self) -> float:
+        """When the replica could have written last: a tenure or apply still open ends here."""
         if self.killed_at is not None:  # the server may still read what it sent before
             return self.killed_at + KILL_GRACE
-        return float(self.events[-1]["t"]) if self.events else 0.0
+        if self.events and self.events[-1]["event"] == "left":
+            return float(self.events[-1]["t"])
+        # Still running: what it owns now it still owns (a write may land after the journal's
+        # last line, as the stamp of an app regained just before this was read).
+        return math.inf
 
     def applies(self) -> list[tuple[str, float, float]]:
         """Each apply as (app, started, ended); one cut short ends when the journal does."""

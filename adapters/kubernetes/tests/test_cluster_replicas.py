@@ -26,7 +26,7 @@ from _replica_hosts import SETTINGS, HostProcess, Journal, bundle_writes, overla
 from localcluster import read_audit_log
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import LABEL_BUNDLE, LABEL_WORKLOAD, namespace_for
-from pando_runtime_kubernetes.api._transport import user_agent
+from pando_runtime_kubernetes.api._http import user_agent
 from pando_runtime_kubernetes.features._membership import LABEL_GROUP
 
 import pando_runtime as pr

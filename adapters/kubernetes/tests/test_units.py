@@ -548,7 +548,7 @@ def test_a_connection_cut_while_a_body_is_read_is_a_coded_api_error() -> None:
     # connection reset there must come out as the transport's own error, like any other cut.
     import urllib3  # noqa: PLC0415
     from pando_runtime_kubernetes import ApiError  # noqa: PLC0415
-    from pando_runtime_kubernetes.api._transport import _body  # noqa: PLC0415
+    from pando_runtime_kubernetes.api._http import read_body  # noqa: PLC0415
 
     class CutResponse:
         @property
@@ -556,7 +556,7 @@ def test_a_connection_cut_while_a_body_is_read_is_a_coded_api_error() -> None:
             raise urllib3.exceptions.ProtocolError("Connection broken: reset by peer")
 
     with pytest.raises(ApiError) as caught:
-        _body(CutResponse())  # type: ignore[arg-type]
+        read_body(CutResponse())  # type: ignore[arg-type]
     assert caught.value.status == 0
     assert "reset by peer" in caught.value.message
 

@@ -6,10 +6,12 @@ import http.server
 import threading
 from typing import ClassVar
 
+import anyio
 import pytest
 from kubernetes.client import Configuration
 from pando_runtime_kubernetes._info import adapter_version
-from pando_runtime_kubernetes.api._transport import KubeTransport, user_agent
+from pando_runtime_kubernetes.api._http import user_agent
+from pando_runtime_kubernetes.api._transport import KubeTransport
 from pando_runtime_kubernetes.features._membership import lease_object, stored_lease
 
 from pando_runtime.plugin import LeaseRecord
@@ -81,3 +83,37 @@ async def test_requests_name_the_adapter_and_its_version_and_a_members_its_repli
     assert _Recorder.agents == [alone, member, member, alone]
     assert user_agent() == alone
     assert user_agent("replica-b") == member
+
+
+@pytest.mark.anyio
+async def test_lease_calls_take_their_own_lane_and_never_wait_behind_the_apps_calls() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # The apps' bucket holds one token and refills once in 1,000 s: the second call waits.
+    transport = KubeTransport(
+        Configuration(host=f"http://127.0.0.1:{server.server_port}"), qps=0.001, burst=1
+    )
+    done: list[str] = []
+    try:
+        async with anyio.create_task_group() as group:
+            await transport.get("/api/v1/namespaces")  # takes the apps' only token
+
+            async def app_call() -> None:
+                await transport.get("/api/v1/pods")
+                done.append("app")
+
+            group.start_soon(app_call)
+            await anyio.wait_all_tasks_blocked()
+            with transport.coordinating(), anyio.fail_after(30):  # a hang guard, not a timing
+                for _ in range(3):
+                    await transport.get("/apis/coordination.k8s.io/v1/leases")
+                    done.append("lease")
+            assert done == ["lease"] * 3, "the leases went by; the app's call still waits"
+            group.cancel_scope.cancel()
+    finally:
+        transport.close()
+        server.shutdown()
+        server.server_close()
+    assert transport.stats().calls_by_kind["GET leases"] == 3, (
+        "lane calls are counted as every call"
+    )

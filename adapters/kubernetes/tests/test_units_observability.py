@@ -14,7 +14,7 @@ from kubernetes.client import Configuration
 from observing import otel_sdk
 from pando_runtime_kubernetes import KubeTransport
 from pando_runtime_kubernetes._multi import MultiClusterAdapter
-from pando_runtime_kubernetes.api._transport import describe_call
+from pando_runtime_kubernetes.api._http import describe_call
 from pando_runtime_kubernetes.cache._stores import PodStore
 from pando_runtime_kubernetes.cache._watch import WatchLoop
 from test_units import FakeSource, _pod

@@ -115,11 +115,12 @@ class KubeLeases:
         )
 
     async def list_leases(self, group: str) -> tuple[StoredLease, ...]:
-        answer = await self._session.get(
-            self._path(group),
-            f"list the {group} leases",
-            labelSelector=f"{MANAGED_SELECTOR},{LABEL_GROUP}={group}",
-        )
+        async with self._session.coordinating():
+            answer = await self._session.get(
+                self._path(group),
+                f"list the {group} leases",
+                labelSelector=f"{MANAGED_SELECTOR},{LABEL_GROUP}={group}",
+            )
         leases = (stored_lease(item) for item in answer.get("items") or ())
         return tuple(lease for lease in leases if lease is not None)
 
@@ -129,9 +130,10 @@ class KubeLeases:
         body = lease_object(self._namespace, group, name, record)
         path = self._path(group) if version is None else self._path(group, name)
         try:
-            answer = await self._session.writer.write_if(
-                f"write the lease of {name!r}", path, body, version=version
-            )
+            async with self._session.coordinating():
+                answer = await self._session.writer.write_if(
+                    f"write the lease of {name!r}", path, body, version=version
+                )
         except WriteConflict as error:
             msg = f"lease {name!r} ({group}) changed since version {version}"
             raise LeaseConflict(msg, details={"lease": name, "group": group}) from error
@@ -142,9 +144,10 @@ class KubeLeases:
 
     async def delete_lease(self, group: str, name: str, *, version: str) -> None:
         with contextlib.suppress(WriteConflict):  # changed: another replica holds it now
-            await self._session.delete(
-                self._namespace, "leases", _PREFIX[group] + name, GROUP, version=version
-            )
+            async with self._session.coordinating():
+                await self._session.delete(
+                    self._namespace, "leases", _PREFIX[group] + name, GROUP, version=version
+                )
 
 
 class KubeMembership:

@@ -182,6 +182,16 @@ class ClusterSession:
         """A write failed (or was throttled: :class:`RateLimited` with the server's delay)."""
         return self.errors.failed(error, what)
 
+    @contextlib.asynccontextmanager
+    async def coordinating(self) -> AsyncIterator[None]:
+        """The block's calls (a replica's Leases) never wait behind the apps' calls.
+
+        See :meth:`KubeTransport.coordinating`.
+        """
+        api = await self.transport()
+        with api.coordinating():
+            yield
+
     async def transport(self) -> KubeTransport:
         """The transport, made on first use (a kubeconfig may run an exec plugin)."""
         if self._transport is None:

@@ -162,12 +162,19 @@ class KubeLeases:
 class KubeMembership:
     """The adapter's membership: its slot (the write guard) and its Leases."""
 
-    def __init__(self, session: ClusterSession, config: KubernetesConfig) -> None:
+    def __init__(
+        self,
+        session: ClusterSession,
+        config: KubernetesConfig,
+        slot: MembershipSlot | None = None,
+    ) -> None:
         self._session = session
         self.leases = KubeLeases(session, config.server_namespace)
-        self.slot = MembershipSlot()
+        self.slot = slot or MembershipSlot()
+        """The write guard; shared by every member of a multi-cluster adapter (one membership)."""
 
-    async def _bundles(self) -> list[str]:
+    async def bundle_ids(self) -> list[str]:
+        """The bundles this cluster holds (one list of the apps' namespaces)."""
         answer = await self._session.get(
             api_path(None, "namespaces"),
             "list the apps' namespaces",
@@ -186,7 +193,7 @@ class KubeMembership:
     ) -> contextlib.AbstractAsyncContextManager[Membership]:
         """Join as ``replica`` (see :meth:`KubernetesAdapter.membership`)."""
         _LOG.debug("replica %s joining", replica, extra={"replica": replica})
-        return self.slot.join(self.leases, replica, settings, bundles=self._bundles)
+        return self.slot.join(self.leases, replica, settings, bundles=self.bundle_ids)
 
     def check_write(self, bundle_id: str) -> None:
         """Refuse a write of a bundle this replica does not own (:class:`NotOwner`)."""

@@ -82,9 +82,7 @@ def local_clusters(stack: contextlib.ExitStack, apps: int) -> str:
 
     pods = 2 * apps + 110  # every app's pod fits wherever placement puts it
     nodes = [NodeSpec(n.name, n.cpu, "64Gi", pods=pods) for n in DEFAULT_NODES]
-    clusters = [
-        stack.enter_context(LocalCluster(name=f"place-{i}", nodes=nodes)) for i in range(2)
-    ]
+    clusters = [stack.enter_context(LocalCluster(name=f"place-{i}", nodes=nodes)) for i in range(2)]
     work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kube-place-")))
     return str(merge_kubeconfigs(work / "kubeconfig", [c.kubeconfig for c in clusters]))
 

@@ -347,6 +347,16 @@ class MultiClusterAdapter(RuntimeAdapter):
             yield joined
 
     @property
+    def placements_in_flight(self) -> Mapping[str, str]:
+        """The cluster of each new bundle this process placed and still holds room for.
+
+        No call: what each member's cache counts already is dropped first.
+        """
+        for name, member in self._members.items():
+            self._reservations.held(name, member.pods_by_bundle())
+        return self._reservations.clusters()
+
+    @property
     def membership_cluster(self) -> str:
         """The cluster holding the membership's Leases (empty until first used)."""
         return self._membership_cluster

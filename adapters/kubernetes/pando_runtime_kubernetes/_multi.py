@@ -31,9 +31,6 @@ from pando_runtime import (
     NO_API_OBSERVER,
     AdapterUnavailable,
     ApiObserver,
-    BundleEvent,
-    BundleEventHub,
-    BundleEventKind,
     BundleHandle,
     BundlePlan,
     BundleRef,
@@ -70,6 +67,7 @@ from ._adapter import KubernetesAdapter
 from ._info import MULTI_DESCRIPTION, KubernetesConfig, MultiClusterConfig
 from ._log import logger
 from ._members import check_members, common_capabilities, load_members, member_config, naming
+from ._merged_events import merged_events
 from ._names import upstream_for
 from ._placement import Reservations, choose, largest_request, room_left, total_request, waiting
 from .api._clusters import ApiRate
@@ -222,16 +220,25 @@ class MultiClusterAdapter(RuntimeAdapter):
         See :mod:`._placement`.
         """
         members = await self._ready()
+        rooms: dict[str, Fit | None] = {}
+        down: list[AdapterUnavailable] = []
+
+        async def read_room(name: str, member: KubernetesAdapter) -> None:
+            try:
+                fit = await member.largest_fit_for(plan.bundle_id)
+            except AdapterUnavailable as error:
+                down.append(naming(error, name))
+                return
+            seen = member.pods_by_bundle()  # the same cache, right after the fit read it
+            held = self._reservations.held(name, seen)
+            rooms[name] = None if fit is None else room_left(fit, waiting(seen), held)
+
         async with self._deciding:
-            rooms: dict[str, Fit | None] = {}
-            for name, member in members.items():
-                try:
-                    fit = await member.largest_fit_for(plan.bundle_id)
-                except AdapterUnavailable as error:
-                    raise naming(error, name) from error
-                seen = member.pods_by_bundle()  # the same cache, right after the fit read it
-                held = self._reservations.held(name, seen)
-                rooms[name] = None if fit is None else room_left(fit, waiting(seen), held)
+            async with anyio.create_task_group() as group:  # every member's room at once
+                for name, member in members.items():
+                    group.start_soon(read_room, name, member)
+            if down:
+                raise down[0]
             chosen = choose(plan.bundle_id, largest_request(plan), rooms, self._default)
             self._reservations.reserve(plan.bundle_id, chosen, total_request(plan))
         log.debug(
@@ -481,46 +488,9 @@ class MultiClusterAdapter(RuntimeAdapter):
 
     # -- events, logs, exec -------------------------------------------------------------------
 
-    @contextlib.asynccontextmanager
-    async def watch_bundles(self) -> AsyncIterator[Any]:
-        """Every member's events in one stream.
-
-        ``WATCHING`` once every member's stream is open; a gap in any member's stream is
-        ``MISSED``; a member's lost stream ends this one with its error (naming it).
-        """
-        members = await self._ready()
-        hub = BundleEventHub()
-        async with contextlib.AsyncExitStack() as stack:
-            opened: list[tuple[str, AsyncIterator[Any]]] = []
-            early: list[BundleEvent] = []
-            for name, member in members.items():
-                try:
-                    events = await stack.enter_async_context(member.watch_bundles())
-                except AdapterUnavailable as error:
-                    raise naming(error, name) from error
-                first = await anext(events)  # each member's own WATCHING
-                if isinstance(first, BundleEvent) and first.kind is not BundleEventKind.WATCHING:
-                    early.append(first)
-                opened.append((name, events))
-
-            async def forward(name: str, events: AsyncIterator[Any]) -> None:
-                try:
-                    async for event in events:
-                        hub.publish(event)
-                except AdapterUnavailable as error:
-                    hub.fail(naming(error, name))
-
-            watching = BundleEvent(kind=BundleEventKind.WATCHING, at=datetime.now(UTC))
-            async with (
-                hub.subscribe(*early, watching) as stream,
-                anyio.create_task_group() as group,
-            ):
-                for name, events in opened:
-                    group.start_soon(forward, name, events)
-                try:
-                    yield stream
-                finally:
-                    group.cancel_scope.cancel()
+    def watch_bundles(self) -> contextlib.AbstractAsyncContextManager[AsyncIterator[Any]]:
+        """Every member's events in one stream (see :func:`merged_events`)."""
+        return merged_events(self._ready)
 
     @contextlib.asynccontextmanager
     async def logs(

@@ -60,6 +60,7 @@ from pando_runtime import (
     VolumeRequest,
     WorkloadRef,
     check_plan,
+    in_read_scope,
     roomiest,
 )
 
@@ -230,7 +231,7 @@ class MultiClusterAdapter(RuntimeAdapter):
                 down.append(naming(error, name))
                 return
             seen = member.pods_by_bundle()  # the same cache, right after the fit read it
-            held = self._reservations.held(name, seen)
+            held = self._reservations.held(name, seen, fit_is_fresh=not in_read_scope())
             rooms[name] = None if fit is None else room_left(fit, waiting(seen), held)
 
         async with self._deciding:

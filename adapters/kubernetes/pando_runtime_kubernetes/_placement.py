@@ -78,21 +78,25 @@ class Reservations:
         """The cluster of each reservation held now."""
         return {bundle_id: held.cluster for bundle_id, held in self._held.items()}
 
-    def held(self, cluster: str, seen: Mapping[str, BundlePods]) -> Request:
-        """What this process's placements on ``cluster`` hold beyond what ``seen`` counts.
+    def held(
+        self, cluster: str, seen: Mapping[str, BundlePods], *, fit_is_fresh: bool = True
+    ) -> Request:
+        """What this process's placements on ``cluster`` hold beyond what its room counts.
 
-        ``seen``: the cluster's own view of pods. A reservation the view fully counts, or past
-        its hold, is dropped here.
+        ``seen``: the cluster's own view of pods, read with its room. A reservation the view
+        fully counts, or past its hold, is dropped here. ``fit_is_fresh=False`` (the room is a
+        read scope's, read before): pods on a node may be missing from it, so only the pods
+        waiting for a node count, and nothing is dropped but by its hold.
         """
         now = self._clock()
         cpu = memory = 0
         for bundle_id, held in list(self._held.items()):
             if held.cluster != cluster:
                 continue
-            pods = seen.get(bundle_id)
-            counted = (0, 0) if pods is None else _plus(pods.placed, pods.waiting)
+            pods = seen.get(bundle_id, BundlePods((0, 0), (0, 0)))
+            counted = _plus(pods.placed, pods.waiting) if fit_is_fresh else pods.waiting
             left = (max(0, held.request[0] - counted[0]), max(0, held.request[1] - counted[1]))
-            if left == (0, 0) or now >= held.until:
+            if now >= held.until or (fit_is_fresh and left == (0, 0)):
                 del self._held[bundle_id]
                 continue
             cpu, memory = cpu + left[0], memory + left[1]

@@ -114,15 +114,22 @@ async def _until(check: Callable[[], bool]) -> None:
             await anyio.sleep(MEMBERSHIP_SETTINGS.retry_period)
 
 
+@pytest.mark.parametrize("scoped", [False, True], ids=["alone", "in-a-read-scope"])
 async def test_apps_applied_at_once_spread_over_two_clusters_of_equal_room(
-    equal_config: dict[str, Any], schedulers_paused: Any
+    equal_config: dict[str, Any], schedulers_paused: Any, scoped: bool
 ) -> None:
+    """Alone, with the schedulers paused: nothing lands on a node during the burst. In a read
+    scope, with the schedulers running: every placement reads the room once, at the scope's
+    start, while the burst's pods land on nodes; the reservations count them."""
     plans = [_plan(f"burst-{uuid.uuid4().hex[:8]}") for _ in range(APPS)]
     async with _cleaned(equal_config, plans), MultiClusterAdapter(equal_config) as fleet:
-        with schedulers_paused():
-            async with anyio.create_task_group() as group:
-                for plan in plans:
-                    group.start_soon(fleet.apply, plan)
+        scope = fleet.read_scope() if scoped else contextlib.nullcontext()
+        pause = contextlib.nullcontext() if scoped else schedulers_paused()
+        async with scope:
+            with pause:
+                async with anyio.create_task_group() as group:
+                    for plan in plans:
+                        group.start_soon(fleet.apply, plan)
         where = await _where(fleet, plans)
         assert set(where) == set(fleet.members), where
         assert abs(where.most_common()[0][1] - where.most_common()[-1][1]) <= 2, where

@@ -190,3 +190,15 @@ async def test_the_membership_cluster_is_checked_against_the_kubeconfig(tmp_path
         async with unset.membership("a"):
             pass
     assert _cluster_of(unreachable.value) == "west", "unset: the default cluster"
+
+
+def test_in_a_read_scope_a_placed_pod_stays_reserved_its_room_was_read_before() -> None:
+    reservations = Reservations()
+    reservations.reserve("x", "a", APP)
+    placed = {"x": BundlePods(placed=APP, waiting=(0, 0))}
+    assert reservations.held("a", placed, fit_is_fresh=False) == APP, "the scope's room lacks it"
+    waiting_now = {"x": BundlePods(placed=(0, 0), waiting=APP)}
+    assert reservations.held("a", waiting_now, fit_is_fresh=False) == (0, 0), "counted waiting"
+    assert reservations.clusters() == {"x": "a"}, "kept for the scope's next decision"
+    assert reservations.held("a", placed) == (0, 0), "a fresh room counts it: dropped"
+    assert reservations.clusters() == {}

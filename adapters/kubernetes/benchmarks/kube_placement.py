@@ -3,31 +3,29 @@
     python adapters/kubernetes/benchmarks/kube_placement.py [--apps 100] [--replicas 2]
 
 It starts two local control planes at once (tests/support/localcluster), each with the same
-kwok nodes, and applies ``--apps`` first-deploy apps through the multi-cluster adapter
-(``kubernetes-multi``) all at the same instant: one task per app, no limit. Then the same
-again with ``--replicas`` adapters (as several host replicas would), each applying its share
-at once. Prints how many apps each cluster got, the largest share, and the seconds the
-applies took. Placement by room without counting placements in flight sends every app of a
-burst to the cluster that looked roomiest when they all read it; counting them splits the
-burst evenly. Prints figures; asserts only that every app was placed.
+kwok nodes (two of 4 CPU and 64Gi, as ``kube_apps.py --clusters 2``), and applies ``--apps``
+first-deploy apps through the multi-cluster adapter (``kubernetes-multi``) all at the same
+instant: one task per app, no limit. Then the same again with ``--replicas`` adapters (as
+several host replicas would), each applying its share at once. Prints how many apps each
+cluster got, the largest share, and the seconds the applies took. Placement by room without
+counting placements in flight sends every app of a burst to the cluster that looked roomiest
+when they all read it; counting them splits the burst evenly. Prints figures; asserts only
+that every app was placed.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import anyio
+from kube_apps import local_clusters  # two control planes, each node with room for every pod
 from pando_runtime_kubernetes import MultiClusterAdapter
 
 from pando_runtime import BundlePlan, BundleRef, Resources, WorkloadPlan
 
-ROOT = Path(__file__).resolve().parents[3]
 SETTINGS: dict[str, Any] = {
     "trust_network_policy": True,
     "api_qps": 1000.0,
@@ -74,19 +72,6 @@ async def burst(kubeconfig: str, run: str, apps: int, replicas: int) -> None:
                 group.start_soon(adapters[0].destroy, BundleRef(p.bundle_id))
 
 
-def local_clusters(stack: contextlib.ExitStack, apps: int) -> str:
-    """Two local control planes with the same nodes; the kubeconfig holding both."""
-    sys.path.insert(0, str(ROOT / "tests" / "support"))
-    from localcluster import DEFAULT_NODES, LocalCluster, NodeSpec  # noqa: PLC0415
-    from localcluster.kubeconfig import merge_kubeconfigs  # noqa: PLC0415
-
-    pods = 2 * apps + 110  # every app's pod fits wherever placement puts it
-    nodes = [NodeSpec(n.name, n.cpu, "64Gi", pods=pods) for n in DEFAULT_NODES]
-    clusters = [stack.enter_context(LocalCluster(name=f"place-{i}", nodes=nodes)) for i in range(2)]
-    work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kube-place-")))
-    return str(merge_kubeconfigs(work / "kubeconfig", [c.kubeconfig for c in clusters]))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--apps", type=int, default=100)
@@ -94,7 +79,7 @@ def main() -> None:
     parser.add_argument("--kubeconfig", help="a kubeconfig holding two clusters' contexts")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
-        kubeconfig = args.kubeconfig or local_clusters(stack, args.apps)
+        kubeconfig = args.kubeconfig or local_clusters(stack, 2, args.apps)
         anyio.run(burst, kubeconfig, "one", args.apps, 1)
         anyio.run(burst, kubeconfig, "many", args.apps, args.replicas)
 

@@ -195,6 +195,15 @@ MEMBERSHIP_SETTINGS = MembershipSettings(lease_duration=3.0, renew_deadline=2.0,
 """Short lease timings for the membership tests (the lease waits dominate them)."""
 
 
+async def until(check: Callable[[], bool]) -> None:
+    """Wait (up to 30 s, a bound that only catches a hang) until ``check()`` holds."""
+    with anyio.fail_after(30):
+        while True:
+            if check():
+                return
+            await anyio.sleep(MEMBERSHIP_SETTINGS.retry_period)
+
+
 class ReplicaHarness(KubeHarness):
     """The kwok harness, and another adapter made as the first was, as a second replica."""
 

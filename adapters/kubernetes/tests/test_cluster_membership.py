@@ -8,12 +8,12 @@ on two adapters of the same cluster.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import pytest
-from _kube_harness import MEMBERSHIP_SETTINGS, ClusterHooks, ReplicaHarness
+from _kube_harness import MEMBERSHIP_SETTINGS, ClusterHooks, ReplicaHarness, until
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes.features._membership import LABEL_GROUP
 
@@ -54,15 +54,6 @@ def _leases(admin_api: Any) -> dict[str, Any]:
     api = client.CoordinationV1Api(admin_api)
     found = api.list_namespaced_lease("pando", label_selector=LABEL_GROUP)
     return {lease.metadata.name: lease for lease in found.items}
-
-
-async def until(check: Callable[[], bool]) -> None:
-    """Wait (up to 30 s, a bound that only catches a hang) until ``check()`` holds."""
-    with anyio.fail_after(30):
-        while True:
-            if check():
-                return
-            await anyio.sleep(SETTINGS.retry_period)
 
 
 @pytest.fixture

@@ -14,12 +14,12 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
 import pytest
-from _kube_harness import MEMBERSHIP_SETTINGS
+from _kube_harness import MEMBERSHIP_SETTINGS, until
 from pando_runtime_kubernetes import MultiClusterAdapter
 
 import pando_runtime as pr
@@ -105,15 +105,6 @@ async def _where(fleet: MultiClusterAdapter, plans: list[pr.BundlePlan]) -> Coun
     return Counter([str(await fleet.locate(p.bundle_id)) for p in plans])
 
 
-async def _until(check: Callable[[], bool]) -> None:
-    """Wait (up to 30 s, a bound that only catches a hang) until ``check()`` holds."""
-    with anyio.fail_after(30):
-        while True:
-            if check():
-                return
-            await anyio.sleep(MEMBERSHIP_SETTINGS.retry_period)
-
-
 @pytest.mark.parametrize("scoped", [False, True], ids=["alone", "in-a-read-scope"])
 async def test_apps_applied_at_once_spread_over_two_clusters_of_equal_room(
     equal_config: dict[str, Any], schedulers_paused: Any, scoped: bool
@@ -134,7 +125,7 @@ async def test_apps_applied_at_once_spread_over_two_clusters_of_equal_room(
         assert set(where) == set(fleet.members), where
         assert abs(where.most_common()[0][1] - where.most_common()[-1][1]) <= 2, where
         # Every placement is counted by its cluster's own view now: nothing is held any more.
-        await _until(lambda: not fleet.placements_in_flight)
+        await until(lambda: not fleet.placements_in_flight)
 
 
 async def test_two_replicas_placing_at_once_spread_too(
@@ -152,7 +143,7 @@ async def test_two_replicas_placing_at_once_spread_too(
         b.membership(f"place-{run}-b", MEMBERSHIP_SETTINGS) as mb,
     ):
         ids = [p.bundle_id for p in plans]
-        await _until(  # joined, and every bundle owned by exactly one (drained)
+        await until(  # joined, and every bundle owned by exactly one (drained)
             lambda: (
                 ma.members() == mb.members() == names and all(ma.owns(i) != mb.owns(i) for i in ids)
             )

@@ -75,7 +75,7 @@ from .api._clusters import ApiRate
 from .features._session import ClusterSession, transport_to
 from .features._volumes import parse_handle
 
-__all__ = ["MultiClusterAdapter", "common_capabilities"]  # the latter: from ._members
+__all__ = ["MultiClusterAdapter"]
 
 log = logger("multi")
 

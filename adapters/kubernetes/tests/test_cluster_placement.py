@@ -173,8 +173,11 @@ async def test_two_replicas_placing_at_once_spread_too(
         by_b = [p for p in plans if mb.owns(p.bundle_id)]
         assert by_a, "both replicas place some"
         assert by_b, "both replicas place some"
-        with pytest.raises(pr.NotOwner):  # the one membership guards both clusters
+        with pytest.raises(pr.NotOwner):  # refused before it is placed
             await a.apply(by_b[0])
+        for member in a.members.values():  # the one membership guards every cluster's writes
+            with pytest.raises(pr.NotOwner):
+                await member.apply(by_b[0])
         with schedulers_paused():
             async with anyio.create_task_group() as group:
                 for fleet, owned in ((a, by_a), (b, by_b)):

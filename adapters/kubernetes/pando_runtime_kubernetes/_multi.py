@@ -360,8 +360,9 @@ class MultiClusterAdapter(RuntimeAdapter):
 
         No call: what each member's cache counts already is dropped first.
         """
+        fresh = not in_read_scope()  # in a scope, kept for the scope's next decisions
         for name, member in self._members.items():
-            self._reservations.held(name, member.pods_by_bundle())
+            self._reservations.held(name, member.pods_by_bundle(), fit_is_fresh=fresh)
         return self._reservations.clusters()
 
     @property

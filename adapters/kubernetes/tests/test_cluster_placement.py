@@ -59,12 +59,13 @@ def equal_pool(
     added = []
     try:
         for cluster, api in ((kube_cluster, admin_api), (second_kube_cluster, second_admin_api)):
-            cluster.local.add_node(name, 4, "8Gi", labels={POOL_LABEL: pool})
-            added.append(api)
+            spec = cluster.local.add_node(name, 4, "8Gi", labels={POOL_LABEL: pool})
+            added.append((cluster.local, spec, api))
         yield pool
     finally:
-        for api in added:
+        for local, spec, api in added:
             client.CoreV1Api(api).delete_node(name)
+            local.nodes.remove(spec)  # a restarted control plane waits for its nodes only
 
 
 @pytest.fixture

@@ -49,7 +49,7 @@ from pando_runtime import (
     VolumeRequest,
     WorkloadRef,
 )
-from pando_runtime.plugin import ApiObserver
+from pando_runtime.plugin import ApiObserver, LeaseStore, MembershipSlot
 
 from ._info import DESCRIPTION, KubernetesConfig
 from ._log import logger
@@ -57,6 +57,7 @@ from ._names import namespace_for
 from .api._errors import ApiError
 from .api._paths import api_path
 from .api._transport import KubeTransport
+from .cache._capacity import BundlePods
 from .cache._informer import Informer
 from .features._bundle_events import BundleEvents
 from .features._bundles import Bundles
@@ -94,7 +95,13 @@ class KubernetesAdapter(RuntimeAdapter):
         *,
         transport: KubeTransport | None = None,
         session: ClusterSession | None = None,
+        membership_slot: MembershipSlot | None = None,
     ) -> None:
+        """One cluster; ``transport`` or ``session`` made by the caller (else from ``config``).
+
+        ``membership_slot``: a write guard shared with other adapters (the multi-cluster
+        adapter's members: one membership guards every cluster's writes).
+        """
         super().__init__(config)
         c = self.config
         self.session = session or ClusterSession(c, transport=transport)
@@ -116,7 +123,7 @@ class KubernetesAdapter(RuntimeAdapter):
         self._capacity = ClusterCapacity(s, c)
         self._events = BundleEvents(s)
         self._images = RegistryImages(c)
-        self._members = KubeMembership(s, c)
+        self._members = KubeMembership(s, c, membership_slot)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -315,6 +322,11 @@ class KubernetesAdapter(RuntimeAdapter):
         """Join the host's replicas on Leases in ``server_namespace`` (``docs/replicas.md``)."""
         return self._members.join(replica, settings)
 
+    @property
+    def leases(self) -> LeaseStore:
+        """The Leases in ``server_namespace`` a membership joined here keeps (no call)."""
+        return self._members.leases
+
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         """``http://<workload>.<namespace>.svc.<cluster domain>:<port>``, computed."""
         return self._bundles.upstream(ref, port)
@@ -337,6 +349,19 @@ class KubernetesAdapter(RuntimeAdapter):
         cache = self.session.cache
         facts = cache.namespaces.by_name.get(namespace_for(bundle_id)) if cache else None
         return facts is not None and facts.bundle_id == bundle_id
+
+    async def bundle_ids(self) -> list[str]:
+        """Every bundle this cluster holds (one list of the apps' namespaces)."""
+        return await self._members.bundle_ids()
+
+    def pods_by_bundle(self) -> dict[str, BundlePods]:
+        """What each bundle's live pods request, on a node or waiting for one (no call).
+
+        From the running cache (empty without one): what this cluster's own view counts of
+        placements made here, by this process or any other.
+        """
+        cache = self.session.cache
+        return cache.pods.requests_by_bundle() if cache else {}
 
     # -- capacity and usage ------------------------------------------------------------------
 

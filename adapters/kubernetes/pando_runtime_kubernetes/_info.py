@@ -283,6 +283,12 @@ class MultiClusterConfig:
         help="Cluster of an app found nowhere that is not a first deploy (and of trial runs "
         "and the edge); unset: the current context.",
     )
+    membership_cluster: str | None = setting(
+        default=None,
+        help="Cluster whose API server holds the host replicas' Leases (in its "
+        "server_namespace), for the one membership of every cluster; unset: the default "
+        "cluster.",
+    )
     settings: dict[str, Any] = setting(
         factory=dict,
         help="Settings of the Kubernetes adapter for every cluster (any of its keys but "

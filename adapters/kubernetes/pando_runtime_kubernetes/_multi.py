@@ -6,18 +6,19 @@ its feature components), configured from the shared ``settings`` and its entry i
 never only in memory: it is the app's namespace (``pando-<bundle id>``, annotated with the
 bundle id), so a restarted adapter, or a second host process, finds it by looking at each
 member's cache. A new app with ``first_deploy=True`` goes to the member with the most room for
-it (``largest_fit_for``); one without goes to the default cluster; an app found somewhere
-stays there. A member that cannot be read makes every question about its apps (and about any
-app not found elsewhere) raise :class:`AdapterUnavailable` naming it: an app is never reported
-absent because its cluster is down.
+it (``largest_fit_for``), placements in flight counted (:mod:`._placement`); one without goes
+to the default cluster; an app found somewhere stays there. One membership serves every member
+(its Leases on ``membership_cluster``): the members share its write guard. A member that
+cannot be read makes every question about its apps (and about any app not found elsewhere)
+raise :class:`AdapterUnavailable` naming it: an app is never reported absent because its
+cluster is down.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import re
-from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Self
 
@@ -28,8 +29,6 @@ from anyio.abc import ByteReceiveStream
 
 from pando_runtime import (
     AdapterUnavailable,
-    BundleEvent,
-    BundleEventKind,
     BundleHandle,
     BundlePlan,
     BundleRef,
@@ -44,11 +43,11 @@ from pando_runtime import (
     Fit,
     ImageDelivery,
     InUse,
-    InvalidConfig,
     LogOptions,
+    Membership,
+    MembershipSettings,
     NotFound,
     ObservedBundle,
-    Problem,
     RuntimeAdapter,
     RuntimeCapabilities,
     TrialRequest,
@@ -58,97 +57,30 @@ from pando_runtime import (
     VolumeRequest,
     WorkloadRef,
     check_plan,
-    structure_config,
 )
-from pando_runtime.plugin import NO_API_OBSERVER, ApiObserver, BundleEventHub, roomiest
+from pando_runtime.plugin import (
+    NO_API_OBSERVER,
+    ApiObserver,
+    MembershipSlot,
+    in_read_scope,
+    roomiest,
+)
 
 from ._adapter import KubernetesAdapter
 from ._info import MULTI_DESCRIPTION, KubernetesConfig, MultiClusterConfig
 from ._log import logger
+from ._members import check_members, common_capabilities, load_members, member_config, naming
+from ._merged_events import merged_events
 from ._names import upstream_for
-from .api._clusters import ApiRate, Cluster, ClusterSet
+from ._placement import Reservations, choose, largest_request, room_left, total_request, waiting
+from .api._clusters import ApiRate
 from .features._connect import transport_to
 from .features._session import ClusterSession
 from .features._volumes import parse_handle
-from .manifests._network import AppNetwork
 
-__all__ = ["MultiClusterAdapter", "common_capabilities"]
+__all__ = ["MultiClusterAdapter"]
 
 log = logger("multi")
-
-_PER_MEMBER = ("kubeconfig", "context")
-"""Settings the multi-cluster adapter sets for each member itself."""
-
-
-def common_capabilities(members: Sequence[RuntimeCapabilities]) -> RuntimeCapabilities:
-    """What every member supports: a flag only when all have it, the lowest isolation."""
-    first = members[0]
-    values: dict[str, Any] = {}
-    for field in attrs.fields(RuntimeCapabilities):
-        each = [getattr(m, field.name) for m in members]
-        if isinstance(each[0], bool):
-            values[field.name] = all(each)
-        elif field.name == "isolation_class":
-            values[field.name] = min(each)
-        elif field.name == "image_delivery":
-            values[field.name] = tuple(d for d in each[0] if all(d in e for e in each))
-        elif all(e == each[0] for e in each):
-            values[field.name] = each[0]
-        else:
-            values[field.name] = getattr(RuntimeCapabilities(), field.name)
-    return attrs.evolve(first, **values)
-
-
-def _naming(error: AdapterUnavailable, cluster: str) -> AdapterUnavailable:
-    """``error``, naming ``cluster`` unless it does already."""
-    if error.details.get("cluster") == cluster:
-        return error
-    return AdapterUnavailable(
-        f"cluster {cluster}: {error.message}",
-        remedy=error.remedy,
-        details={**error.details, "cluster": cluster},
-    )
-
-
-def _located(error: InvalidConfig, name: str | None, override: Mapping[str, Any]) -> InvalidConfig:
-    """``error`` with each problem's path where its setting was given in the adapter's config."""
-
-    def where(path: str) -> str:
-        key = re.split(r"[.\[]", path, maxsplit=1)[0]
-        if key in _PER_MEMBER:
-            return path  # the adapter's own top-level setting
-        base = f"clusters[{name!r}]" if key in override else "settings"
-        return f"{base}.{path}" if path else base
-
-    problems = [attrs.evolve(p, path=where(p.path)) for p in error.problems]
-    return InvalidConfig("the member settings are not valid", problems, remedy=error.remedy)
-
-
-def _no_cluster(found: ClusterSet, kubeconfig: str | None) -> AdapterUnavailable:
-    """No member could be loaded: every file's and context's problem, the first named."""
-    problems = [str(p) for p in found.problems]
-    if problems:
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        why = f": {problems[0]}{more}"
-    elif found.files:
-        why = f": the kubeconfig files define no context ({', '.join(found.files)})"
-    else:
-        why = ": no kubeconfig found and not running in a cluster"
-    setting = "'kubeconfig'" if kubeconfig else "$KUBECONFIG (or ~/.kube/config)"
-    return AdapterUnavailable(
-        f"no cluster to run apps on{why}",
-        remedy=f"Fix each problem listed in details['problems'], or point {setting} at "
-        "kubeconfig files whose contexts load (several: separated as in $KUBECONFIG); "
-        "'contexts' names the ones to use.",
-        details={"problems": problems, "files": list(found.files), "kubeconfig": kubeconfig},
-    )
-
-
-def _largest_request(plan: BundlePlan) -> tuple[int, int]:
-    """The largest single workload's CPU and memory request: what one node must hold."""
-    cpu = max((w.resources.cpu_millis or 0 for w in plan.workloads), default=0)
-    memory = max((w.resources.memory_bytes or 0 for w in plan.workloads), default=0)
-    return cpu, memory
 
 
 class MultiClusterAdapter(RuntimeAdapter):
@@ -161,102 +93,26 @@ class MultiClusterAdapter(RuntimeAdapter):
 
     def __init__(self, config: Mapping[str, Any] | MultiClusterConfig | None = None) -> None:
         super().__init__(config)
-        reserved = [
-            Problem(
-                f"settings.{key}",
-                "is set by the multi-cluster adapter for each cluster",
-                "conflict",
-            )
-            for key in _PER_MEMBER
-            if key in self.config.settings
-        ]
-        if reserved:
-            raise InvalidConfig(
-                "the member settings are not valid",
-                reserved,
-                remedy="Use the top-level 'kubeconfig' and 'contexts'.",
-            )
+        check_members(self.config)
         self._members: dict[str, KubernetesAdapter] = {}
         self._default = ""
+        self._membership_cluster = ""
         self._ready_lock = anyio.Lock()
         self._placed: dict[str, str] = {}
         """Where this process last found or put each bundle (checked again on every use)."""
         self._placing: dict[str, anyio.Lock] = {}
+        self._deciding = anyio.Lock()
+        """One placement decision at a time: each sees the ones before it reserved."""
+        self._reservations = Reservations()
+        self._slot = MembershipSlot()
+        """The one membership's write guard, shared by every member: it guards their writes."""
         self._entered: contextlib.AsyncExitStack | None = None
         self._observer: ApiObserver = NO_API_OBSERVER
-        self._check_members()
 
     # -- members ------------------------------------------------------------------------------
 
-    def _check_members(self) -> None:
-        """Refuse bad member settings now, before any I/O, every problem at once.
-
-        Those of ``settings`` alone first, then of each cluster named (in ``contexts`` or
-        ``clusters``).
-        """
-        c = self.config
-        names = [None, *dict.fromkeys([*(c.contexts or ()), *c.clusters])]
-        problems: list[Problem] = []
-        remedies: list[str] = []
-        for name in names:
-            try:
-                self._member_config(name)
-            except InvalidConfig as error:
-                problems += [p for p in error.problems if p not in problems]
-                remedies += [error.remedy] if error.remedy not in remedies else []
-        if problems:
-            raise InvalidConfig(
-                "the member settings are not valid", problems, remedy=" ".join(remedies)
-            )
-
     def _member_config(self, name: str | None) -> KubernetesConfig:
-        """The settings of member ``name`` (``None``: ``settings`` alone).
-
-        Raises:
-            InvalidConfig: each problem located where it was given, as ``settings.<key>`` or
-                ``clusters['<name>'].<key>``.
-        """
-        c = self.config
-        override = c.clusters.get(name, {}) if name is not None else {}
-        values = {**c.settings, **override, "kubeconfig": c.kubeconfig, "context": name}
-        try:
-            config: KubernetesConfig = structure_config(
-                KubernetesConfig, values, what="member settings"
-            )
-            AppNetwork(config)  # the network settings are checked here too, before any I/O
-        except InvalidConfig as error:
-            raise _located(error, name, override) from None
-        return config
-
-    def _load(self) -> tuple[dict[str, Cluster], str]:
-        """The member clusters and the default's name (reads kubeconfig files: blocking).
-
-        Every context when ``contexts`` is unset (one that cannot be loaded is logged and left
-        out, the others stay); each named one otherwise (one that cannot be loaded is an error).
-        """
-        c = self.config
-        found = ClusterSet.load(c.kubeconfig, contexts=c.contexts)
-        if c.contexts is None:
-            for problem in found.problems:
-                log.warning("cluster left out: %s", problem)
-            names = list(found.names())
-        else:
-            names = list(dict.fromkeys(c.contexts))
-        try:
-            members = {name: found.cluster(name) for name in names}
-        except NotFound as error:
-            raise InvalidConfig(f"contexts: {error.message}", remedy=error.remedy) from error
-        if not members:
-            raise _no_cluster(found, c.kubeconfig)
-        default = c.default_cluster or (
-            found.default_name if found.default_name in members else names[0]
-        )
-        if default not in members:
-            raise InvalidConfig(
-                f"default_cluster {default!r} is not one of the clusters: {', '.join(names)}",
-                remedy="Name one of 'contexts' (or of the kubeconfig's contexts).",
-            )
-        return members, default
+        return member_config(self.config, name)
 
     async def _ready(self) -> dict[str, KubernetesAdapter]:
         """The members, made on first use (the default first)."""
@@ -264,7 +120,8 @@ class MultiClusterAdapter(RuntimeAdapter):
             return self._members
         async with self._ready_lock:
             if not self._members:
-                clusters, default = await anyio.to_thread.run_sync(self._load)
+                loaded = await anyio.to_thread.run_sync(load_members, self.config)
+                default, clusters = loaded.default, loaded.clusters
                 members = {}
                 for name in (default, *(n for n in clusters if n != default)):
                     config = self._member_config(name)
@@ -275,9 +132,12 @@ class MultiClusterAdapter(RuntimeAdapter):
                         name=name,
                         connect=functools.partial(transport_to, cluster, config),
                     )
-                    members[name] = KubernetesAdapter(config, session=session)
+                    members[name] = KubernetesAdapter(
+                        config, session=session, membership_slot=self._slot
+                    )
                     members[name].observe_api(self._observer)
                 self._default = default
+                self._membership_cluster = loaded.membership
                 self._members = members
         return self._members
 
@@ -337,7 +197,7 @@ class MultiClusterAdapter(RuntimeAdapter):
                 if await members[known].holds(bundle_id):
                     return known
             except AdapterUnavailable as error:
-                raise _naming(error, known) from error
+                raise naming(error, known) from error
         down: list[AdapterUnavailable] = []
         for name, member in members.items():
             if name == known:
@@ -347,7 +207,7 @@ class MultiClusterAdapter(RuntimeAdapter):
                     self._placed[bundle_id] = name
                     return name
             except AdapterUnavailable as error:
-                down.append(_naming(error, name))
+                down.append(naming(error, name))
         self._placed.pop(bundle_id, None)
         if down:
             raise down[0]
@@ -358,22 +218,39 @@ class MultiClusterAdapter(RuntimeAdapter):
         members = await self._ready()
         return members[await self.locate(bundle_id) or self._default]
 
-    async def _roomiest(self, plan: BundlePlan) -> str:
-        """The member with the most room for ``plan`` (ties: the default, then by name)."""
+    async def _place(self, plan: BundlePlan) -> str:
+        """The member for a new bundle, reserved for it until its view counts it.
+
+        See :mod:`._placement`.
+        """
         members = await self._ready()
-        cpu, memory = _largest_request(plan)
-        best: tuple[bool, int, int] | None = None  # fits first, then by roominess
-        chosen = self._default
-        for name, member in members.items():
+        rooms: dict[str, Fit | None] = {}
+        down: list[AdapterUnavailable] = []
+
+        async def read_room(name: str, member: KubernetesAdapter) -> None:
             try:
                 fit = await member.largest_fit_for(plan.bundle_id)
             except AdapterUnavailable as error:
-                raise _naming(error, name) from error
-            if fit is None:
-                continue
-            key = (fit.holds(cpu, memory), *fit.roominess)
-            if best is None or key > best:
-                best, chosen = key, name
+                down.append(naming(error, name))
+                return
+            seen = member.pods_by_bundle()  # the same cache, right after the fit read it
+            held = self._reservations.held(name, seen, fit_is_fresh=not in_read_scope())
+            rooms[name] = None if fit is None else room_left(fit, waiting(seen), held)
+
+        async with self._deciding:
+            async with anyio.create_task_group() as group:  # every member's room at once
+                for name, member in members.items():
+                    group.start_soon(read_room, name, member)
+            if down:
+                raise down[0]
+            chosen = choose(plan.bundle_id, largest_request(plan), rooms, self._default)
+            self._reservations.reserve(plan.bundle_id, chosen, total_request(plan))
+        log.debug(
+            "placing %s on %s",
+            plan.bundle_id,
+            chosen,
+            extra={"bundle_id": plan.bundle_id, "cluster": chosen},
+        )
         return chosen
 
     # -- identity & health ----------------------------------------------------------------------
@@ -385,7 +262,7 @@ class MultiClusterAdapter(RuntimeAdapter):
         if not self._one_registry(members):
             delivery = tuple(d for d in common.image_delivery if d is not ImageDelivery.IMPORT)
             common = attrs.evolve(common, image_delivery=delivery)
-        return attrs.evolve(common, membership=False)  # not across clusters yet (issue 23)
+        return common
 
     @staticmethod
     def _one_registry(members: Mapping[str, KubernetesAdapter]) -> bool:
@@ -413,7 +290,7 @@ class MultiClusterAdapter(RuntimeAdapter):
             try:
                 await member.health_check()
             except AdapterUnavailable as error:
-                failures.append(_naming(error, name))
+                failures.append(naming(error, name))
         if len(failures) == 1:
             raise failures[0]
         if failures:
@@ -435,24 +312,76 @@ class MultiClusterAdapter(RuntimeAdapter):
         try:
             await members[self._default].check_plan(plan)
         except AdapterUnavailable as error:
-            raise _naming(error, self._default) from error
+            raise naming(error, self._default) from error
         check_plan(plan, await self.capabilities())
 
     async def apply(self, plan: BundlePlan) -> BundleHandle:
         """Converge the bundle on its cluster; a new one is placed first (see the module)."""
+        self._slot.check_write(plan.bundle_id)  # before placement reads or reserves anything
         await self.check_plan(plan)
         members = await self._ready()
         async with self._placing.setdefault(plan.bundle_id, anyio.Lock()):
             name = await self.locate(plan.bundle_id)
+            placing = name is None and plan.first_deploy
             if name is None:
-                name = await self._roomiest(plan) if plan.first_deploy else self._default
-            handle = await members[name].apply(plan)
+                name = await self._place(plan) if placing else self._default
+            try:
+                handle = await members[name].apply(plan)
+            except BaseException:
+                if placing:  # the room it held is free again
+                    self._reservations.release(plan.bundle_id)
+                raise
             self._placed[plan.bundle_id] = name
         return BundleHandle(
             bundle_id=plan.bundle_id,
             handle=f"{name}/{handle.handle}",
             details={**handle.details, "cluster": name},
         )
+
+    def membership(
+        self, replica: str, settings: MembershipSettings | None = None
+    ) -> contextlib.AbstractAsyncContextManager[Membership]:
+        """Join the host's replicas: one membership for every cluster.
+
+        Its Leases are on ``membership_cluster`` (the default cluster when unset), in that
+        member's ``server_namespace``; it guards every member's writes (``docs/replicas.md``).
+        """
+        return self._join(replica, settings)
+
+    @contextlib.asynccontextmanager
+    async def _join(
+        self, replica: str, settings: MembershipSettings | None
+    ) -> AsyncIterator[Membership]:
+        members = await self._ready()
+        leases = members[self._membership_cluster].leases
+        async with self._slot.join(leases, replica, settings, bundles=self._bundle_ids) as joined:
+            yield joined
+
+    @property
+    def placements_in_flight(self) -> Mapping[str, str]:
+        """The cluster of each new bundle this process placed and still holds room for.
+
+        No call: what each member's cache counts already is dropped first.
+        """
+        fresh = not in_read_scope()  # in a scope, kept for the scope's next decisions
+        for name, member in self._members.items():
+            self._reservations.held(name, member.pods_by_bundle(), fit_is_fresh=fresh)
+        return self._reservations.clusters()
+
+    @property
+    def membership_cluster(self) -> str:
+        """The cluster holding the membership's Leases (empty until first used)."""
+        return self._membership_cluster
+
+    async def _bundle_ids(self) -> list[str]:
+        """Every member's bundles (for the membership's changes); a member down names it."""
+        ids: list[str] = []
+        for name, member in (await self._ready()).items():
+            try:
+                ids += await member.bundle_ids()
+            except AdapterUnavailable as error:
+                raise naming(error, name) from error
+        return ids
 
     async def observe(
         self, ref: BundleRef, *, not_before: datetime | None = None
@@ -465,7 +394,7 @@ class MultiClusterAdapter(RuntimeAdapter):
         try:
             return await members[name].observe(ref, not_before=not_before)
         except AdapterUnavailable as error:
-            raise _naming(error, name) from error
+            raise naming(error, name) from error
 
     async def stop(self, ref: BundleRef) -> None:
         """Stop the bundle on its cluster."""
@@ -511,7 +440,7 @@ class MultiClusterAdapter(RuntimeAdapter):
             try:
                 each[name] = await member.capacity()
             except AdapterUnavailable as error:
-                raise _naming(error, name) from error
+                raise naming(error, name) from error
         fits = [c.largest_fit for c in each.values() if c.largest_fit is not None]
         details = {"clusters": ",".join(each)}
         for name, c in each.items():
@@ -540,7 +469,7 @@ class MultiClusterAdapter(RuntimeAdapter):
             try:
                 fit = await member.largest_fit_for(bundle_id)
             except AdapterUnavailable as error:
-                raise _naming(error, member_name) from error
+                raise naming(error, member_name) from error
             if fit is not None:
                 fits.append(fit)
         return max(fits, key=lambda f: (f.memory_bytes, f.cpu_millis), default=None)
@@ -564,46 +493,9 @@ class MultiClusterAdapter(RuntimeAdapter):
 
     # -- events, logs, exec -------------------------------------------------------------------
 
-    @contextlib.asynccontextmanager
-    async def watch_bundles(self) -> AsyncIterator[Any]:
-        """Every member's events in one stream.
-
-        ``WATCHING`` once every member's stream is open; a gap in any member's stream is
-        ``MISSED``; a member's lost stream ends this one with its error (naming it).
-        """
-        members = await self._ready()
-        hub = BundleEventHub()
-        async with contextlib.AsyncExitStack() as stack:
-            opened: list[tuple[str, AsyncIterator[Any]]] = []
-            early: list[BundleEvent] = []
-            for name, member in members.items():
-                try:
-                    events = await stack.enter_async_context(member.watch_bundles())
-                except AdapterUnavailable as error:
-                    raise _naming(error, name) from error
-                first = await anext(events)  # each member's own WATCHING
-                if isinstance(first, BundleEvent) and first.kind is not BundleEventKind.WATCHING:
-                    early.append(first)
-                opened.append((name, events))
-
-            async def forward(name: str, events: AsyncIterator[Any]) -> None:
-                try:
-                    async for event in events:
-                        hub.publish(event)
-                except AdapterUnavailable as error:
-                    hub.fail(_naming(error, name))
-
-            watching = BundleEvent(kind=BundleEventKind.WATCHING, at=datetime.now(UTC))
-            async with (
-                hub.subscribe(*early, watching) as stream,
-                anyio.create_task_group() as group,
-            ):
-                for name, events in opened:
-                    group.start_soon(forward, name, events)
-                try:
-                    yield stream
-                finally:
-                    group.cancel_scope.cancel()
+    def watch_bundles(self) -> contextlib.AbstractAsyncContextManager[AsyncIterator[Any]]:
+        """Every member's events in one stream (see :func:`merged_events`)."""
+        return merged_events(self._ready)
 
     @contextlib.asynccontextmanager
     async def logs(

@@ -8,7 +8,8 @@ cut the adapter off (its watches end, its probes are refused) while the API serv
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +21,7 @@ from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._multi import MultiClusterAdapter
 from pando_runtime_kubernetes._names import namespace_for
 
-from pando_runtime import AdapterUnavailable, RuntimeAdapter, WorkloadRef
+from pando_runtime import AdapterUnavailable, MembershipSettings, RuntimeAdapter, WorkloadRef
 from pando_runtime.testing.conformance import ConformanceHarness
 
 EXIT_CODE = "test.pando.dev/exit-code"
@@ -188,3 +189,33 @@ async def _refuses(member: KubernetesAdapter) -> bool:
     except AdapterUnavailable as error:
         return "confirmed_at" in error.details
     return False
+
+
+MEMBERSHIP_SETTINGS = MembershipSettings(lease_duration=3.0, renew_deadline=2.0, retry_period=0.25)
+"""Short lease timings for the membership tests (the lease waits dominate them)."""
+
+
+async def until(check: Callable[[], bool]) -> None:
+    """Wait (up to 30 s, a bound that only catches a hang) until ``check()`` holds."""
+    with anyio.fail_after(30):
+        while True:
+            if check():
+                return
+            await anyio.sleep(MEMBERSHIP_SETTINGS.retry_period)
+
+
+class ReplicaHarness(KubeHarness):
+    """The kwok harness, and another adapter made as the first was, as a second replica."""
+
+    membership_settings = MEMBERSHIP_SETTINGS
+
+    def __init__(
+        self, clusters: Mapping[str | None, ClusterHooks], make: Callable[[], RuntimeAdapter]
+    ) -> None:
+        super().__init__(clusters)
+        self.make = make
+
+    @contextlib.asynccontextmanager
+    async def replica(self, adapter: RuntimeAdapter) -> AsyncIterator[RuntimeAdapter]:
+        async with self.make() as other:
+            yield other

@@ -8,13 +8,12 @@ on two adapters of the same cluster.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import pytest
-from _kube_harness import ClusterHooks, KubeHarness
+from _kube_harness import MEMBERSHIP_SETTINGS, ClusterHooks, ReplicaHarness, until
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes.features._membership import LABEL_GROUP
 
@@ -23,29 +22,15 @@ from pando_runtime.testing.conformance import ConformanceHarness, MembershipConf
 
 pytestmark = [pytest.mark.kube, pytest.mark.anyio]
 
-SETTINGS = pr.MembershipSettings(lease_duration=3.0, renew_deadline=2.0, retry_period=0.25)
-
-
-class ReplicaHarness(KubeHarness):
-    """The kwok harness, and a second adapter with the same settings as a second replica."""
-
-    membership_settings = SETTINGS
-
-    def __init__(self, clusters: Any, config: dict[str, Any]) -> None:
-        super().__init__(clusters)
-        self.config = config
-
-    @contextlib.asynccontextmanager
-    async def replica(self, adapter: pr.RuntimeAdapter) -> AsyncIterator[pr.RuntimeAdapter]:
-        async with KubernetesAdapter(self.config) as other:
-            yield other
+SETTINGS = MEMBERSHIP_SETTINGS
 
 
 @pytest.fixture
 def harness(kube_cluster: Any, admin_api: Any, adapter_config: dict[str, Any]) -> ReplicaHarness:
     if kube_cluster.logs_file is None:
         pytest.skip("the backend cannot script pods")
-    return ReplicaHarness({None: ClusterHooks(admin_api, kube_cluster.logs_file)}, adapter_config)
+    hooks = {None: ClusterHooks(admin_api, kube_cluster.logs_file)}
+    return ReplicaHarness(hooks, lambda: KubernetesAdapter(adapter_config))
 
 
 class TestKubernetesMembershipConformance(MembershipConformance):
@@ -69,15 +54,6 @@ def _leases(admin_api: Any) -> dict[str, Any]:
     api = client.CoordinationV1Api(admin_api)
     found = api.list_namespaced_lease("pando", label_selector=LABEL_GROUP)
     return {lease.metadata.name: lease for lease in found.items}
-
-
-async def until(check: Callable[[], bool]) -> None:
-    """Wait (up to 30 s, a bound that only catches a hang) until ``check()`` holds."""
-    with anyio.fail_after(30):
-        while True:
-            if check():
-                return
-            await anyio.sleep(SETTINGS.retry_period)
 
 
 @pytest.fixture

@@ -7,6 +7,9 @@ bundles is still a gap). Each member reaches its API server through a Toxiproxy 
 own, with a cache bound of 2 s: the stale-cache hooks disable both proxies, so every member's
 cache really goes unconfirmed (the kit's bundle lives on one; a cluster that cannot be read
 makes a question about an app on it unanswerable, whichever it is).
+
+The membership kit runs on two multi-cluster adapters over the same two clusters: one
+membership, its Leases on the default cluster, guarding the writes on both.
 """
 
 from __future__ import annotations
@@ -15,10 +18,14 @@ from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 import pytest
-from _kube_harness import KubeHarness
+from _kube_harness import KubeHarness, ReplicaHarness
 from pando_runtime_kubernetes._multi import MultiClusterAdapter
 
-from pando_runtime.testing.conformance import ConformanceHarness, ConformanceSuite
+from pando_runtime.testing.conformance import (
+    ConformanceHarness,
+    ConformanceSuite,
+    MembershipConformance,
+)
 
 pytestmark = pytest.mark.kube
 
@@ -42,3 +49,20 @@ class TestMultiClusterConformance(ConformanceSuite):
     @pytest.fixture
     def harness(self, multi_conformance_hooks: dict[str | None, Any]) -> ConformanceHarness:
         return KubeHarness(multi_conformance_hooks)
+
+
+class TestMultiClusterMembershipConformance(MembershipConformance):
+    @pytest.fixture
+    def anyio_backend(self) -> str:
+        return "asyncio"  # trio runs them on the fake; here the lease waits dominate
+
+    @pytest.fixture
+    async def adapter(self, multi_config: dict[str, Any]) -> AsyncIterator[MultiClusterAdapter]:
+        async with MultiClusterAdapter(multi_config) as adapter:
+            yield adapter
+
+    @pytest.fixture
+    def harness(
+        self, multi_config: dict[str, Any], multi_hooks: dict[str | None, Any]
+    ) -> ConformanceHarness:
+        return ReplicaHarness(multi_hooks, lambda: MultiClusterAdapter(multi_config))

@@ -19,7 +19,7 @@ from pando_runtime import (
 
 
 def test_common_capabilities_are_what_every_member_has() -> None:
-    from pando_runtime_kubernetes._multi import common_capabilities  # noqa: PLC0415
+    from pando_runtime_kubernetes._members import common_capabilities  # noqa: PLC0415
 
     roomy = RuntimeCapabilities(
         isolation_class=IsolationClass.SANDBOXED,

@@ -18,6 +18,7 @@ import attrs
 from .._names import LABEL_MANAGED_BY, MANAGED_BY
 
 __all__ = [
+    "BundlePods",
     "NodeRoom",
     "Reservation",
     "cpu_millis",
@@ -134,6 +135,18 @@ class NodeRoom:
             self.cpu_millis - self.other_cpu - self.pando_cpu + own_cpu,
             self.memory_bytes - self.other_memory - self.pando_memory + own_memory,
         )
+
+
+class BundlePods(NamedTuple):
+    """What a bundle's live pods request, as one cluster's cache sees them.
+
+    ``placed``: on a node (the cluster's room counts them); ``waiting``: not on a node yet
+    (written, so every replica's cache sees them, but no node's room counts them).
+    Each is (CPU millicores, memory bytes).
+    """
+
+    placed: tuple[int, int]
+    waiting: tuple[int, int]
 
 
 class Reservation(NamedTuple):

@@ -17,7 +17,7 @@ import attrs
 from pando_runtime import BundleEvent, BundleEventKind
 from pando_runtime.plugin import BundleEventHub
 
-from ._capacity import Reservation
+from ._capacity import BundlePods, Reservation
 from ._projections import (
     ClaimFacts,
     GatewayFacts,
@@ -182,6 +182,19 @@ class PodStore:
                 reserved, node_name = facts.reserved, facts.node_name
                 if reserved is not None and node_name:
                     yield Reservation(node_name, namespace, True, *reserved)  # noqa: FBT003
+
+    def requests_by_bundle(self) -> dict[str, BundlePods]:
+        """What each bundle's live pods request, placed on a node or waiting for one."""
+        found: dict[str, list[int]] = {}
+        for pods in self.by_namespace.values():
+            for facts in pods.values():
+                if facts.bundle_id is None or facts.reserved is None or facts.deleting:
+                    continue
+                sums = found.setdefault(facts.bundle_id, [0, 0, 0, 0])
+                at = 0 if facts.node_name else 2
+                sums[at] += facts.reserved[0]
+                sums[at + 1] += facts.reserved[1]
+        return {b: BundlePods((s[0], s[1]), (s[2], s[3])) for b, s in found.items()}
 
     @staticmethod
     def project(obj: dict[str, Any]) -> PodFacts | None:

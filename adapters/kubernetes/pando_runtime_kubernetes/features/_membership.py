@@ -153,13 +153,20 @@ class KubeLeases:
 class KubeMembership:
     """The adapter's membership: its slot (the write guard) and its Leases."""
 
-    def __init__(self, session: ClusterSession, config: KubernetesConfig) -> None:
+    def __init__(
+        self,
+        session: ClusterSession,
+        config: KubernetesConfig,
+        slot: MembershipSlot | None = None,
+    ) -> None:
         self._session = session
         self.leases = KubeLeases(session, config.server_namespace)
-        self.slot = MembershipSlot()
+        self.slot = slot or MembershipSlot()
+        """The write guard; shared by every member of a multi-cluster adapter (one membership)."""
         self.fences = Fences(session, self.slot)
 
-    async def _bundles(self) -> list[str]:
+    async def bundle_ids(self) -> list[str]:
+        """The bundles this cluster holds (one list of the apps' namespaces)."""
         answer = await self._session.get(
             api_path(None, "namespaces"),
             "list the apps' namespaces",
@@ -189,7 +196,7 @@ class KubeMembership:
             api.identify(replica)
         try:
             async with self.slot.join(
-                self.leases, replica, settings, bundles=self._bundles
+                self.leases, replica, settings, bundles=self.bundle_ids
             ) as membership:
                 yield membership
         finally:

@@ -1,0 +1,226 @@
+"""The multi-cluster adapter's members: their settings, checked before any I/O, and loading them.
+
+Every member cluster is configured from the shared ``settings`` and its entry in ``clusters``;
+a bad setting is located where it was given (``settings.<key>`` or ``clusters['<name>'].<key>``).
+The clusters come from the kubeconfig files; the default cluster and the membership's cluster
+must be among them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from pando_runtime import (
+    AdapterUnavailable,
+    InvalidConfig,
+    NotFound,
+    Problem,
+    RuntimeCapabilities,
+    structure_config,
+)
+
+from ._info import KubernetesConfig, MultiClusterConfig
+from ._log import logger
+from .api._clusters import Cluster, ClusterSet
+from .manifests._network import AppNetwork
+
+__all__ = [
+    "Loaded",
+    "check_members",
+    "common_capabilities",
+    "load_members",
+    "member_config",
+    "naming",
+]
+
+log = logger("multi")
+
+PER_MEMBER = ("kubeconfig", "context")
+"""Settings the multi-cluster adapter sets for each member itself."""
+
+
+def common_capabilities(members: Sequence[RuntimeCapabilities]) -> RuntimeCapabilities:
+    """What every member supports: a flag only when all have it, the lowest isolation."""
+    first = members[0]
+    values: dict[str, Any] = {}
+    for field in attrs.fields(RuntimeCapabilities):
+        each = [getattr(m, field.name) for m in members]
+        if isinstance(each[0], bool):
+            values[field.name] = all(each)
+        elif field.name == "isolation_class":
+            values[field.name] = min(each)
+        elif field.name == "image_delivery":
+            values[field.name] = tuple(d for d in each[0] if all(d in e for e in each))
+        elif all(e == each[0] for e in each):
+            values[field.name] = each[0]
+        else:
+            values[field.name] = getattr(RuntimeCapabilities(), field.name)
+    return attrs.evolve(first, **values)
+
+
+def naming(error: AdapterUnavailable, cluster: str) -> AdapterUnavailable:
+    """``error``, naming ``cluster`` unless it does already."""
+    if error.details.get("cluster") == cluster:
+        return error
+    return AdapterUnavailable(
+        f"cluster {cluster}: {error.message}",
+        remedy=error.remedy,
+        details={**error.details, "cluster": cluster},
+    )
+
+
+def _located(error: InvalidConfig, name: str | None, override: Mapping[str, Any]) -> InvalidConfig:
+    """``error`` with each problem's path where its setting was given in the adapter's config."""
+
+    def where(path: str) -> str:
+        key = re.split(r"[.\[]", path, maxsplit=1)[0]
+        if key in PER_MEMBER:
+            return path  # the adapter's own top-level setting
+        base = f"clusters[{name!r}]" if key in override else "settings"
+        return f"{base}.{path}" if path else base
+
+    problems = [attrs.evolve(p, path=where(p.path)) for p in error.problems]
+    return InvalidConfig("the member settings are not valid", problems, remedy=error.remedy)
+
+
+def member_config(c: MultiClusterConfig, name: str | None) -> KubernetesConfig:
+    """The settings of member ``name`` (``None``: ``settings`` alone).
+
+    Raises:
+        InvalidConfig: each problem located where it was given, as ``settings.<key>`` or
+            ``clusters['<name>'].<key>``.
+    """
+    override = c.clusters.get(name, {}) if name is not None else {}
+    values = {**c.settings, **override, "kubeconfig": c.kubeconfig, "context": name}
+    try:
+        config: KubernetesConfig = structure_config(
+            KubernetesConfig, values, what="member settings"
+        )
+        AppNetwork(config)  # the network settings are checked here too, before any I/O
+    except InvalidConfig as error:
+        raise _located(error, name, override) from None
+    return config
+
+
+def _named_problems(c: MultiClusterConfig) -> list[Problem]:
+    """A cluster named in a setting that ``contexts`` (when given) leaves out."""
+    if c.contexts is None:
+        return []
+    problems = []
+    for key in ("default_cluster", "membership_cluster"):
+        name = getattr(c, key)
+        if name is not None and name not in c.contexts:
+            problems.append(
+                Problem(key, f"{name!r} is not one of contexts: {', '.join(c.contexts)}", "unknown")
+            )
+    return problems
+
+
+def check_members(c: MultiClusterConfig) -> None:
+    """Refuse bad member settings now, before any I/O, every problem at once.
+
+    Settings the adapter sets per member, clusters named outside ``contexts``, those of
+    ``settings`` alone, then of each cluster named (in ``contexts`` or ``clusters``).
+    """
+    problems = [
+        Problem(
+            f"settings.{key}", "is set by the multi-cluster adapter for each cluster", "conflict"
+        )
+        for key in PER_MEMBER
+        if key in c.settings
+    ]
+    if problems:
+        raise InvalidConfig(
+            "the member settings are not valid",
+            problems,
+            remedy="Use the top-level 'kubeconfig' and 'contexts'.",
+        )
+    if problems := _named_problems(c):
+        raise InvalidConfig(
+            "a cluster named in the settings is not one of 'contexts'",
+            problems,
+            remedy="Name one of 'contexts', or leave the setting unset.",
+        )
+    names = [None, *dict.fromkeys([*(c.contexts or ()), *c.clusters])]
+    remedies: list[str] = []
+    for name in names:
+        try:
+            member_config(c, name)
+        except InvalidConfig as error:
+            problems += [p for p in error.problems if p not in problems]
+            remedies += [error.remedy] if error.remedy not in remedies else []
+    if problems:
+        raise InvalidConfig(
+            "the member settings are not valid", problems, remedy=" ".join(remedies)
+        )
+
+
+def _no_cluster(found: ClusterSet, kubeconfig: str | None) -> AdapterUnavailable:
+    """No member could be loaded: every file's and context's problem, the first named."""
+    problems = [str(p) for p in found.problems]
+    if problems:
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        why = f": {problems[0]}{more}"
+    elif found.files:
+        why = f": the kubeconfig files define no context ({', '.join(found.files)})"
+    else:
+        why = ": no kubeconfig found and not running in a cluster"
+    setting = "'kubeconfig'" if kubeconfig else "$KUBECONFIG (or ~/.kube/config)"
+    return AdapterUnavailable(
+        f"no cluster to run apps on{why}",
+        remedy=f"Fix each problem listed in details['problems'], or point {setting} at "
+        "kubeconfig files whose contexts load (several: separated as in $KUBECONFIG); "
+        "'contexts' names the ones to use.",
+        details={"problems": problems, "files": list(found.files), "kubeconfig": kubeconfig},
+    )
+
+
+@attrs.frozen
+class Loaded:
+    """The member clusters by name, the default's name and the membership cluster's."""
+
+    clusters: dict[str, Cluster]
+    default: str
+    membership: str
+
+
+def load_members(c: MultiClusterConfig) -> Loaded:
+    """The member clusters (reads kubeconfig files: blocking).
+
+    Every context when ``contexts`` is unset (one that cannot be loaded is logged and left
+    out, the others stay); each named one otherwise (one that cannot be loaded is an error).
+    """
+    found = ClusterSet.load(c.kubeconfig, contexts=c.contexts)
+    if c.contexts is None:
+        for problem in found.problems:
+            log.warning("cluster left out: %s", problem)
+        names = list(found.names())
+    else:
+        names = list(dict.fromkeys(c.contexts))
+    try:
+        members = {name: found.cluster(name) for name in names}
+    except NotFound as error:
+        raise InvalidConfig(f"contexts: {error.message}", remedy=error.remedy) from error
+    if not members:
+        raise _no_cluster(found, c.kubeconfig)
+    default = c.default_cluster or (
+        found.default_name if found.default_name in members else names[0]
+    )
+    if default not in members:
+        raise InvalidConfig(
+            f"default_cluster {default!r} is not one of the clusters: {', '.join(names)}",
+            remedy="Name one of 'contexts' (or of the kubeconfig's contexts).",
+        )
+    membership = c.membership_cluster or default
+    if membership not in members:
+        raise InvalidConfig(
+            "membership_cluster is not one of the clusters",
+            [Problem("membership_cluster", f"{membership!r}: not one of {', '.join(names)}")],
+            remedy="Name one of 'contexts' (or of the kubeconfig's contexts), or leave it unset "
+            "(the default cluster).",
+        )
+    return Loaded(members, default, membership)

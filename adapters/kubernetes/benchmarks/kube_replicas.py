@@ -1,7 +1,7 @@
 """Benchmark: several host replicas on the local control plane (issue 23's figures).
 
-    python adapters/kubernetes/benchmarks/kube_replicas.py [--apps 1000] [--kills 20]
-        [--default-kills 3] [--rest-seconds 30] [--failover-apps 30]
+    python adapters/kubernetes/benchmarks/kube_replicas.py [--apps 1000] [--replicas 1 2 3]
+        [--kills 20] [--default-kills 3] [--rest-seconds 30] [--failover-apps 30]
 
 It starts the local control plane (tests/support/localcluster) with kwok nodes for every pod and
 measures, with replicas joined through the public API (``adapter.membership``):
@@ -14,6 +14,8 @@ measures, with replicas joined through the public API (``adapter.membership``):
   processes join, wait until each sees N members, then apply what each owns; from the start
   signal to the last app's first apply. With each process's CPU (user + sys from ``/proc``) and
   the control plane's. The apps are destroyed (and their namespaces gone) between the counts.
+  With the apps of the last count still held, the replicas at rest again (a replica following
+  ``changes()`` lists the apps' namespaces each round).
 - **Failover**: three host processes over ``--failover-apps`` apps; ``--kills`` times, SIGKILL the
   replica owning a chosen bundle and time, on CLOCK_MONOTONIC (one clock for every process of
   the machine), from the kill to another replica's journal saying it gained the bundle, and to
@@ -45,6 +47,7 @@ from typing import Any
 
 import anyio
 from kube_scale import apiserver_requests, cluster_nodes, cpu_seconds, percentile
+from kube_warm import config
 
 ROOT = Path(__file__).resolve().parents[3]
 SELECTOR = "app.kubernetes.io/managed-by=pando"
@@ -74,14 +77,7 @@ def plan(bundle: str) -> Any:
 
 
 def adapter_config(kubeconfig: str) -> dict[str, Any]:
-    return {
-        "kubeconfig": kubeconfig,
-        "trust_network_policy": True,
-        "api_qps": 1000.0,
-        "api_burst": 200,
-        "schedule_wait": 120.0,
-        "read_timeout": 120.0,
-    }
+    return config(kubeconfig, cache_dir=None)
 
 
 def load_average() -> str:
@@ -275,8 +271,11 @@ def server_leases(cluster: Any) -> Counter[str]:
     return Counter({k: v for k, v in apiserver_requests(cluster).items() if k.endswith(" leases")})
 
 
-async def at_rest(cluster: Any, replicas: int, seconds: float) -> dict[str, Any]:
-    """``replicas`` joined (default timings, following changes); their calls over ``seconds``."""
+async def at_rest(cluster: Any, replicas: int, seconds: float, apps: int = 0) -> dict[str, Any]:
+    """``replicas`` joined (default timings, following changes); their calls over ``seconds``.
+
+    ``apps``: how many apps the cluster holds (none applied or changed in the window).
+    """
     from pando_runtime_kubernetes import KubernetesAdapter  # noqa: PLC0415
 
     config = adapter_config(str(cluster.kubeconfig))
@@ -295,35 +294,55 @@ async def at_rest(cluster: Any, replicas: int, seconds: float) -> dict[str, Any]
 
             group.start_soon(drain)
         await anyio.sleep(2 * DEFAULTS[2])  # every replica has read the others
+        transports = [await a.session.transport() for a in adapters]
         before = [Counter(a.session.calls_by_kind) for a in adapters]
+        received = sum(t.bytes_received for t in transports)
         server_before = server_leases(cluster)
         await anyio.sleep(seconds)
         server = server_leases(cluster) - server_before
+        received = sum(t.bytes_received for t in transports) - received
         kinds: Counter[str] = Counter()
         for adapter, counted in zip(adapters, before, strict=True):
             kinds.update(Counter(adapter.session.calls_by_kind) - counted)
         group.cancel_scope.cancel()
-    return {"replicas": replicas, "seconds": seconds, "kinds": kinds, "server": server}
+    return {
+        "replicas": replicas,
+        "seconds": seconds,
+        "kinds": kinds,
+        "server": server,
+        "received": received,
+        "apps": apps,
+    }
 
 
 def report_rest(results: list[dict[str, Any]]) -> None:
     base = results[0]
-    base_rate = sum(base["server"].values()) / base["seconds"]
     print(
-        f"at rest, no replica: API server {base_rate:.2f} Lease requests/s from the control "
-        f"plane's own components ({', '.join(f'{k} {v}' for k, v in base['server'].items())})"
+        f"at rest, no replica: API server {server_rate(base):.2f} Lease requests/s from the "
+        f"control plane's own components ("
+        + ", ".join(f"{k} {v}" for k, v in base["server"].items())
+        + "; less from each figure below)"
     )
     for r in results[1:]:
-        n, s = r["replicas"], r["seconds"]
-        adapter_leases = sum(v for k, v in r["kinds"].items() if k.endswith(" leases"))
-        adapter_all = sum(r["kinds"].values())
-        server = sum(r["server"].values()) / s - base_rate
-        kinds = ", ".join(f"{k} {v / n / s:.2f}" for k, v in sorted(r["kinds"].items()))
-        print(
-            f"at rest, {n} replica(s): per replica per second, Lease calls: adapter "
-            f"{adapter_leases / n / s:.2f}, API server {server / n:.2f}; every call of the "
-            f"adapter {adapter_all / n / s:.2f} ({kinds}; {s:g} s window)"
-        )
+        report_rest_row(r, server_rate(base))
+
+
+def server_rate(r: dict[str, Any]) -> float:
+    return sum(r["server"].values()) / r["seconds"]
+
+
+def report_rest_row(r: dict[str, Any], base_rate: float) -> None:
+    n, s = r["replicas"], r["seconds"]
+    adapter_leases = sum(v for k, v in r["kinds"].items() if k.endswith(" leases"))
+    adapter_all = sum(r["kinds"].values())
+    server = sum(r["server"].values()) / s - base_rate
+    kinds = ", ".join(f"{k} {v / n / s:.2f}" for k, v in sorted(r["kinds"].items()))
+    print(
+        f"at rest, {n} replica(s), {r['apps']:,} apps held: per replica per second, Lease "
+        f"calls: adapter {adapter_leases / n / s:.2f}, API server {server / n:.2f}; every "
+        f"call of the adapter {adapter_all / n / s:.2f} ({kinds}), "
+        f"{r['received'] / n / s / 1024:,.1f} KiB received ({s:g} s window)"
+    )
 
 
 # -- first-apply throughput ------------------------------------------------------------------
@@ -395,9 +414,10 @@ def report_throughput(r: dict[str, Any]) -> None:
         f"{dict(r['errors']) or 0}); API server {r['server_calls']:.1f} requests per app"
     )
     print(
-        "  CPU in the window, cores (seconds): "
-        + ", ".join(f"{k} {v / s:.2f} ({v:.1f})" for k, v in cpu)
-        + f"; load average {r['load'][0]} before, {r['load'][1]} after"
+        "  CPU in the window, cores (ms per app): "
+        + ", ".join(f"{k} {v / s:.2f} ({v / r['apps'] * 1000:.1f})" for k, v in cpu)
+        + f"; all {sum(v for _, v in cpu) / r['apps'] * 1000:.0f} ms per app; load average "
+        f"{r['load'][0]} before, {r['load'][1]} after"
     )
 
 
@@ -530,12 +550,18 @@ def run(args: argparse.Namespace) -> None:
         )
         rest = [anyio.run(at_rest, cluster, n, args.rest_seconds) for n in (0, 1, 2, 3)]
         report_rest(rest)
-        for replicas in (1, 2, 3):
+        for replicas in args.replicas:
             report_throughput(throughput(cluster, work, replicas, args.apps))
-            ids = [bundle_id(f"tp{replicas}", i) for i in range(args.apps)]
-            destroy_all(str(cluster.kubeconfig), ids, cluster)
+            if replicas == max(args.replicas):
+                # The namespace list each round of a replica following changes, with apps held.
+                held = anyio.run(at_rest, cluster, replicas, args.rest_seconds, args.apps)
+                report_rest_row(held, server_rate(rest[0]))
+            if replicas != args.replicas[-1] or args.kills or args.default_kills:
+                ids = [bundle_id(f"tp{replicas}", i) for i in range(args.apps)]
+                destroy_all(str(cluster.kubeconfig), ids, cluster)
         sys.stdout.flush()
-        report_failover(failover(cluster, work, SHORT, args.kills, args.failover_apps))
+        if args.kills:
+            report_failover(failover(cluster, work, SHORT, args.kills, args.failover_apps))
         if args.default_kills:
             report_failover(
                 failover(cluster, work, DEFAULTS, args.default_kills, args.failover_apps)
@@ -546,6 +572,9 @@ def run(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--apps", type=int, default=1000, help="apps of the throughput runs")
+    parser.add_argument(
+        "--replicas", type=int, nargs="+", default=[1, 2, 3], help="throughput runs' counts"
+    )
     parser.add_argument("--kills", type=int, default=20, help="kills with short lease timings")
     parser.add_argument("--default-kills", type=int, default=3, help="kills at the defaults")
     parser.add_argument("--failover-apps", type=int, default=30)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextvars import ContextVar
 from types import TracebackType
@@ -87,6 +88,8 @@ class Membership:
         self._renewed_at: float | None = None
         self._known: frozenset[str] = frozenset()
         self._subscribers: list[MemoryObjectSendStream[OwnershipChange]] = []
+        self._writing: Counter[str] = Counter()  # bundle -> writes in flight
+        self._write_ended = anyio.Event()
         self._joined = False
         self._left = False
         self._crashed = False
@@ -141,6 +144,41 @@ class Membership:
             f"replica {self.replica!r} may not write bundle {bundle_id!r}: {why}",
             details={"replica": self.replica, "bundle_id": bundle_id, "owner": owner},
         )
+
+    @contextlib.asynccontextmanager
+    async def writing(self, bundle_id: str) -> AsyncIterator[None]:
+        """:meth:`check_write`, then count the block as a write of ``bundle_id`` in flight.
+
+        A write of several calls (an apply) goes on after its check. When a join moves the
+        bundle away, this replica waits for such writes to end before it publishes the new
+        view, so the new owner starts only once the old one has stopped (up to the renew
+        deadline less a retry period: a write stuck longer is the stalled-writer limit of
+        ``docs/replicas.md``).
+        """
+        self.check_write(bundle_id)
+        self._writing[bundle_id] += 1
+        try:
+            yield
+        finally:
+            self._writing[bundle_id] -= 1
+            if not self._writing[bundle_id]:
+                del self._writing[bundle_id]
+            self._write_ended.set()
+            self._write_ended = anyio.Event()
+
+    async def _drain(self, keep: Callable[[str], bool]) -> None:
+        """Wait until no write is in flight of a bundle ``keep`` lets go (bounded)."""
+        bound = max(0.0, self.settings.renew_deadline - self.settings.retry_period)
+        with anyio.move_on_after(bound) as scope:
+            while any(not keep(bundle_id) for bundle_id in self._writing):
+                await self._write_ended.wait()
+        if scope.cancelled_caught:
+            _LOG.warning(
+                "replica %s: writes of bundles it hands over still in flight after %g s",
+                self.replica,
+                bound,
+                extra={"replica": self.replica},
+            )
 
     @contextlib.contextmanager
     def override(self, *bundle_ids: str) -> Iterator[None]:
@@ -245,6 +283,8 @@ class Membership:
         self._loop_scope.cancel()
         with anyio.CancelScope(shield=True), anyio.move_on_after(self.settings.renew_deadline):
             await self._adopt(attrs.evolve(self._state, fresh=False))
+            if not crashed:  # the others take over once the lease is deleted: writes end first
+                await self._drain(lambda _: False)
         self._left = True
         for send in self._subscribers:
             send.close()
@@ -381,8 +421,10 @@ class Membership:
     async def _round(self) -> None:
         target = self._target()
         if self._state.fresh and target != self._state.view:
-            # Drop what moves away before telling anyone of the new view.
+            # Drop what moves away, and let its writes in flight end, before telling anyone
+            # of the new view.
             await self._adopt(attrs.evolve(self._state, dropping=target))
+            await self._drain(self._state.owns)
         renewed = await self._renew(target)
         if renewed and await self._read():
             await self._adopt(

@@ -2,7 +2,9 @@
 
 Every adapter that offers ``membership`` guards its writes the same way: it keeps a
 :class:`MembershipSlot`, returns ``slot.join(...)`` from ``membership()`` and calls
-``slot.check_write(bundle_id)`` first thing in ``apply``, ``stop`` and ``destroy``.
+``slot.check_write(bundle_id)`` first thing in ``apply``, ``stop`` and ``destroy`` (or
+runs them in ``async with slot.writing(bundle_id):``, when a write takes several calls, so
+that a handover waits for it).
 An adapter that never joined checks nothing: a single-process host sees no change.
 """
 
@@ -55,3 +57,12 @@ class MembershipSlot:
         """Raise :class:`NotOwner` unless no membership is joined or it lets this write."""
         if self.current is not None:
             self.current.check_write(bundle_id)
+
+    @contextlib.asynccontextmanager
+    async def writing(self, bundle_id: str) -> AsyncIterator[None]:
+        """:meth:`check_write`, and the block a write in flight (:meth:`Membership.writing`)."""
+        if self.current is None:
+            yield
+            return
+        async with self.current.writing(bundle_id):
+            yield

@@ -194,6 +194,33 @@ async def test_a_join_is_drained_and_a_leave_hands_over() -> None:
             assert seen
 
 
+async def test_a_join_waits_for_the_old_owners_write_in_flight_then_hands_over() -> None:
+    a, _, c = await three(FakeAdapter())
+    moving = next(i for i in IDS if pr.rendezvous_owner(i, "ac") == "c")
+    written = anyio.Event()
+
+    async def write(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        async with ma.writing(moving):  # a write of several calls, begun before the join
+            task_status.started()
+            await written.wait()
+
+    async with a.membership("a", SETTINGS) as ma, anyio.create_task_group() as group:
+        await settled([ma], IDS)
+        await group.start(write)
+        async with c.membership("c", SETTINGS) as mc:
+            with anyio.fail_after(HANG):  # a lets the bundle go at once...
+                while ma.owns(moving):  # noqa: ASYNC110 - ownership changes have no event
+                    await anyio.sleep(SETTINGS.retry_period)
+            for _ in range(4):  # ...but c takes it only once a's write has ended
+                await anyio.sleep(SETTINGS.retry_period)
+                assert not mc.owns(moving)
+            written.set()
+            await settled([ma, mc], IDS)
+            with pytest.raises(pr.NotOwner):
+                async with ma.writing(moving):
+                    pass
+
+
 async def test_a_cut_off_replica_stops_writing_and_rejoins_writing_nothing_stale() -> None:
     a, b, _ = await three(FakeAdapter())
     async with a.membership("a", SETTINGS) as ma, b.membership("b", SETTINGS) as mb:

@@ -279,8 +279,8 @@ class KubernetesAdapter(RuntimeAdapter):
         A satisfied plan writes at most the pull secret. A workload whose image is in the
         configured image registry pulls with its credentials unless its plan gives its own.
         """
-        self._members.check_write(plan.bundle_id)
-        return await self._bundles.apply(await self._checked(plan))
+        async with self._members.writing(plan.bundle_id):
+            return await self._bundles.apply(await self._checked(plan))
 
     async def observe(
         self, ref: BundleRef, *, not_before: datetime | None = None
@@ -290,13 +290,13 @@ class KubernetesAdapter(RuntimeAdapter):
 
     async def stop(self, ref: BundleRef) -> None:
         """Delete running pods; keep finished ones (their logs) and everything else."""
-        self._members.check_write(ref.bundle_id)
-        await self._bundles.stop(ref)
+        async with self._members.writing(ref.bundle_id):
+            await self._bundles.stop(ref)
 
     async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
         """Remove the app; its volumes (claims, in a namespace kept for them) stay by default."""
-        self._members.check_write(ref.bundle_id)
-        await self._bundles.destroy(ref, options)
+        async with self._members.writing(ref.bundle_id):
+            await self._bundles.destroy(ref, options)
 
     def membership(
         self, replica: str, settings: MembershipSettings | None = None

@@ -7,6 +7,7 @@ adapters must not pay for the Kubernetes client.
 
 from __future__ import annotations
 
+import importlib.metadata
 from typing import Any
 
 import attrs
@@ -21,6 +22,7 @@ __all__ = [
     "SOCKET_TIMEOUT_MAX",
     "KubernetesConfig",
     "MultiClusterConfig",
+    "adapter_version",
 ]
 
 DESCRIPTION = "Runs each app in its own Kubernetes namespace as bare pods."
@@ -32,6 +34,14 @@ MULTI_DESCRIPTION = (
 SOCKET_TIMEOUT_MAX = 86_400
 """The most seconds a timeout of a socket read or connect may be (a day): an API answer is
 never waited for longer, and the operating system refuses socket timeouts not far above."""
+
+
+def adapter_version() -> str:
+    """The installed adapter's version (in the User-Agent; a warm store of another is ignored)."""
+    try:
+        return importlib.metadata.version("pando-runtime-kubernetes")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - not installed
+        return "unknown"
 
 
 def _dns_labels() -> dict[str, str]:

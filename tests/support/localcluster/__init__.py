@@ -16,6 +16,7 @@ The pytest plugin is :mod:`localcluster.pytest_plugin`.
 
 from __future__ import annotations
 
+from .audit import AuditRecord, read_audit_log
 from .binaries import ENV_BIN, Binaries, find_binaries
 from .cluster import CONTEXT, RESTARTABLE, LocalCluster
 from .errors import BinariesNotFoundError, ClusterError, ClusterStartError, PkiError
@@ -49,6 +50,7 @@ __all__ = [
     "RESTARTABLE",
     "USAGE_CPU_ANNOTATION",
     "USAGE_MEMORY_ANNOTATION",
+    "AuditRecord",
     "Binaries",
     "BinariesNotFoundError",
     "ClusterError",
@@ -65,4 +67,5 @@ __all__ = [
     "find_binaries",
     "find_toxiproxy",
     "proxy_apiserver",
+    "read_audit_log",
 ]

@@ -5,6 +5,7 @@ Everything lives in one temporary work directory::
 
     pki/            CA, serving and client certificates, service-account key, tokens.csv
     logs/           one log file per component
+    audit/          the API server's audit policy and log (writes only: see :mod:`.audit`)
     etcd/           etcd's data
     kwok/           kwok.yaml, the fake pods' CRI log file (pods.log) and exec work dir
     admin.kubeconfig, restricted.kubeconfig, admin-token.kubeconfig
@@ -29,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
+from .audit import audit_args
 from .binaries import BINARIES, Binaries, find_binaries
 from .errors import ClusterError, ClusterStartError
 from .kubeconfig import write_kubeconfig
@@ -102,6 +104,8 @@ class LocalCluster:
         self.restricted_kubeconfig = self.work_dir / "restricted.kubeconfig"
         self.token_kubeconfig = self.work_dir / "admin-token.kubeconfig"
         self.logs_dir = self.work_dir / "logs"
+        self.audit_log = self.work_dir / "audit" / "audit.log"
+        """The API server's audit log (writes only); read it with ``read_audit_log``."""
         self.logs_file = self.work_dir / "kwok" / "pods.log"
         """CRI-format file served as the log of every fake pod; append with :meth:`append_log`."""
         self.exec_dir = self.work_dir / "kwok" / "exec"
@@ -405,6 +409,7 @@ class LocalCluster:
                 "--endpoint-reconciler-type=none",
                 "--kubelet-preferred-address-types=InternalIP",
                 "--profiling=false",
+                *audit_args(self.audit_log.parent),
                 # The aggregation layer, for metrics-server: it proxies with this client
                 # certificate and metrics-server trusts the identity headers it carries.
                 f"--proxy-client-cert-file={pki.front_proxy_client.cert}",

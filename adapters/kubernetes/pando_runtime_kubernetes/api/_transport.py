@@ -9,6 +9,10 @@ host's default one) and always sets connect and read timeouts, so a cancelled
 host task never leaves a thread stuck on a socket for long. Bodies stay plain
 JSON dicts: the generated models are slow and not needed for what we project.
 
+Every request names its sender in its ``User-Agent`` (:func:`user_agent`): the adapter and
+its version, and, once the adapter joined a membership, the replica; the API server's audit
+log records it, which is how "never two writers" is checked from outside.
+
 Each call is also reported, by verb, resource and status, to the transport's
 :class:`~pando_runtime.ApiObserver` (metrics, when the host instruments the
 adapter) and logged on ``pando_runtime.kubernetes.transport``: DEBUG per call,
@@ -38,6 +42,7 @@ from kubernetes.client.exceptions import ApiException as ClientApiException
 
 from pando_runtime import NO_API_OBSERVER, ApiObserver
 
+from .._info import adapter_version
 from .._log import logger
 from ._errors import ApiError
 from ._exec import open_exec
@@ -49,6 +54,7 @@ __all__ = [
     "ResponseStream",
     "TransportStats",
     "describe_call",
+    "user_agent",
 ]
 
 _LOG = logger("transport")
@@ -169,6 +175,12 @@ def _decode(data: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
+def user_agent(replica: str | None = None) -> str:
+    """``pando-runtime-kubernetes/<version>``, then ``replica/<name>`` for a member's requests."""
+    agent = f"pando-runtime-kubernetes/{adapter_version()}"
+    return f"{agent} replica/{replica}" if replica else agent
+
+
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
 
 
@@ -253,6 +265,7 @@ class KubeTransport:
         stream_config = copy.deepcopy(configuration)
         stream_config.connection_pool_maxsize = max_streams
         self._stream_client = ApiClient(stream_config)
+        self.identify(None)
         self.bucket = TokenBucket(qps, burst)
         self.limiter = anyio.CapacityLimiter(max_threads)
         self.stream_limiter = anyio.CapacityLimiter(max_streams)
@@ -268,6 +281,11 @@ class KubeTransport:
         """The cluster's name, for logs (``None`` when not known)."""
         self.observer: ApiObserver = NO_API_OBSERVER
         """Where every call is reported (set by the session when the adapter is observed)."""
+
+    def identify(self, replica: str | None) -> None:
+        """Name ``replica`` (``None``: no replica) in the User-Agent of every later request."""
+        for client in (self._client, self._stream_client):
+            client.user_agent = user_agent(replica)
 
     # -- what it counted (read-only; :meth:`stats` for a snapshot of all of it) ---------------
 

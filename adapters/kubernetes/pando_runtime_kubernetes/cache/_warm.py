@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import importlib.metadata
 import json
 import os
 import re
@@ -40,6 +39,7 @@ import attrs
 
 from pando_runtime import AdapterUnavailable
 
+from .._info import adapter_version
 from .._log import logger
 from ._informer import Informer
 from ._projections import ClaimFacts, GatewayFacts, NamespaceFacts, PodFacts, _shared
@@ -69,14 +69,6 @@ SCHEMA = (
     ).hexdigest()[:16]
 )
 """The store's layout and the projections' fields: a store of another schema is ignored."""
-
-
-def adapter_version() -> str:
-    """The installed adapter's version (a store of another version is ignored)."""
-    try:
-        return importlib.metadata.version("pando-runtime-kubernetes")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - not installed
-        return "unknown"
 
 
 Identity = dict[str, str]

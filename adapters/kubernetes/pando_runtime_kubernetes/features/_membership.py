@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
@@ -181,13 +181,33 @@ class KubeMembership:
                 ids.append(str(bundle_id))
         return ids
 
-    def join(
+    @contextlib.asynccontextmanager
+    async def join(
         self, replica: str, settings: MembershipSettings | None
-    ) -> contextlib.AbstractAsyncContextManager[Membership]:
-        """Join as ``replica`` (see :meth:`KubernetesAdapter.membership`)."""
+    ) -> AsyncIterator[Membership]:
+        """Join as ``replica`` (see :meth:`KubernetesAdapter.membership`).
+
+        Meanwhile every request names the replica in its User-Agent, from the first lease
+        read on, so the API server's audit log tells the replicas' writes apart.
+        """
         _LOG.debug("replica %s joining", replica, extra={"replica": replica})
-        return self.slot.join(self.leases, replica, settings, bundles=self._bundles)
+        api = await self._session.transport()
+        named = self.slot.current is None  # a second join is refused: the member keeps its name
+        if named:
+            api.identify(replica)
+        try:
+            async with self.slot.join(
+                self.leases, replica, settings, bundles=self._bundles
+            ) as membership:
+                yield membership
+        finally:
+            if named:
+                api.identify(None)
 
     def check_write(self, bundle_id: str) -> None:
         """Refuse a write of a bundle this replica does not own (:class:`NotOwner`)."""
         self.slot.check_write(bundle_id)
+
+    def writing(self, bundle_id: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """:meth:`check_write`, and the block a write in flight a handover waits for."""
+        return self.slot.writing(bundle_id)

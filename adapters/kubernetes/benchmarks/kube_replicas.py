@@ -25,7 +25,10 @@ measures, with replicas joined through the public API (``adapter.membership``):
 
 Each host process (``--child host``) writes a JSON-lines journal: ``joined``, ``change``
 (members, gained, lost), ``start``, ``applied`` (a bundle), ``refused``/``error``, each with
-``t`` (``time.monotonic()``). Prints figures; asserts only that the run did what it says (every
+``t`` (``time.monotonic()``). It does what ``examples/replicas/replica_host.py`` does, with
+two things the measurements need and that host lacks: a start signal (the throughput window
+opens once every replica sees the others, not while they join) and times on the clock the
+kills are timed on. Prints figures; asserts only that the run did what it says (every
 app applied, every kill taken over).
 """
 

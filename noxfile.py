@@ -4,6 +4,7 @@ nox -s tests        # the whole suite (builds the local control plane when missi
 nox -s lint typecheck docs
 nox -s benchmarks   # prints figures; never asserts timings
 nox -s kube_scale   # 1,000 to 10,000 apps on the local control plane (many minutes)
+nox -s kube_replicas   # several host replicas: failover, leases at rest, throughput (minutes)
 nox -s downstream_adapters   # each adapter's own suite against this core
 """
 
@@ -20,7 +21,7 @@ nox.options.sessions = ["lint", "typecheck", "tests"]
 
 ROOT = Path(__file__).parent
 ADAPTERS = sorted(str(p.parent) for p in ROOT.glob("adapters/*/pyproject.toml"))
-SLOW_BENCHMARKS = {"kube_scale.py", "kube_real_node.py"}
+SLOW_BENCHMARKS = {"kube_scale.py", "kube_real_node.py", "kube_replicas.py"}
 """Run by their own session, not by ``benchmarks``."""
 EXAMPLE_DISTS = sorted(str(p.parent) for p in ROOT.glob("examples/*/pyproject.toml"))
 
@@ -131,6 +132,20 @@ def kube_scale(session: nox.Session) -> None:
     _install(session, "test")
     env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
     script = ROOT / "adapters/kubernetes/benchmarks/kube_scale.py"
+    session.run("python", str(script), *session.posargs, env=env)
+
+
+@nox.session(python="3.11")
+def kube_replicas(session: nox.Session) -> None:
+    """Several host replicas (issue 23): failover p50/p99 over 20 SIGKILLs, Lease calls at rest,
+    first-apply throughput of 1, 2 and 3 replicas over 1,000 apps (about 15 minutes).
+
+    nox -s kube_replicas -- --apps 20 --kills 2 --default-kills 0 --failover-apps 6
+        --rest-seconds 4    (a smoke run: about 3 minutes)
+    """
+    _install(session, "test")
+    env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
+    script = ROOT / "adapters/kubernetes/benchmarks/kube_replicas.py"
     session.run("python", str(script), *session.posargs, env=env)
 
 

@@ -20,7 +20,9 @@ from typing import Any
 import anyio
 import pytest
 from _kube_harness import MEMBERSHIP_SETTINGS, until
+from kubernetes import client
 from pando_runtime_kubernetes import MultiClusterAdapter
+from pando_runtime_kubernetes._names import ANN_FENCE, namespace_for
 
 import pando_runtime as pr
 
@@ -151,7 +153,10 @@ async def test_in_a_read_scope_a_placement_that_landed_since_the_room_was_read_s
 
 
 async def test_two_replicas_placing_at_once_spread_too(
-    equal_config: dict[str, Any], schedulers_paused: Any
+    equal_config: dict[str, Any],
+    schedulers_paused: Any,
+    admin_api: Any,
+    second_admin_api: Any,
 ) -> None:
     """Each replica applies the new apps it owns, all at once, at the same instant as the other."""
     run = uuid.uuid4().hex[:6]
@@ -187,6 +192,18 @@ async def test_two_replicas_placing_at_once_spread_too(
         where = await _where(a, plans)
         assert set(where) == set(a.members), where
         assert abs(where.most_common()[0][1] - where.most_common()[-1][1]) <= 4, where
+        # Each member cluster fences the writes of the apps it holds: the app's namespace there
+        # carries its owner's stamp (deploy/admission.yaml refuses a write under another).
+        admins = dict(zip(equal_config["contexts"], (admin_api, second_admin_api), strict=True))
+        for fleet, owned, replica in ((a, by_a, ma.replica), (b, by_b, mb.replica)):
+            for plan in owned:
+                cluster = str(await fleet.locate(plan.bundle_id))
+                namespace = await anyio.to_thread.run_sync(
+                    client.CoreV1Api(admins[cluster]).read_namespace,
+                    namespace_for(plan.bundle_id),
+                )
+                stamp = namespace.metadata.annotations[ANN_FENCE]
+                assert stamp.endswith(f"/{replica}"), (plan.bundle_id, cluster, stamp)
 
 
 async def test_a_placement_whose_apply_fails_releases_its_reservation(

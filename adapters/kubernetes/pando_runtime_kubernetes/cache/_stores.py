@@ -253,7 +253,6 @@ class ServiceStore:
         self.by_namespace: dict[str, tuple[str, ...]] = {}
         self.namespace_changed = Listeners[str | None]()
         """Told the namespace of every change (``None``: everything)."""
-        """Told the namespace of every change (``None``: everything)."""
 
     def names(self, namespace: str) -> tuple[str, ...]:
         """Service names of ``namespace``."""

@@ -166,7 +166,18 @@ class KubeMembership:
         self.fences = Fences(session, self.slot)
 
     async def bundle_ids(self) -> list[str]:
-        """The bundles this cluster holds (one list of the apps' namespaces)."""
+        """The bundles this cluster holds: from the cache when it answers, else one list.
+
+        A member's changes stream asks every round: from the cache it costs no call (a list
+        of 1,000 apps' namespaces was 615 KiB a second per replica at rest).
+        """
+        informer = await self._session.synced()
+        if informer is not None:
+            return [
+                facts.bundle_id
+                for facts in informer.namespaces.by_name.values()
+                if facts.bundle_id and not facts.volumes_only
+            ]
         answer = await self._session.get(
             api_path(None, "namespaces"),
             "list the apps' namespaces",

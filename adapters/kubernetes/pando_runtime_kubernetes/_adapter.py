@@ -54,7 +54,6 @@ from pando_runtime.plugin import ApiObserver, LeaseStore, MembershipSlot
 from ._info import DESCRIPTION, KubernetesConfig
 from ._log import logger
 from ._names import namespace_for
-from .api._errors import ApiError
 from .api._paths import api_path
 from .api._transport import KubeTransport
 from .cache._capacity import BundlePods
@@ -245,15 +244,17 @@ class KubernetesAdapter(RuntimeAdapter):
         await self._usage.served(fresh=True)
         if self.config.runtime_class:
             name = self.config.runtime_class
-            api = await session.transport()
-            try:
-                await api.get(api_path(None, "runtimeclasses", name, "node.k8s.io/v1"))
-            except ApiError as error:
+            # Other failures are the session's own (unavailable, throttled), naming the read.
+            found = await session.find(
+                api_path(None, "runtimeclasses", name, "node.k8s.io/v1"),
+                f"read RuntimeClass {name!r}",
+            )
+            if found is None:
                 raise session.down(
-                    f"RuntimeClass {name!r} is not usable: {error.message}",
+                    f"RuntimeClass {name!r} is not usable: it does not exist",
                     remedy="Install the RuntimeClass or unset 'runtime_class'.",
-                    status=error.status,
-                ) from error
+                    status=404,
+                )
         if not self.config.trust_network_policy:
             problem = await self._canary.problem()
             if problem is not None:

@@ -83,3 +83,18 @@ def test_refused_plans_write_nothing(
     writes = {k: n for k, n in adapter.session.calls_by_kind.items() if k.startswith(WRITES)}
     assert writes == {}, f"a refused apply wrote: {writes}"
     assert existed or not _namespace_exists(admin_api, namespace)
+
+
+@pytest.mark.anyio
+async def test_a_missing_runtime_class_fails_the_health_check_with_a_remedy(
+    adapter_config: dict[str, Any],
+) -> None:
+    name = f"missing-{uuid.uuid4().hex[:8]}"
+    settings = {**adapter_config, "runtime_class": name, "trust_network_policy": True}
+    async with KubernetesAdapter(settings) as adapter:
+        with pytest.raises(pr.AdapterUnavailable) as caught:
+            await adapter.health_check()
+    assert f"RuntimeClass {name!r} is not usable: it does not exist" in caught.value.message
+    assert caught.value.remedy is not None
+    assert "runtime_class" in caught.value.remedy
+    assert caught.value.details["status"] == 404

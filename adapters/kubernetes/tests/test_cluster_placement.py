@@ -20,7 +20,6 @@ from typing import Any
 import anyio
 import pytest
 from _kube_harness import MEMBERSHIP_SETTINGS, until
-from kubernetes import client
 from pando_runtime_kubernetes import MultiClusterAdapter
 from pando_runtime_kubernetes._names import ANN_FENCE, namespace_for
 
@@ -194,6 +193,8 @@ async def test_two_replicas_placing_at_once_spread_too(
         assert abs(where.most_common()[0][1] - where.most_common()[-1][1]) <= 4, where
         # Each member cluster fences the writes of the apps it holds: the app's namespace there
         # carries its owner's stamp (deploy/admission.yaml refuses a write under another).
+        from kubernetes import client  # noqa: PLC0415
+
         admins = dict(zip(equal_config["contexts"], (admin_api, second_admin_api), strict=True))
         for fleet, owned, replica in ((a, by_a, ma.replica), (b, by_b, mb.replica)):
             for plan in owned:

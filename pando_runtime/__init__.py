@@ -20,15 +20,10 @@ cattrs, and one that never reads YAML never imports PyYAML.
 
 from __future__ import annotations
 
-import importlib
-import warnings
-
 from ._lazy import lazy_attributes
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; type checkers read True
 if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API reference
-    from typing import Any
-
     # public submodules, reached as attributes (pr.catalog.CatalogSyncer)
     from . import blocking as blocking
     from . import catalog as catalog
@@ -319,19 +314,9 @@ _lazy_getattr, __dir__ = lazy_attributes(
     _EXPORTS,
     globals(),
     moved=_MOVED,
+    renamed=_RENAMED,
     submodules=frozenset({"blocking", "catalog", "plugin", "testing"}),
 )
 
 if not TYPE_CHECKING:  # type checkers see the imports above; unknown names stay errors for them
-
-    def __getattr__(name: str) -> Any:
-        renamed = _RENAMED.get(name)
-        if renamed is None:
-            return _lazy_getattr(name)
-        new, module_name = renamed
-        warnings.warn(
-            f"pando_runtime.{name} is {new} now; the old name goes at 1.0",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(f".{module_name}", __name__), new)
+    __getattr__ = _lazy_getattr

@@ -90,8 +90,11 @@ def test_every_public_name_resolves_to_its_modules_object_and_is_documented(
 def test_names_that_moved_resolve_where_they_were_with_a_warning_naming_the_new_home(
     name: str, home: str
 ) -> None:
-    with pytest.warns(DeprecationWarning, match=rf"pando_runtime\.{name} is {home}\.{name} now"):
+    with pytest.warns(
+        DeprecationWarning, match=rf"pando_runtime\.{name} is {home}\.{name} now"
+    ) as warned:
         value = getattr(pr, name)
+    assert warned[0].filename == __file__, "the warning points at the line that named it"
     assert value is getattr(NAMESPACES[home], name)
     assert name not in pr.__all__
 
@@ -160,8 +163,9 @@ def test_the_command_lines_help_imports_no_runtime_code() -> None:
 def test_old_names_resolve_with_a_deprecation_warning_and_are_in_no_list(
     old: str, new: str | None
 ) -> None:
-    with pytest.warns(DeprecationWarning, match=f"pando_runtime.{old} "):
+    with pytest.warns(DeprecationWarning, match=f"pando_runtime.{old} ") as warned:
         value = getattr(pr, old)
+    assert warned[0].filename == __file__, "the warning points at the line that named it"
     if new is not None:
         assert value is getattr(pr, new)
     assert old not in pr.__all__

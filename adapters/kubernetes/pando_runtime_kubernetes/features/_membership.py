@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,14 +29,13 @@ from pando_runtime.plugin import LeaseConflict, LeaseRecord, MembershipSlot, Sto
 from .._info import KubernetesConfig
 from .._log import logger
 from .._names import (
-    ANN_BUNDLE_ID,
-    ANN_VOLUMES_ONLY,
     LABEL_BUNDLE,
     LABEL_MANAGED_BY,
     MANAGED_BY,
     MANAGED_SELECTOR,
 )
 from ..api._paths import api_path
+from ..cache._projections import NamespaceFacts, project_namespace
 from ._fencing import Fences
 from ._session import ClusterSession
 from ._session_errors import WriteConflict
@@ -173,23 +172,15 @@ class KubeMembership:
         """
         informer = await self._session.synced()
         if informer is not None:
-            return [
-                facts.bundle_id
-                for facts in informer.namespaces.by_name.values()
-                if facts.bundle_id and not facts.volumes_only
-            ]
-        answer = await self._session.get(
-            api_path(None, "namespaces"),
-            "list the apps' namespaces",
-            labelSelector=f"{MANAGED_SELECTOR},{LABEL_BUNDLE}",
-        )
-        ids = []
-        for item in answer.get("items") or ():
-            annotations = (item.get("metadata") or {}).get("annotations") or {}
-            bundle_id = annotations.get(ANN_BUNDLE_ID)
-            if bundle_id and annotations.get(ANN_VOLUMES_ONLY) != "true":
-                ids.append(str(bundle_id))
-        return ids
+            held: Iterable[NamespaceFacts] = informer.namespaces.by_name.values()
+        else:
+            answer = await self._session.get(
+                api_path(None, "namespaces"),
+                "list the apps' namespaces",
+                labelSelector=f"{MANAGED_SELECTOR},{LABEL_BUNDLE}",
+            )
+            held = (project_namespace(item) for item in answer.get("items") or ())
+        return [f.bundle_id for f in held if f.bundle_id and not f.volumes_only]
 
     @contextlib.asynccontextmanager
     async def join(

@@ -268,6 +268,54 @@ async def test_the_server_tells_its_newest_version_in_one_watch_call(
         await other.destroy(BundleRef(bundle_id))
 
 
+QUIET = 10.0
+"""Seconds both sides must hold still, and differ, before a difference is a defect.
+
+Once the churning process is dead nothing writes its apps' namespaces: only kwok's progress
+(a pod started, a deleting pod removed) and the watch's delivery of it change either side, and
+each change shows within a second or two even on a busy machine; ten quiet seconds is not lag."""
+HANG = 180.0
+"""A bound on the whole wait while it still sees changes: kwok settles six apps in seconds."""
+
+
+def _pod_keys(pods: Any) -> set[tuple[str, str, bool]]:
+    return {
+        (p.metadata.name, p.metadata.uid, p.metadata.deletion_timestamp is not None) for p in pods
+    }
+
+
+async def _until_the_cache_agrees(after: KubernetesAdapter, core: Any, ns: str) -> None:
+    """Wait until the cache holds what the API server lists in ``ns``; fail if it never will.
+
+    Both sides are read again on every round. The rule for pods being deleted: the API server
+    lists a pod with a deletion time until its DELETED event, and the cache keeps it (marked
+    deleting: not live, so no host sees it as the workload's instance) until that event too,
+    so each side is compared as (name, uid, deleting). The wait goes on while either side
+    still changes and fails once both have held still, different, for :data:`QUIET` seconds:
+    a cache that disagrees with a quiet API server is wrong, not late.
+    """
+    selector = "app.kubernetes.io/managed-by=pando"
+    last: tuple[set[Any], set[Any]] | None = None
+    still_since = anyio.current_time()
+    with anyio.fail_after(HANG):
+        while True:
+            listed = await anyio.to_thread.run_sync(
+                lambda: core.list_namespaced_pod(ns, label_selector=selector)
+            )
+            truth = _pod_keys(listed.items)
+            cached = {(p.name, p.uid, p.deleting) for p in await after.session.pods(ns)}
+            if cached == truth:
+                return
+            now = anyio.current_time()
+            if (truth, cached) != last:
+                last, still_since = (truth, cached), now
+            assert now - still_since < QUIET, (
+                f"{ns}: the cache disagrees with a quiet API server: only cached "
+                f"{sorted(cached - truth)}, only listed {sorted(truth - cached)}"
+            )
+            await anyio.sleep(0.2)
+
+
 CHURN = """
 import json, sys, anyio
 from pando_runtime import BundlePlan, WorkloadPlan
@@ -315,24 +363,6 @@ async def test_a_process_killed_mid_write_leaves_a_store_the_next_start_can_trus
             async with after.watch_bundles():
                 pass  # synced: caught up
         for i in range(6):
-            ns = namespace_for(f"{churn}{i}")
-            truth = await anyio.to_thread.run_sync(
-                lambda ns=ns: core.list_namespaced_pod(
-                    ns, label_selector="app.kubernetes.io/managed-by=pando"
-                )
-            )
-            names = {pod.metadata.name for pod in truth.items}
-            cached_pods = {p.name for p in await after.session.pods(ns)}
-            # The cache agrees with the API server (it may be a moment behind: wait for it).
-            with anyio.fail_after(30):
-                while cached_pods != names:
-                    await anyio.sleep(0.2)
-                    truth = await anyio.to_thread.run_sync(
-                        lambda ns=ns: core.list_namespaced_pod(
-                            ns, label_selector="app.kubernetes.io/managed-by=pando"
-                        )
-                    )
-                    names = {pod.metadata.name for pod in truth.items}
-                    cached_pods = {p.name for p in await after.session.pods(ns)}
+            await _until_the_cache_agrees(after, core, namespace_for(f"{churn}{i}"))
         for i in range(6):
             await after.destroy(BundleRef(f"{churn}{i}"))

@@ -17,6 +17,7 @@ from pando_runtime_kubernetes.cache._list_watch import ApiListWatch, SharedAnswe
 from pando_runtime_kubernetes.cache._projections import project_namespace, project_pod
 from pando_runtime_kubernetes.cache._warm import SCHEMA, DiskCache, WarmCache
 from pando_runtime_kubernetes.cache._watch import WatchLoop, at_or_past
+from pando_runtime_kubernetes.cache._write_through import remember
 
 from pando_runtime import AdapterUnavailable, BundleEventKind
 
@@ -556,3 +557,58 @@ async def test_other_refusals_leave_the_newest_version_unknown() -> None:
     forbidden = _NoStreamingLists(403)
     assert await ApiListWatch(forbidden, "/api/v1/pods").newest_version() is None  # type: ignore[arg-type]
     assert forbidden.calls == ["STREAM /api/v1/pods"]
+
+
+def _deleted(body: dict[str, Any], version: int) -> dict[str, Any]:
+    """``body`` as a delete's answer and its DELETED event carry it: on its way out."""
+    meta = {**body["metadata"], "resourceVersion": str(version)}
+    meta["deletionTimestamp"] = "2026-01-01T00:00:09Z"
+    return {**body, "metadata": meta}
+
+
+async def test_a_deletes_answer_after_its_watch_event_does_not_bring_the_pod_back(
+    tmp_path: Path,
+) -> None:
+    # A pod deleted at once (never bound to a node, or a grace of 0): the watch's DELETED
+    # event and the DELETE call's answer race, and on a busy machine the event can come
+    # first. The answer (write-through) must not put back what the watch removed: no later
+    # event would remove it, and the flusher would hand it to the next start as true.
+    informer = _informer({"pods": ScriptedSource([])})
+    pod = _pod("app-a", "web-1", running=False)
+    informer.pods.on_event("ADDED", pod)
+    gone = _deleted(pod, 9)
+    informer.pods.on_event("DELETED", gone)
+    remember(informer, gone)  # the DELETE call's answer, processed after the event
+    assert informer.pods.pods("app-a") == []
+
+    informer.loops["pods"].resource_version = "9"
+    disk, warm = _journaled(tmp_path, informer)
+    await warm.flush()
+    disk.close()
+    state = _reloaded(tmp_path)
+    assert state is not None
+    assert state.pods == []
+
+
+async def test_a_deletes_answer_before_its_watch_event_marks_the_pod_on_its_way_out() -> None:
+    informer = _informer({"pods": ScriptedSource([])})
+    pod = _pod("app-a", "web-1")
+    informer.pods.on_event("ADDED", pod)
+    remember(informer, _deleted(pod, 9))  # graceful: the pod stays until the kubelet is done
+    (facts,) = informer.pods.pods("app-a")
+    assert facts.deleting
+    assert not facts.live
+    informer.pods.on_event("DELETED", _deleted(pod, 11))
+    assert informer.pods.pods("app-a") == []
+
+
+async def test_a_deleted_gateway_pods_late_answer_does_not_bring_it_back() -> None:
+    informer = _informer({"pods": ScriptedSource([])})
+    gateway = _pod("app-a", "egress-1")
+    gateway["metadata"]["labels"] = {"pando.dev/role": "egress-gateway"}
+    informer.gateways.on_event("ADDED", gateway)
+    assert informer.gateways.in_namespace("app-a")
+    gone = _deleted(gateway, 9)
+    informer.gateways.on_event("DELETED", gone)
+    remember(informer, gone)
+    assert informer.gateways.in_namespace("app-a") == []

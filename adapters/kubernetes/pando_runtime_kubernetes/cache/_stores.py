@@ -164,6 +164,16 @@ class PodStore:
         self.pod_changed(facts)
         self._notify()
 
+    def put_if_held(self, facts: PodFacts) -> None:
+        """Update a pod this store holds; one it does not hold stays out.
+
+        For a write's answer about a pod on its way out: its watch may have removed it
+        already (an immediate delete's DELETED event can beat the DELETE call's answer),
+        and nothing would remove it a second time.
+        """
+        if facts.name in self.by_namespace.get(facts.namespace, {}):
+            self.put(facts)
+
     def remove(self, namespace: str, name: str, *, emit: bool = True) -> None:
         """Forget a pod (it was deleted)."""
         pods = self.by_namespace.get(namespace, {})
@@ -336,6 +346,11 @@ class NamespacedStore(Generic[F]):
             return
         kept[key] = facts
         self.namespace_changed(facts.namespace)
+
+    def put_if_held(self, facts: F) -> None:
+        """Update facts this store holds; others stay out (see :meth:`PodStore.put_if_held`)."""
+        if self._key(facts) in self.by_namespace.get(facts.namespace, {}):
+            self.put(facts)
 
     def remove(self, namespace: str, key: str) -> None:
         """Forget the facts of ``key``."""

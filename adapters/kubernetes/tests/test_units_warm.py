@@ -612,3 +612,30 @@ async def test_a_deleted_gateway_pods_late_answer_does_not_bring_it_back() -> No
     informer.gateways.on_event("DELETED", gone)
     remember(informer, gone)
     assert informer.gateways.in_namespace("app-a") == []
+
+
+async def test_a_read_answer_older_than_a_deletion_is_refused_and_a_new_pod_of_the_name_taken() -> (
+    None
+):
+    informer = _informer({"pods": ScriptedSource([]), "namespaces": ScriptedSource([])})
+    pod = _pod("app-a", "web-1", version=5)
+    informer.pods.on_event("ADDED", pod)
+    informer.pods.on_event("DELETED", _deleted(pod, 9))
+    remember(informer, pod)  # a read that found it at version 5, handled after the event
+    assert informer.pods.pods("app-a") == []
+    again = {**_pod("app-a", "web-1", version=12)}
+    again["metadata"] = {**again["metadata"], "uid": "u-web-1-again"}
+    remember(informer, again)  # made again under the same name: newer than the deletion
+    (facts,) = informer.pods.pods("app-a")
+    assert facts.uid == "u-web-1-again"
+
+    namespace = _namespace("app-a")
+    informer.namespaces.on_event("ADDED", namespace)
+    informer.namespaces.on_event(
+        "DELETED", {**namespace, "metadata": {**namespace["metadata"], "resourceVersion": "8"}}
+    )
+    remember(informer, namespace)  # version 3: from before the deletion
+    assert "app-a" not in informer.namespaces.by_name
+    informer.pods.on_list([], relist=True)  # a list is the truth: departures are forgotten
+    remember(informer, pod)
+    assert [p.name for p in informer.pods.pods("app-a")] == ["web-1"]

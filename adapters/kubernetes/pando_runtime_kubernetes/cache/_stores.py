@@ -33,6 +33,7 @@ from ._projections import (
 __all__ = [
     "CacheState",
     "ClaimStore",
+    "Departures",
     "GatewayStore",
     "Listeners",
     "NamespaceStore",
@@ -51,6 +52,45 @@ _REPLAY_MAX = 10_000
 
 
 _T = TypeVar("_T")
+
+_DEPARTURES_KEPT = 4096
+"""Departures each store remembers: a late answer is of a call in flight at the deletion."""
+
+
+class Departures:
+    """When each object left a store (its DELETED event's version): none of it comes back.
+
+    A watch's DELETED event can be handled before the answer of a call made earlier: an
+    immediate delete's own answer, or a read that found the object a moment before. Such an
+    answer is at most as new as the deletion, and a store refuses it; an object made again
+    under the same key is newer and is taken. Without this a late answer put back what the
+    watch removed, no later event removed it, and the saved cache handed it to the next start.
+    Only the newest departures are kept: a late answer belongs to a call in flight at the
+    deletion, seconds at most.
+    """
+
+    __slots__ = ("_versions",)
+
+    def __init__(self) -> None:
+        self._versions: dict[Any, int] = {}
+
+    def left(self, key: Any, version: int) -> None:
+        """``key`` was deleted at ``version`` (0, unknown: nothing to hold against answers)."""
+        if version <= 0:
+            return
+        self._versions.pop(key, None)
+        self._versions[key] = version
+        if len(self._versions) > _DEPARTURES_KEPT:
+            del self._versions[next(iter(self._versions))]
+
+    def refuses(self, key: Any, version: int) -> bool:
+        """Whether facts of ``key`` at ``version`` are from before it left (or of no version)."""
+        departed = self._versions.get(key)
+        return departed is not None and version <= departed
+
+    def clear(self) -> None:
+        """Forget every departure (a list replaced everything with the truth)."""
+        self._versions.clear()
 
 
 class Listeners(Generic[_T]):
@@ -121,6 +161,7 @@ class PodStore:
         self.namespace_changed = Listeners[str | None]()
         """Told the namespace of every change (``None``: everything)."""
         self._clock = clock
+        self.departures = Departures()
         self.changed = anyio.Event()
         self.replay: list[BundleEvent] | None = None
         """While not ``None`` (a warm start), the events emitted are also kept here, for the
@@ -153,6 +194,8 @@ class PodStore:
 
     def put(self, facts: PodFacts, *, emit: bool = True) -> None:
         """Store ``facts`` unless a newer version is already there (write-through safe)."""
+        if self.departures.refuses((facts.namespace, facts.name), facts.version):
+            return
         pods = self.by_namespace.setdefault(facts.namespace, {})
         old = pods.get(facts.name)
         if old is not None and old.version > facts.version > 0:
@@ -163,16 +206,6 @@ class PodStore:
             self._emit(pod_transitions(old, facts, self._clock()))
         self.pod_changed(facts)
         self._notify()
-
-    def put_if_held(self, facts: PodFacts) -> None:
-        """Update a pod this store holds; one it does not hold stays out.
-
-        For a write's answer about a pod on its way out: its watch may have removed it
-        already (an immediate delete's DELETED event can beat the DELETE call's answer),
-        and nothing would remove it a second time.
-        """
-        if facts.name in self.by_namespace.get(facts.namespace, {}):
-            self.put(facts)
 
     def remove(self, namespace: str, name: str, *, emit: bool = True) -> None:
         """Forget a pod (it was deleted)."""
@@ -213,6 +246,7 @@ class PodStore:
 
     def on_list(self, items: list[PodFacts], relist: bool) -> None:
         """Replace everything; after a relist tell subscribers they may have missed events."""
+        self.departures.clear()
         fresh: dict[str, dict[str, PodFacts]] = {}
         for facts in items:
             fresh.setdefault(facts.namespace, {})[facts.name] = facts
@@ -229,6 +263,7 @@ class PodStore:
             return
         if kind == "DELETED":
             self.remove(facts.namespace, facts.name)
+            self.departures.left((facts.namespace, facts.name), facts.version)
         else:
             self.put(facts)
 
@@ -332,6 +367,7 @@ class NamespacedStore(Generic[F]):
         """Told the namespace of every change (``None``: everything)."""
         self._project = project
         self._key = key
+        self.departures = Departures()
 
     def in_namespace(self, namespace: str) -> list[F]:
         """The facts of ``namespace``."""
@@ -339,18 +375,15 @@ class NamespacedStore(Generic[F]):
 
     def put(self, facts: F) -> None:
         """Record ``facts`` unless a newer version of them is there."""
-        kept = self.by_namespace.setdefault(facts.namespace, {})
         key = self._key(facts)
+        if self.departures.refuses((facts.namespace, key), getattr(facts, "version", 0)):
+            return
+        kept = self.by_namespace.setdefault(facts.namespace, {})
         old = kept.get(key)
         if old is not None and getattr(old, "version", 0) > getattr(facts, "version", 0) > 0:
             return
         kept[key] = facts
         self.namespace_changed(facts.namespace)
-
-    def put_if_held(self, facts: F) -> None:
-        """Update facts this store holds; others stay out (see :meth:`PodStore.put_if_held`)."""
-        if self._key(facts) in self.by_namespace.get(facts.namespace, {}):
-            self.put(facts)
 
     def remove(self, namespace: str, key: str) -> None:
         """Forget the facts of ``key``."""
@@ -367,6 +400,7 @@ class NamespacedStore(Generic[F]):
     def on_list(self, items: list[F], relist: bool) -> None:
         """Replace everything."""
         self.by_namespace = {}
+        self.departures.clear()
         self.namespace_changed(None)
         for facts in items:
             self.put(facts)
@@ -377,7 +411,9 @@ class NamespacedStore(Generic[F]):
         if facts is None:
             return
         if kind == "DELETED":
-            self.remove(facts.namespace, self._key(facts))
+            key = self._key(facts)
+            self.remove(facts.namespace, key)
+            self.departures.left((facts.namespace, key), getattr(facts, "version", 0))
         else:
             self.put(facts)
 
@@ -411,9 +447,12 @@ class NamespaceStore:
         self.by_name: dict[str, NamespaceFacts] = {}
         self.namespace_changed = Listeners[str | None]()
         """Told the namespace of every change (``None``: everything)."""
+        self.departures = Departures()
 
     def put(self, facts: NamespaceFacts) -> None:
-        """Store ``facts`` unless a newer version is there."""
+        """Store ``facts`` unless a newer version is there, or it left since."""
+        if self.departures.refuses(facts.name, facts.version):
+            return
         old = self.by_name.get(facts.name)
         if old is not None and old.version > facts.version > 0:
             return
@@ -422,6 +461,8 @@ class NamespaceStore:
 
     def terminating(self, facts: NamespaceFacts) -> None:
         """Mark a namespace being deleted (its watch event comes later)."""
+        if self.departures.refuses(facts.name, facts.version):
+            return
         self.by_name[facts.name] = attrs.evolve(facts, terminating=True)
         self.namespace_changed(facts.name)
 
@@ -433,6 +474,7 @@ class NamespaceStore:
     def on_list(self, items: list[NamespaceFacts], relist: bool) -> None:
         """Replace everything."""
         self.by_name = {}
+        self.departures.clear()
         self.namespace_changed(None)
         for facts in items:
             self.put(facts)
@@ -442,6 +484,7 @@ class NamespaceStore:
         facts = project_namespace(obj)
         if kind == "DELETED":
             self.by_name.pop(facts.name, None)
+            self.departures.left(facts.name, facts.version)
             self.namespace_changed(facts.name)
         else:
             self.put(facts)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+import functools
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Any, ClassVar, Self
@@ -36,10 +37,24 @@ from ._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRe
 from ._scope import read_scope
 from ._streams import read_all
 from ._trial import TrialRequest, TrialResult
-from ._validation import check_plan
+from ._validation import check_not_before, check_plan
 from ._volumes import VolumeHandle, VolumeRequest
 
 __all__ = ["RuntimeAdapter"]
+
+_Observe = Callable[..., Awaitable[ObservedBundle]]
+
+
+def _checking_inputs(observe: _Observe) -> _Observe:
+    """``observe`` refusing a bad ``not_before`` (:class:`InvalidInput`) before it reads."""
+
+    @functools.wraps(observe)
+    async def checked(self: RuntimeAdapter, ref: BundleRef, **options: Any) -> ObservedBundle:
+        check_not_before(options.get("not_before"))
+        return await observe(self, ref, **options)
+
+    checked.__pando_checks_inputs__ = True  # type: ignore[attr-defined]
+    return checked
 
 
 class RuntimeAdapter(abc.ABC):
@@ -60,6 +75,17 @@ class RuntimeAdapter(abc.ABC):
     def __init__(self, config: Mapping[str, Any] | Any | None = None) -> None:
         self.config: Any = EmptyConfig()
         self.configure(config)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give the subclass's ``observe`` the contract's input check.
+
+        Every adapter (and every wrapper of one) then refuses a bad ``not_before`` with
+        :class:`InvalidInput` before it reads anything, without checking it itself.
+        """
+        super().__init_subclass__(**kwargs)
+        observe = cls.__dict__.get("observe")
+        if observe is not None and not getattr(observe, "__pando_checks_inputs__", False):
+            setattr(cls, "observe", _checking_inputs(observe))  # noqa: B010 - mypy: a method
 
     # -- identity & health ------------------------------------------------------------------
 
@@ -137,6 +163,8 @@ class RuntimeAdapter(abc.ABC):
         with state confirmed at or after it (or after the call began, when it is later):
         the adapter waits for such a confirmation, or reads, and raises
         :class:`AdapterUnavailable` when it cannot get one within its read timeout.
+        A ``not_before`` that is not a timezone-aware datetime raises :class:`InvalidInput`
+        before anything is read; this class checks it for every subclass.
         """
 
     @abc.abstractmethod

@@ -18,13 +18,26 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Sequence
 
 __all__ = ["main"]
 
+_RST_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def _plain(paragraph: str) -> str:
+    """A docstring paragraph as terminal text: no reStructuredText literal markup."""
+    return _RST_LITERAL.sub(r"\1", paragraph)
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pando-runtime", description=__doc__.split("\n\n")[0])
+    paragraphs = __doc__.split("\n\n")
+    parser = argparse.ArgumentParser(
+        prog="pando-runtime",
+        description=_plain(paragraphs[0]),
+        epilog=_plain(paragraphs[-1]),  # the exit codes
+    )
     parser.add_argument("--adapter", help="adapter name (env PANDO_RUNTIME_ADAPTER; default fake)")
     parser.add_argument(
         "--config", help="adapter settings file, YAML or JSON (env PANDO_RUNTIME_CONFIG)"

@@ -13,14 +13,21 @@ therefore do not matter; clock *rates* may differ by less than the margin betwee
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import attrs
 
-from ._errors import PandoRuntimeError
+from ._errors import AdapterFailed, AdapterUnavailable, PandoRuntimeError
 
-__all__ = ["LeaseConflict", "LeaseRecord", "LeaseStore", "LeaseWatch", "StoredLease"]
+__all__ = [
+    "LeaseConflict",
+    "LeaseRecord",
+    "LeaseStore",
+    "LeaseWatch",
+    "StoredLease",
+    "lease_failure",
+]
 
 MEMBERS = "members"
 """The group of the replicas' own leases."""
@@ -61,7 +68,10 @@ class LeaseStore(Protocol):
     """A runtime's coordination engine, as a membership uses it.
 
     Every call is linearizable (a read sees every write that ended before it began).
-    A store that cannot be reached raises :class:`AdapterUnavailable`.
+    A store that cannot be reached raises :class:`AdapterUnavailable`; one whose runtime
+    refused a call raises :class:`AdapterUnavailable` (a read) or :class:`AdapterFailed`
+    (a write) whose message says what was refused and whose remedy fits (a missing
+    namespace, a verb the identity may not use): the membership passes both on to the host.
     """
 
     async def list_leases(self, group: str) -> tuple[StoredLease, ...]:
@@ -108,3 +118,34 @@ class LeaseWatch:
         if seen is None:
             return True  # never seen: it counts as renewed now
         return self._clock() - seen[2] <= lease.record.duration
+
+
+def lease_failure(
+    what: str, cause: BaseException | None, deadline: float, details: Mapping[str, Any]
+) -> PandoRuntimeError:
+    """The error for a lease call that failed: ``what`` could not be done, and why.
+
+    A store's own error keeps its class, its words and its remedy (it knows what the
+    runtime answered: a missing namespace, a refused verb), prefixed with ``what``; a
+    conflict says another process wrote the lease; no answer within ``deadline`` seconds
+    (``cause`` ``None`` or a timeout) is :class:`AdapterUnavailable` with its default remedy.
+    """
+    if isinstance(cause, LeaseConflict):
+        return AdapterFailed(
+            f"{what}: another process wrote the same lease meanwhile",
+            remedy=(
+                "Give each replica (and each singleton's holder) a name of its own; if a "
+                "process of the same name ended, join again once its lease has expired."
+            ),
+            details={**cause.details, **details, "conflict": True},
+        )
+    if isinstance(cause, AdapterUnavailable | AdapterFailed):
+        return type(cause)(
+            f"{what}: {cause.message}", remedy=cause.remedy, details={**cause.details, **details}
+        )
+    if isinstance(cause, PandoRuntimeError):
+        return cause  # a coded error of its own kind (throttled, say): as the store raised it
+    return AdapterUnavailable(
+        f"{what}: the runtime did not answer within the renew deadline ({deadline:g} s)",
+        details=dict(details),
+    )

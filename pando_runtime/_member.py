@@ -32,8 +32,16 @@ import attrs
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ._background import beside
-from ._errors import AdapterUnavailable, NotOwner, PandoRuntimeError
-from ._leases import MEMBERS, LeaseConflict, LeaseRecord, LeaseStore, LeaseWatch, StoredLease
+from ._errors import NotOwner, PandoRuntimeError
+from ._leases import (
+    MEMBERS,
+    LeaseConflict,
+    LeaseRecord,
+    LeaseStore,
+    LeaseWatch,
+    StoredLease,
+    lease_failure,
+)
 from ._log import logger
 from ._membership import MembershipSettings, OwnershipChange, check_membership
 from ._ownership import OwnershipHistory, OwnershipView
@@ -87,6 +95,7 @@ class Membership:
         self._announced: frozenset[str] = frozenset()
         self._lease: StoredLease | None = None
         self._renewed_at: float | None = None
+        self._failure: BaseException | None = None  # why the last renewal or read failed
         self._known: frozenset[str] = frozenset()
         self._subscribers: list[MemoryObjectSendStream[OwnershipChange]] = []
         self._writing: Counter[str] = Counter()  # bundle -> writes in flight
@@ -266,11 +275,10 @@ class Membership:
         self._joined = True
         await self._read(first=True)
         target = self._target()
-        if not await self._renew(target) or not await self._read():
-            raise AdapterUnavailable(
-                f"replica {self.replica!r} could not write its lease and read the others'",
-                details={"replica": self.replica},
-            )
+        if not await self._renew(target):
+            raise self._join_failed("could not write its lease")
+        if not await self._read():
+            raise self._join_failed("could not read the members' leases")
         await self._adopt(
             OwnershipView(me=self.replica, view=target, others=self._others, fresh=True)
         )
@@ -308,6 +316,17 @@ class Membership:
                 _LOG.info("replica %s left", self.replica, extra={"replica": self.replica})
             except PandoRuntimeError as error:
                 _LOG.warning("replica %s: lease not deleted (%s)", self.replica, error.code)
+
+    def _join_failed(self, what: str) -> PandoRuntimeError:
+        """Why joining failed: the store's own error (what the runtime answered) or a timeout."""
+        error = lease_failure(
+            f"replica {self.replica!r} {what}",
+            self._failure,
+            self.settings.renew_deadline,
+            {"replica": self.replica},
+        )
+        error.__cause__ = self._failure
+        return error
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -368,19 +387,22 @@ class Membership:
             duration=self.settings.lease_duration,
             view=tuple(sorted(view)),
         )
+        self._failure = None  # a timeout leaves none
         with anyio.move_on_after(self.settings.renew_deadline):
             try:
                 self._lease = await self._store.write_lease(
                     MEMBERS, self.replica, record, version=current.version if current else None
                 )
-            except LeaseConflict:
+            except LeaseConflict as error:
                 _LOG.warning(
                     "replica %s: its lease was written by another process; is the name unique?",
                     self.replica,
                 )
                 self._lease = None  # the next read takes the current version
+                self._failure = error
             except PandoRuntimeError as error:
-                _LOG.warning("replica %s: renewal failed (%s)", self.replica, error.code)
+                _LOG.warning("replica %s: renewal failed: %s", self.replica, error)
+                self._failure = error
             else:
                 self._renewed_at = started
                 return True
@@ -392,12 +414,12 @@ class Membership:
             with anyio.fail_after(self.settings.renew_deadline):
                 leases = await self._store.list_leases(MEMBERS)
         except (PandoRuntimeError, TimeoutError) as error:
+            self._failure = error
             if first:
-                raise AdapterUnavailable(
-                    f"replica {self.replica!r} could not read the members' leases",
-                    details={"replica": self.replica},
-                ) from error
-            _LOG.warning("replica %s: leases unreadable (%s)", self.replica, type(error).__name__)
+                raise self._join_failed("could not read the members' leases") from error
+            _LOG.warning(
+                "replica %s: leases unreadable: %s", self.replica, error or type(error).__name__
+            )
             return False
         self._watch.forget(MEMBERS, {lease.name for lease in leases})
         others: dict[str, frozenset[str]] = {}

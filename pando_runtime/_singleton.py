@@ -17,7 +17,14 @@ import attrs
 
 from ._background import beside
 from ._errors import NotOwner, PandoRuntimeError
-from ._leases import SINGLETONS, LeaseConflict, LeaseRecord, LeaseStore, LeaseWatch, StoredLease
+from ._leases import (
+    SINGLETONS,
+    LeaseConflict,
+    LeaseRecord,
+    LeaseStore,
+    LeaseWatch,
+    StoredLease,
+)
 from ._log import logger
 from ._membership import MembershipSettings, check_singleton_name
 
@@ -32,6 +39,8 @@ class _Held:
     renewed_at: float
     scope: anyio.CancelScope | None = None
     lost: str | None = None
+    remedy: str | None = None
+    """What to do about ``lost``, when the store said (a renewal refused for a reason)."""
     crashed: bool = False
 
 
@@ -53,6 +62,7 @@ class Singletons:
         self._alive = alive
         self._watch = LeaseWatch(clock)
         self._held: dict[str, _Held] = {}
+        self._reported: dict[str, str] = {}  # singleton -> the failure last logged while waiting
 
     def crash(self) -> None:
         """Stop renewing every singleton held, releasing none; their blocks are cancelled."""
@@ -61,17 +71,25 @@ class Singletons:
             if held.scope is not None:
                 held.scope.cancel()
 
-    def _refused(self, name: str, why: str) -> NotOwner:
+    def _refused(self, name: str, why: str, remedy: str) -> NotOwner:
         return NotOwner(
             f"replica {self._replica!r} does not hold singleton {name!r}: {why}",
+            remedy=remedy,
             details={"replica": self._replica, "singleton": name, "owner": None},
         )
+
+    def _waiting_on(self, name: str, error: PandoRuntimeError) -> None:
+        """Log why ``name`` is not taken yet: at each new reason, with what to do about it."""
+        said = f"{error.message} (remedy: {error.remedy})"
+        if self._reported.get(name) != said:
+            self._reported[name] = said
+            _LOG.warning("singleton %s: not taken yet, retrying: %s", name, said)
 
     async def _try(self, name: str) -> _Held | None:
         try:
             leases = {lease.name: lease for lease in await self._store.list_leases(SINGLETONS)}
         except PandoRuntimeError as error:
-            _LOG.warning("singleton %s: leases unreadable (%s)", name, error.code)
+            self._waiting_on(name, error)
             return None
         current = leases.get(name)
         if current is not None:
@@ -90,16 +108,23 @@ class Singletons:
                     SINGLETONS, name, record, version=current.version if current else None
                 )
                 return _Held(lease=lease, renewed_at=started)
-        except PandoRuntimeError as error:  # LeaseConflict: another replica took it first
-            _LOG.debug("singleton %s: not taken (%s)", name, error.code)
+        except LeaseConflict:  # another replica took it first
+            _LOG.debug("singleton %s: taken by another replica first", name)
+        except PandoRuntimeError as error:  # refused, or unreachable: say why
+            self._waiting_on(name, error)
         return None
 
     async def _acquire(self, name: str) -> _Held:
         while True:
             if not self._alive():
-                raise self._refused(name, "the replica left its membership")
+                raise self._refused(
+                    name,
+                    "the replica left its membership",
+                    "Hold singletons within a membership the replica is in: join again first.",
+                )
             held = await self._try(name)
             if held is not None:
+                self._reported.pop(name, None)
                 _LOG.info("singleton %s: held by %s", name, self._replica)
                 return held
             await anyio.sleep(self._settings.retry_period)
@@ -109,7 +134,8 @@ class Singletons:
         while True:
             left = held.renewed_at + settings.renew_deadline - self._clock()
             if left <= 0:
-                held.lost = f"its lease was not renewed for {settings.renew_deadline:g} s"
+                if held.remedy is None:  # no answer at all; else the store's reason stays
+                    held.lost = f"its lease was not renewed for {settings.renew_deadline:g} s"
                 break
             await anyio.sleep(min(settings.retry_period, left))
             started = self._clock()
@@ -120,11 +146,17 @@ class Singletons:
                         SINGLETONS, name, record, version=held.lease.version
                     )
                     held.renewed_at = started
+                    held.lost = held.remedy = None
                 except LeaseConflict:
                     held.lost = "another replica took its lease"
                     break
                 except PandoRuntimeError as error:
-                    _LOG.warning("singleton %s: renewal failed (%s)", name, error.code)
+                    _LOG.warning("singleton %s: renewal failed: %s", name, error)
+                    held.lost = (
+                        f"its lease was not renewed for {settings.renew_deadline:g} s "
+                        f"(the last renewal: {error.message})"
+                    )
+                    held.remedy = error.remedy
         _LOG.warning("singleton %s: lost by %s (%s)", name, self._replica, held.lost)
         scope.cancel()
 
@@ -141,7 +173,11 @@ class Singletons:
         """Wait until this replica holds ``name``; hold it for the block (see the module)."""
         check_singleton_name(name)
         if name in self._held:
-            raise self._refused(name, "this replica already holds or awaits it")
+            raise self._refused(
+                name,
+                "this replica already holds or awaits it",
+                "Hold a singleton once per replica: leave the first block before entering again.",
+            )
         held = await self._acquire(name)
         self._held[name] = held
 
@@ -160,6 +196,11 @@ class Singletons:
             if held.lost is None and not held.crashed:
                 await self._release(name, held)
         if held.crashed:
-            raise self._refused(name, "the replica crashed")
+            raise self._refused(name, "the replica crashed", "Join again to hold it again.")
         if held.lost is not None:
-            raise self._refused(name, held.lost)
+            raise self._refused(
+                name,
+                held.lost,
+                held.remedy
+                or "Enter membership.singleton(name) again: it waits until this replica holds it.",
+            )

@@ -11,10 +11,11 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterable
+from datetime import datetime
 
 from ._capabilities import Capability, RuntimeCapabilities
 from ._edge import EdgePlan
-from ._errors import CapabilityUnsupported, InvalidPlan, Problem
+from ._errors import CapabilityUnsupported, InvalidInput, InvalidPlan, Problem
 from ._exec import ExecRequest
 from ._plans import BundlePlan, EgressPolicy, HealthCheck, Resources, WorkloadPlan
 from ._trial import TrialRequest
@@ -23,6 +24,7 @@ from ._volumes import VolumeRequest
 __all__ = [
     "CAPABILITY_PROBLEM",
     "MAX_CARRIED_FILES_BYTES",
+    "check_not_before",
     "check_plan",
     "is_valid_image",
     "validate_edge",
@@ -535,3 +537,32 @@ def validate_edge(plan: EdgePlan) -> list[Problem]:
 def raise_problems(problems: list[Problem], what: str) -> None:
     """Raise :class:`InvalidPlan` (or :class:`CapabilityUnsupported`) when ``problems`` exist."""
     _raise(problems, what)
+
+
+def check_not_before(not_before: object) -> None:
+    """Refuse an ``observe(..., not_before=...)`` that is not ``None`` or an aware datetime.
+
+    A naive datetime cannot be compared with the runtime's confirmations (they are UTC),
+    and a string or a number is no instant at all; either would fail deep inside a read.
+
+    Raises:
+        InvalidInput: naming ``not_before``, what it must be, and what it was.
+    """
+    if not_before is None:
+        return
+    if isinstance(not_before, datetime):
+        if not_before.utcoffset() is not None:
+            return
+        got, code = f"a naive datetime ({not_before.isoformat()}, no timezone)", "no_timezone"
+    else:
+        got, code = f"a {type(not_before).__name__}", "wrong_type"
+    raise InvalidInput(
+        "observe's 'not_before' is not valid",
+        [Problem("not_before", f"must be a timezone-aware datetime, got {got}", code)],
+        remedy=(
+            "Pass a timezone-aware datetime (for example datetime.now(UTC), or a "
+            "confirmed_at an earlier observe returned), or None to answer at once; "
+            "nothing was read."
+        ),
+        details={"parameter": "not_before"},
+    )

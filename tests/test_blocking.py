@@ -64,3 +64,12 @@ def test_errors_cross_the_thread_unchanged() -> None:
         runtime.apply(pr.BundlePlan(bundle_id="bad id", workloads=()))
     with pytest.raises(RuntimeError, match="context manager"):
         BlockingRuntime.load("fake").capacity()
+
+
+def test_a_bad_not_before_is_refused_through_the_wrappers_too() -> None:
+    fake = FakeAdapter()
+    ref = pr.BundleRef("app")
+    with BlockingRuntime(pr.instrument(fake)) as runtime, pytest.raises(pr.InvalidInput) as caught:
+        runtime.observe(ref, not_before="2026-01-01T00:00:00")  # type: ignore[arg-type]
+    assert [p.path for p in caught.value.problems] == ["not_before"]
+    assert "a str" in caught.value.problems[0].message

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -130,3 +131,20 @@ def test_watch_prints_events(cli) -> None:
     watched = cli("--output", "json", "watch", "--count", "1")
     assert watched.returncode == 0
     assert json.loads(watched.stdout.splitlines()[0])["kind"] == "watching"
+
+
+RST_MARKUP = re.compile(r"``|:(class|meth|func|attr|mod):`|`[^`\s][^`]*`_")
+
+
+def test_help_is_plain_text_with_no_restructuredtext(cli) -> None:
+    top = cli("--help")
+    assert top.returncode == 0
+    text = top.stdout.decode()
+    assert "pando-runtime: an operator's command line over any adapter." in text
+    assert "Exit codes: 0 done" in text
+    commands = re.search(r"\{(adapters,[a-z,]+)\}", text)
+    assert commands is not None
+    for page in [text] + [
+        cli(command, "--help").stdout.decode() for command in commands.group(1).split(",")
+    ]:
+        assert not RST_MARKUP.search(page), page

@@ -13,7 +13,8 @@ import anyio
 import pytest
 
 import pando_runtime as pr
-from pando_runtime.testing import FakeAdapter, FakeReplica
+from pando_runtime.plugin import LeaseConflict, LeaseRecord, StoredLease
+from pando_runtime.testing import FakeAdapter, FakeLeaseStore, FakeReplica
 
 pytestmark = pytest.mark.anyio
 
@@ -320,3 +321,118 @@ async def test_a_tenure_holds_while_a_bundle_stays_and_changes_when_it_comes_bac
         await settled([ma], IDS)
         assert all(ma.tenure(i) == before[i] for i in staying)
         assert all(ma.tenure(i) not in (None, before[i]) for i in moved), "gained again: new"
+
+
+class RefusingStore:
+    """A lease store whose runtime refuses one call with a reason, as a real runtime would."""
+
+    def __init__(
+        self, refuse: str, error: pr.PandoRuntimeError, groups: tuple[str, ...] = ("members",)
+    ) -> None:
+        self.leases = FakeLeaseStore()
+        self.refuse = refuse
+        self.error = error
+        self.groups = groups
+
+    async def list_leases(self, group: str) -> tuple[StoredLease, ...]:
+        if self.refuse == "list" and group in self.groups:
+            raise self.error
+        return await self.leases.list_leases(group)
+
+    async def write_lease(
+        self, group: str, name: str, record: LeaseRecord, *, version: str | None
+    ) -> StoredLease:
+        if self.refuse == "write" and group in self.groups:
+            raise self.error
+        return await self.leases.write_lease(group, name, record, version=version)
+
+    async def delete_lease(self, group: str, name: str, *, version: str) -> None:
+        await self.leases.delete_lease(group, name, version=version)
+
+
+async def _no_bundles() -> list[str]:
+    return []
+
+
+@pytest.mark.parametrize(
+    ("refuse", "error", "doing"),
+    [
+        (
+            "write",
+            pr.AdapterFailed("namespace 'hosts' does not exist", remedy="Create namespace hosts."),
+            "could not write its lease",
+        ),
+        (
+            "list",
+            pr.AdapterUnavailable("you may not list leases", remedy="Grant 'list' on leases."),
+            "could not read the members' leases",
+        ),
+    ],
+)
+async def test_a_refused_join_says_what_the_runtime_answered_and_its_remedy(
+    refuse: str, error: pr.PandoRuntimeError, doing: str
+) -> None:
+    store = RefusingStore(refuse, error)
+    with pytest.raises(type(error)) as caught:
+        async with pr.Membership(store, "ra", SETTINGS, bundles=_no_bundles):
+            pass
+    assert caught.value.message == f"replica 'ra' {doing}: {error.message}"
+    assert caught.value.remedy == error.remedy
+    assert caught.value.details["replica"] == "ra"
+    assert not store.leases.leases("members"), "nothing written"
+
+
+async def test_a_join_that_gets_no_answer_says_so_and_a_name_taken_meanwhile_is_a_conflict() -> (
+    None
+):
+    class Silent(RefusingStore):
+        async def write_lease(
+            self, group: str, name: str, record: LeaseRecord, *, version: str | None
+        ) -> StoredLease:
+            await anyio.sleep_forever()
+            raise AssertionError  # pragma: no cover
+
+    with pytest.raises(pr.AdapterUnavailable) as caught:
+        async with pr.Membership(
+            Silent("", pr.AdapterFailed("")), "ra", SETTINGS, bundles=_no_bundles
+        ):
+            pass
+    assert "did not answer within the renew deadline (0.8 s)" in caught.value.message
+    conflict = LeaseConflict("lease members/ra is not at version None", details={"lease": "ra"})
+    with pytest.raises(pr.AdapterFailed) as taken:
+        async with pr.Membership(
+            RefusingStore("write", conflict), "ra", SETTINGS, bundles=_no_bundles
+        ):
+            pass
+    assert "another process wrote the same lease" in taken.value.message
+    assert "name of its own" in taken.value.remedy
+    assert taken.value.details["conflict"] is True
+
+
+async def test_a_singleton_whose_renewal_is_refused_is_lost_saying_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    refused = pr.AdapterFailed("you may not update leases", remedy="Grant 'update' on leases.")
+    store = RefusingStore("", refused, groups=("singletons",))
+    async with pr.Membership(store, "ra", SETTINGS, bundles=_no_bundles) as membership:
+
+        async def hold_while_refused() -> None:
+            async with membership.singleton("job"):
+                store.refuse = "write"
+                await anyio.sleep(HANG)
+
+        with pytest.raises(pr.NotOwner) as lost:
+            await hold_while_refused()
+        assert "(the last renewal: you may not update leases)" in lost.value.message
+        assert lost.value.remedy == refused.remedy
+        # Waiting for it again: the reason is logged once, with its remedy.
+        with anyio.move_on_after(SETTINGS.retry_period * 5):
+            async with membership.singleton("job"):
+                pytest.fail("a refused singleton was taken")
+    said = [r.getMessage() for r in caplog.records if "not taken yet" in r.getMessage()]
+    assert said == [
+        (
+            "singleton job: not taken yet, retrying: you may not update leases "
+            "(remedy: Grant 'update' on leases.)"
+        )
+    ]

@@ -115,10 +115,10 @@ class KubernetesAdapter(RuntimeAdapter):
         )
         self._io = WorkloadIO(s, c)
         self._trials = Trials(s, c, self._network)
-        self._rules = PlanRules(self._network)
+        self._canary = NetworkPolicyCanary(s, c)
+        self._rules = PlanRules(self._network, self._canary.egress_refusal)
         self._edges = Edges(s, c, self._volumes)
         self._usage = Usage(s)
-        self._canary = NetworkPolicyCanary(s, c)
         self._capacity = ClusterCapacity(s, c)
         self._events = BundleEvents(s)
         self._images = RegistryImages(c)
@@ -130,6 +130,11 @@ class KubernetesAdapter(RuntimeAdapter):
     def api_calls(self) -> int:
         """API calls made so far (every request and every opened stream)."""
         return self.session.api_calls
+
+    @property
+    def canary_runs(self) -> int:
+        """NetworkPolicy canary runs begun (each writes a namespace of its own, then deletes it)."""
+        return self._canary.runs
 
     @property
     def fence_stamps(self) -> int:
@@ -182,8 +187,16 @@ class KubernetesAdapter(RuntimeAdapter):
 
         Restricted egress only where egress rules are enforced (the canary saw it, or the
         settings trust it); host-name rules also need the gateway's image. Image import only
-        where an image registry is configured (``image_registry``).
+        where an image registry is configured (``image_registry``). The first call runs the
+        NetworkPolicy canary (once; unless ``trust_network_policy`` skips it), so what the
+        cluster enforces is never declared missing before the canary looked.
         """
+        return await self._capabilities(look=True)
+
+    async def _capabilities(self, *, look: bool) -> RuntimeCapabilities:
+        """:meth:`capabilities`; ``look``: run the canary first if it has not looked yet."""
+        if look:
+            await self._canary.look_once()
         egress = self.config.trust_egress_policy or self._canary.egress_verified
         return RuntimeCapabilities(
             isolation_class=IsolationClass.CONTAINER,
@@ -289,7 +302,9 @@ class KubernetesAdapter(RuntimeAdapter):
         is a problem only then.
         """
         with_auth = await self._images.with_pull_auth(plan)
-        self._rules.check_bundle(with_auth, await self.capabilities())
+        # The canary runs first when the plan restricts egress (only then can it matter).
+        restricted = plan.network.egress is not None
+        self._rules.check_bundle(with_auth, await self._capabilities(look=restricted))
         return with_auth
 
     async def apply(self, plan: BundlePlan) -> BundleHandle:
@@ -298,6 +313,8 @@ class KubernetesAdapter(RuntimeAdapter):
         A satisfied plan writes at most the pull secret. A workload whose image is in the
         configured image registry pulls with its credentials unless its plan gives its own.
         """
+        if plan.network.egress is not None:  # the canary's run is no write in flight
+            await self._canary.look_once()
         async with self._members.guarding(plan.bundle_id):
             return await self._bundles.apply(await self._checked(plan))
 
@@ -442,7 +459,8 @@ class KubernetesAdapter(RuntimeAdapter):
 
     async def trial(self, request: TrialRequest) -> TrialResult:
         """Run the image once, alone; report its ports, exit code and first 64 KiB of log."""
-        self._rules.check_trial(request, await self.capabilities())
+        restricted = request.egress is not None
+        self._rules.check_trial(request, await self._capabilities(look=restricted))
         return await self._trials.trial(await self._images.with_trial_pull_auth(request))
 
     async def apply_edge(self, plan: EdgePlan) -> None:

@@ -172,7 +172,8 @@ class KubernetesConfig:
     canary_wait: float = setting(
         default=120.0,
         exclusive_minimum=0,
-        help="Seconds the health check's NetworkPolicy canary may take (unless trusted).",
+        help="Seconds the NetworkPolicy canary may take (unless trusted); it runs at the first "
+        "capabilities(), plan restricting egress or health check.",
     )
     schedule_wait: float = setting(
         default=20.0,

@@ -245,6 +245,59 @@ async def test_restricted_egress_is_declared_only_where_enforced(
             await adapter.destroy(BundleRef(bundle_id))
 
 
+async def test_a_fresh_adapter_looks_before_it_refuses_restricted_egress_and_says_why(
+    adapter_config: dict[str, Any], admin_api: Any
+) -> None:
+    """No ``trust_*`` setting: the first needs of the canary's answer share one run of it.
+
+    kwok runs no network plugin, so the canary's probes never finish: the refusal comes,
+    after the canary looked, and its remedy says what it found.
+    """
+    config = {k: v for k, v in adapter_config.items() if not k.startswith("trust_")} | {
+        "canary_wait": 4.0
+    }
+    bundle_id = f"looked-{uuid.uuid4().hex[:8]}"
+    answers: list[Any] = []
+    async with KubernetesAdapter(config) as adapter:
+        assert adapter.canary_runs == 0
+
+        async def ask() -> None:
+            answers.append(await adapter.capabilities())
+
+        async def apply() -> None:
+            with pytest.raises(CapabilityUnsupported) as refused:
+                await adapter.apply(_plan(bundle_id, CIDR))
+            answers.append(refused.value)
+
+        async with anyio.create_task_group() as group:  # all at once, first thing
+            group.start_soon(ask)
+            group.start_soon(apply)
+            group.start_soon(ask)
+        assert adapter.canary_runs == 1, "concurrent callers share one run"
+        caps = [a for a in answers if not isinstance(a, CapabilityUnsupported)]
+        assert len(caps) == 2
+        assert not any(c.egress_restriction or c.private_network for c in caps)
+        (refusal,) = [a for a in answers if isinstance(a, CapabilityUnsupported)]
+        assert refusal.capability == "egress_restriction"
+        assert refusal.remedy.startswith(
+            "The NetworkPolicy canary looked: the NetworkPolicy canary did not finish in 4 s"
+        )
+        assert "trust_egress_policy" in refusal.remedy
+        await adapter.check_plan(_plan(bundle_id, restricted=False))
+        with pytest.raises(CapabilityUnsupported):
+            await adapter.check_plan(_plan(bundle_id, CIDR))
+        assert adapter.canary_runs == 1, "it looked once"
+    assert (
+        await _read(admin_api, _core(admin_api), "read_namespace", namespace_for(bundle_id)) is None
+    )
+    # Trusting NetworkPolicy skips the canary: the refusal says so.
+    async with KubernetesAdapter(adapter_config) as trusting:
+        with pytest.raises(CapabilityUnsupported) as refused:
+            await trusting.apply(_plan(bundle_id, CIDR))
+        assert "'trust_network_policy' skips the NetworkPolicy canary" in refused.value.remedy
+        assert trusting.canary_runs == 0
+
+
 async def _assert_gateway(
     admin_api: Any, ns: str, bundle_id: str, rules: tuple[EgressRule, ...]
 ) -> dict[str, Any]:

@@ -8,13 +8,14 @@ on two adapters of the same cluster.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
 import pytest
 from _kube_harness import MEMBERSHIP_SETTINGS, ClusterHooks, ReplicaHarness, until
-from pando_runtime_kubernetes import KubernetesAdapter
+from pando_runtime_kubernetes import Cluster, KubernetesAdapter, KubeTransport
 from pando_runtime_kubernetes.features._membership import LABEL_GROUP
 
 import pando_runtime as pr
@@ -148,3 +149,131 @@ async def test_a_replica_cut_off_from_the_api_server_stops_writing_and_rejoins(
             assert not any(ma.owns(i) for i in bs), "never two owners"
     finally:
         toxiproxy.reset()
+
+
+def _lease_names(admin_api: Any, namespace: str) -> list[str]:
+    from kubernetes import client  # noqa: PLC0415
+
+    found = client.CoordinationV1Api(admin_api).list_namespaced_lease(namespace)
+    return [lease.metadata.name for lease in found.items]
+
+
+@pytest.fixture
+def host_namespace(admin_api: Any) -> Iterator[str]:
+    """A fresh host namespace holding the service account ``robot``, which has no rights."""
+    from kubernetes import client  # noqa: PLC0415
+
+    core = client.CoreV1Api(admin_api)
+    ns = f"pando-host-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": ns}})
+    core.create_namespaced_service_account(ns, {"metadata": {"name": "robot"}})
+    try:
+        yield ns
+    finally:
+        core.delete_namespace(ns)
+
+
+async def test_a_missing_server_namespace_is_named_with_its_setting_and_nothing_is_written(
+    kube_cluster: Any, admin_api: Any
+) -> None:
+    """As a newcomer meets it: the admin identity, a ``server_namespace`` nobody created."""
+    from kubernetes import client  # noqa: PLC0415
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+    absent = f"pando-absent-{uuid.uuid4().hex[:8]}"
+    config = {
+        "kubeconfig": str(kube_cluster.kubeconfig),
+        "context": kube_cluster.context,
+        "server_namespace": absent,
+    }
+    async with KubernetesAdapter(config) as adapter:
+        with pytest.raises(pr.AdapterUnavailable) as caught:
+            async with adapter.membership("ra", SETTINGS):
+                pass
+    error = caught.value
+    assert error.message.startswith("replica 'ra' could not write its lease: ")
+    assert f"namespace {absent!r} does not exist (the 'server_namespace' setting names it)" in (
+        error.message
+    )
+    assert f"kubectl create namespace {absent}" in error.remedy
+    assert "set 'server_namespace'" in error.remedy
+    assert error.details["namespace"] == absent
+    assert error.details["setting"] == "server_namespace"
+    assert error.details["status"] == 404
+    assert error.details["replica"] == "ra"
+    with pytest.raises(ApiException) as missing:  # nothing written: not even the namespace
+        client.CoreV1Api(admin_api).read_namespace(absent)
+    assert missing.value.status == 404
+
+
+# The verbs granted on Leases -> the call refused, as the join reports it (a refused
+# conditional write is AdapterUnavailable, as every failed one: see SessionWriter.write_if).
+NO_LEASE_RIGHTS = {
+    "none": ((), "list", pr.AdapterUnavailable, "could not read the members' leases"),
+    "read-only": (
+        ("get", "list", "watch"),
+        "create",
+        pr.AdapterUnavailable,
+        "could not write its lease",
+    ),
+}
+
+
+@pytest.mark.parametrize("rights", NO_LEASE_RIGHTS)
+async def test_an_identity_without_lease_rights_is_told_the_verb_and_the_role_it_needs(
+    kube_cluster: Any, admin_api: Any, host_namespace: str, rights: str
+) -> None:
+    """A service account with no Lease rights (or only reading ones) in the host's namespace."""
+    from kubernetes import client  # noqa: PLC0415
+
+    granted, refused, error_class, doing = NO_LEASE_RIGHTS[rights]
+    ns = host_namespace
+    if granted:
+        rbac = client.RbacAuthorizationV1Api(admin_api)
+        rule = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": granted}
+        rbac.create_namespaced_role(ns, {"metadata": {"name": "read-leases"}, "rules": [rule]})
+        rbac.create_namespaced_role_binding(
+            ns,
+            {
+                "metadata": {"name": "read-leases"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": "read-leases",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": ns}],
+            },
+        )
+    admin = Cluster.load(kube_cluster.kubeconfig, kube_cluster.context)
+    robot = await admin.run_as(ns, "robot")
+    identity = f"system:serviceaccount:{ns}:robot"
+    config = {"server_namespace": ns}
+
+    async def join() -> None:
+        transport = KubeTransport.for_cluster(robot)
+        async with (
+            KubernetesAdapter(config, transport=transport) as adapter,
+            adapter.membership("ra", SETTINGS),
+        ):
+            pass
+
+    caught = None
+    # A Role just bound may take a moment to reach the API server's authorizer: until then
+    # even the reads it grants are refused. Wait for the refusal this case is about.
+    with anyio.fail_after(30):
+        while caught is None or f"may not {refused} " not in caught.message:
+            with pytest.raises(error_class) as raised:
+                await join()
+            caught = raised.value
+            await anyio.sleep(0.2)
+    what = "list the members leases" if refused == "list" else "write the lease of 'ra'"
+    assert caught.message == (
+        f"replica 'ra' {doing}: cannot {what}: the API server refused it (403 Forbidden): "
+        f"{identity!r} may not {refused} leases.coordination.k8s.io in namespace {ns!r}"
+    )
+    assert "ClusterRole pando-runtime-membership" in caught.remedy
+    assert f"resources: [leases], verbs: [{refused}]" in caught.remedy
+    assert caught.details["identity"] == identity
+    assert caught.details["verb"] == refused
+    assert caught.details["status"] == 403
+    assert _lease_names(admin_api, ns) == [], "nothing written"

@@ -7,10 +7,11 @@ cluster enforces is what the adapter's canary finds out. The hooks drive real co
 (:mod:`_real_harness`).
 
 Two suites, as on kwok (``test_conformance_kube``): the whole kit, through a Toxiproxy proxy
-of the adapter's own so its cache can really go stale; it does not run the canary, so it sees
-restricted egress declared unsupported (and refused). Then the egress suite, on an adapter
-whose health check has run the canary: it verified enforcement, so the adapter declares
-private networks and restricted egress, and the rules run.
+of the adapter's own so its cache can really go stale; it trusts NetworkPolicy, so it runs
+no canary and sees restricted egress declared unsupported (and refused). Then the egress
+suite, on an adapter whose canary looked (at its first ``capabilities()``): it verified
+enforcement, so the adapter declares private networks and restricted egress, and the rules
+run.
 """
 
 from __future__ import annotations
@@ -69,8 +70,7 @@ class TestRealNodeEgressConformance(EgressConformance):
         self, real_adapter_config: dict[str, Any]
     ) -> AsyncIterator[KubernetesAdapter]:
         async with KubernetesAdapter(real_adapter_config) as adapter:
-            await adapter.health_check()  # the canary: kube-router enforces both directions
-            caps = await adapter.capabilities()
+            caps = await adapter.capabilities()  # the canary: kube-router enforces both ways
             assert caps.private_network
             assert caps.egress_restriction
             assert adapter.health_details()["egress_restriction"] == "enforced"

@@ -221,17 +221,42 @@ async def test_restricted_egress_lets_only_the_plans_rules_through(
         await real_adapter.destroy(BundleRef(app))
 
 
-async def test_the_canary_finds_policies_enforced_without_being_told(
-    real_adapter_config: dict[str, Any],
+async def test_a_restricted_plan_applied_first_thing_runs_once_the_canary_looked(
+    real_adapter_config: dict[str, Any], standins: dict[str, str]
 ) -> None:
+    """No ``trust_*`` setting and no health check: the plan's apply runs the canary first."""
     assert not any(key.startswith("trust_") for key in real_adapter_config)
+    app = new_id("first")
+    plan = BundlePlan(
+        bundle_id=app,
+        workloads=(sh("probe", "sleep 3600"),),
+        network=NetworkPlan(
+            egress=EgressPolicy(
+                allow=(EgressRule(destination=f"{standins['internet']}/32", ports=(80,)),)
+            )
+        ),
+    )
     async with KubernetesAdapter(real_adapter_config) as adapter:
-        before = await adapter.capabilities()
-        assert not before.private_network  # nothing is claimed before the canary ran
-        assert not before.egress_restriction
-        await adapter.health_check()
-        after = await adapter.capabilities()
-        assert after.private_network
-        assert after.egress_restriction
-        assert after.egress_host_names  # the gateway's image is configured
-        assert adapter.health_details()["egress_restriction"] == "enforced"
+        await adapter.apply(plan)  # first thing: the canary looks, finds egress enforced
+        try:
+            assert adapter.canary_runs == 1
+            caps = await adapter.capabilities()
+            assert caps.private_network
+            assert caps.egress_restriction
+            assert caps.egress_host_names  # the gateway's image is configured
+            assert adapter.health_details()["egress_restriction"] == "enforced"
+            await wait_for(adapter, app, lambda o: o.all_running, timeout=90)
+            probe = WorkloadRef(app, "probe")
+            direct = "unset http_proxy HTTP_PROXY; wget -q -T 4 -O - http://{}/"
+            allowed = await adapter.run(
+                probe, ExecRequest(command=("sh", "-c", direct.format(standins["internet"])))
+            )
+            refused = await adapter.run(
+                probe, ExecRequest(command=("sh", "-c", direct.format(standins["other_internet"])))
+            )
+            assert allowed.exit_code == 0, allowed
+            assert refused.exit_code != 0, "the plan's rules hold"
+            await adapter.health_check()  # verified already: no second run
+            assert adapter.canary_runs == 1
+        finally:
+            await adapter.destroy(BundleRef(app))

@@ -10,6 +10,7 @@ from pando_runtime_kubernetes.manifests._network import AppNetwork
 
 from pando_runtime import (
     BundlePlan,
+    CapabilityUnsupported,
     EgressPolicy,
     EgressRule,
     InvalidPlan,
@@ -26,7 +27,8 @@ EVERYTHING = RuntimeCapabilities(
 
 
 def _rules() -> PlanRules:
-    return PlanRules(AppNetwork(KubernetesConfig(egress_gateway_image="registry.example/sq:5")))
+    network = AppNetwork(KubernetesConfig(egress_gateway_image="registry.example/sq:5"))
+    return PlanRules(network, lambda: "The canary found egress rules unenforced.")
 
 
 def test_a_plan_breaking_every_kind_of_rule_is_refused_once_listing_each_problem() -> None:
@@ -71,3 +73,23 @@ def test_a_good_plan_has_no_problem_and_a_trial_is_checked_the_same_way() -> Non
     with pytest.raises(InvalidPlan) as caught:
         _rules().check_trial(trial, EVERYTHING)
     assert [p.path for p in caught.value.problems] == ["egress.allow[0].destination"]
+
+
+def test_restricted_egress_refused_carries_the_canarys_remedy() -> None:
+    plan = BundlePlan(
+        bundle_id="shop",
+        workloads=(WorkloadPlan(name="web", image="registry.example/web:1"),),
+        network=NetworkPlan(egress=EgressPolicy(allow=(EgressRule(destination="203.0.113.0/24"),))),
+    )
+    with pytest.raises(CapabilityUnsupported) as refused:
+        _rules().check_bundle(plan, RuntimeCapabilities(trial_run=True))
+    assert refused.value.capability == "egress_restriction"
+    assert refused.value.remedy == "The canary found egress rules unenforced."
+    named = BundlePlan(
+        bundle_id="shop",
+        workloads=plan.workloads,
+        network=NetworkPlan(egress=EgressPolicy(allow=(EgressRule(destination="api.example"),))),
+    )
+    with pytest.raises(CapabilityUnsupported) as gateway:
+        _rules().check_bundle(named, RuntimeCapabilities(egress_restriction=True))
+    assert "'egress_gateway_image'" in gateway.value.remedy

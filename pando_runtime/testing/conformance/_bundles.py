@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import anyio
 import pytest
 
 from ..._capabilities import Capability
 from ..._convert import from_json, to_json
-from ..._errors import AdapterUnavailable, CapabilityUnsupported, InvalidPlan
+from ..._errors import AdapterUnavailable, CapabilityUnsupported, InvalidInput, InvalidPlan
 from ..._events import BundleEventKind
 from ..._observed import ObservedBundle, WorkloadProblem
 from ..._plans import (
@@ -25,7 +25,7 @@ from ..._plans import (
     WorkloadPlan,
 )
 from ..._refs import BundleRef, DestroyOptions, WorkloadRef
-from ._base import ConformanceBase, Kit, requires
+from ._base import ConformanceBase, Kit, requires, since
 
 __all__ = ["BundleConformance", "ValidationConformance"]
 
@@ -370,6 +370,23 @@ class ValidationConformance(ConformanceBase):
         kit.track(good.bundle_id)
         await kit.adapter.check_plan(good)  # a good plan: no error
         assert not (await kit.observe(good)).exists, "check_plan writes nothing"
+
+    @since("1.2")
+    async def test_observe_refuses_a_not_before_that_is_no_aware_datetime(self, kit: Kit) -> None:
+        plan = kit.plan(kit.workload("web"))
+        await kit.applied_and_running(plan)
+        ref = BundleRef(plan.bundle_id)
+        naive = datetime.now(UTC).replace(tzinfo=None)
+        for bad in (naive, naive.isoformat(), naive.timestamp()):
+            with pytest.raises(InvalidInput) as caught:
+                await kit.adapter.observe(ref, not_before=bad)  # type: ignore[arg-type]
+            assert caught.value.code == "INVALID_INPUT", bad
+            assert [p.path for p in caught.value.problems] == ["not_before"], bad
+            assert "timezone-aware datetime" in caught.value.problems[0].message
+            assert "timezone-aware datetime" in caught.value.remedy
+        # An aware instant is still taken, in any timezone.
+        again = await kit.adapter.observe(ref, not_before=datetime.now(UTC).astimezone())
+        assert again.exists
 
     async def test_dependency_cycle_is_refused(self, kit: Kit) -> None:
         plan = kit.plan(kit.workload("a", depends_on=("b",)), kit.workload("b", depends_on=("a",)))

@@ -7,6 +7,12 @@ Only then is enforcement of ingress rules verified. A third probe is admitted to
 policy denies it all egress: when it cannot get through either, egress rules are enforced
 as well (what restricted egress rests on). The namespace is deleted on every path.
 
+It runs when its answer is first needed, once (unless ``trust_network_policy`` skips it):
+the first ``capabilities()``, the first plan or trial restricting egress, or the health check
+(which runs it again until enforcement is verified). Concurrent callers share one run. So a
+capability the cluster has is never refused before the canary looked; when it is refused
+after, the refusal's remedy says what the canary found.
+
 Its result is logged on ``pando_runtime.kubernetes.canary``: INFO when enforcement is verified,
 WARNING when it is not (with why).
 """
@@ -17,6 +23,8 @@ import secrets
 from typing import Any
 
 import anyio
+
+from pando_runtime import PandoRuntimeError
 
 from .._info import KubernetesConfig
 from .._log import logger
@@ -170,18 +178,91 @@ class NetworkPolicyCanary:
         """The canary passed in this process (ingress rules are enforced)."""
         self.egress_verified = False
         """Egress rules are enforced too (known once the canary passed)."""
+        self.runs = 0
+        """Canary runs begun in this process (each writes a namespace of its own)."""
+        self._looked = False
+        self._found: str | None = None  # the last run's verdict: why enforcement is unverified
+        self._failure: str | None = None  # why the last run could not look (an API error)
+        self._lock = anyio.Lock()  # one run at a time: concurrent callers share its answer
+
+    @property
+    def skipped(self) -> bool:
+        """The settings say enforcement is trusted, so the canary never runs on its own."""
+        return self._config.trust_network_policy
 
     async def problem(self) -> str | None:
-        """``None`` when enforcement is verified (now or before), else why not, in plain words."""
-        if self.verified:
-            return None
+        """``None`` when enforcement is verified (now or before), else why not, in plain words.
+
+        Runs the canary again until it verified enforcement (the health check).
+        """
+        async with self._lock:
+            if self.verified:
+                return None
+            return await self._look()
+
+    async def look_once(self) -> None:
+        """Run the canary unless it already looked (or is looking: then wait for that run).
+
+        A run that could not look (the API server failed a call) is logged, and the next
+        need tries again; what could be read stays unverified meanwhile.
+        """
+        if not self._to_look():
+            return
+        async with self._lock:
+            if not self._to_look():  # a run ended while this caller waited for it
+                return
+            try:
+                await self._look()
+            except PandoRuntimeError as error:
+                self._failure = error.message
+                _LOG.warning(
+                    "the NetworkPolicy canary could not run: %s",
+                    error,
+                    extra={"cluster": self._session.log_name},
+                )
+
+    def _to_look(self) -> bool:
+        return not (self._looked or self.skipped)
+
+    async def _look(self) -> str | None:
+        self.runs += 1
         problem = await self._run()
+        self._looked, self._found, self._failure = True, problem, None
         extra = {"cluster": self._session.log_name}
         if problem is None:
             _LOG.info("the NetworkPolicy canary passed: policies are enforced", extra=extra)
         else:
             _LOG.warning("the NetworkPolicy canary failed: %s", problem, extra=extra)
         return problem
+
+    def egress_refusal(self) -> str:
+        """Why restricted egress is refused here, and what to do: the remedy of the refusal."""
+        otherwise = (
+            "or set 'trust_egress_policy: true' on a cluster known to enforce NetworkPolicy "
+            "egress rules; else plan without restricted egress."
+        )
+        if self.skipped:
+            return (
+                "Egress enforcement is unknown: 'trust_network_policy' skips the NetworkPolicy "
+                "canary that would find it out. Unset it so the canary looks, " + otherwise
+            )
+        if self._failure is not None:
+            return (
+                f"The NetworkPolicy canary could not run ({self._failure}); it runs again at "
+                "the next plan that needs it. Fix that, " + otherwise
+            )
+        if not self._looked:
+            return "The NetworkPolicy canary has not run yet: call health_check(), " + otherwise
+        found = (
+            "the cluster enforces ingress rules but not egress rules (a pod denied all egress "
+            "still connected)"
+            if self._found is None
+            else self._found
+        )
+        return (
+            f"The NetworkPolicy canary looked: {found}. Run a network plugin that enforces "
+            "NetworkPolicy egress rules (Calico, Cilium, kube-router), " + otherwise
+        )
 
     async def _run(self) -> str | None:
         c = self._config

@@ -57,7 +57,7 @@ from ..cache._warm import DiskCache, open_warm
 from ..cache._write_through import remember
 from ._connect import build_transport, server_address
 from ._fence_token import FenceToken, current_token, stamp_of, with_token
-from ._session_errors import ClusterErrors, WriteConflict, is_conflict
+from ._session_errors import ClusterErrors, WriteConflict, is_conflict, named_namespaces
 from ._session_reads import CachedReads
 from ._session_streams import ChunkStream, SessionStreams
 from ._session_writes import SessionWriter, counting_writes, wrote
@@ -94,7 +94,7 @@ class ClusterSession:
         self.config = config
         self.name = name
         # The session's parts, each a module of its own; the methods below delegate to them.
-        self.errors = ClusterErrors(name)
+        self.errors = ClusterErrors(name, named_namespaces(config))
         self.reads = CachedReads(self)
         self.writer = SessionWriter(self.transport, self.errors, lambda: self.log_name)
         """Writes: the session's methods, and ``write_if`` (conditional) for features."""
@@ -332,7 +332,10 @@ class ClusterSession:
                 )
                 await stack.enter_async_context(informer.running())
             if not await informer.wait_synced(self.config.read_timeout):
-                raise self.down(f"cannot watch pods: {informer.loops['pods'].last_error}")
+                cause = informer.loops["pods"].last_error
+                if isinstance(cause, ApiError):  # it answered: say what (a refused watch, say)
+                    raise self.unavailable(cause, "watch pods") from cause
+                raise self.down(f"cannot watch pods: {cause}")
             yield informer
 
     async def synced(self) -> Informer | None:

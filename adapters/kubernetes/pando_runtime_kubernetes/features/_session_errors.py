@@ -3,7 +3,9 @@
 A read that fails is :class:`AdapterUnavailable` (never mistaken for an absent object); a
 write that fails is :class:`AdapterFailed`; a throttled call past ``rate_limit_wait`` is
 :class:`RateLimited` with the server's delay; a conditional write whose precondition no
-longer holds is :class:`WriteConflict`, which the feature that made it decides about.
+longer holds is :class:`WriteConflict`, which the feature that made it decides about. When
+the API server answered with a reason (a refused verb, a missing namespace), the message
+says it and the remedy fits it (``_refusals.py``), whichever feature made the call.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from pando_runtime import (
     RateLimited,
 )
 
+from .._info import KubernetesConfig
 from ..api._errors import ApiError
 from ._fence_token import stamp_owner
+from ._refusals import explain
 
-__all__ = ["ClusterErrors", "WriteConflict", "is_conflict"]
+__all__ = ["ClusterErrors", "WriteConflict", "is_conflict", "named_namespaces"]
 
 
 class WriteConflict(PandoRuntimeError):
@@ -42,11 +46,21 @@ def is_conflict(error: BaseException) -> bool:
     return isinstance(error, ApiError) and error.status == HTTPStatus.CONFLICT
 
 
-class ClusterErrors:
-    """The contract's errors of one cluster (``name``: ``None`` for an adapter's only one)."""
+def named_namespaces(config: KubernetesConfig) -> dict[str, str]:
+    """The namespaces the settings name, each with its setting (the host's, the edge's)."""
+    return {config.server_namespace: "server_namespace", config.edge_namespace: "edge_namespace"}
 
-    def __init__(self, name: str | None) -> None:
+
+class ClusterErrors:
+    """The contract's errors of one cluster (``name``: ``None`` for an adapter's only one).
+
+    ``namespaces``: the namespaces the adapter's settings name, each with its setting's name
+    (``{"pando": "server_namespace"}``): a missing one is reported with the setting.
+    """
+
+    def __init__(self, name: str | None, namespaces: Mapping[str, str] | None = None) -> None:
         self.name = name
+        self.namespaces = dict(namespaces or {})
 
     def where(self) -> str:
         """The prefix of a message: the cluster's name, when it has one."""
@@ -80,6 +94,14 @@ class ClusterErrors:
         """A read failed: the cluster cannot be read (or throttled it: :class:`RateLimited`)."""
         if error.status == HTTPStatus.TOO_MANY_REQUESTS:
             return self.throttled(error, what)
+        refusal = explain(error, self.namespaces)
+        if refusal is not None:
+            return self.down(
+                f"cannot {what}: {refusal.reason}",
+                remedy=refusal.remedy,
+                status=error.status,
+                details=refusal.details,
+            )
         return self.down(f"cannot {what}: {error.message}", status=error.status)
 
     def throttled(self, error: ApiError, what: str) -> RateLimited:
@@ -94,6 +116,13 @@ class ClusterErrors:
         """A write failed (or was throttled: :class:`RateLimited` with the server's delay)."""
         if error.status == HTTPStatus.TOO_MANY_REQUESTS:
             return self.throttled(error, what)
+        refusal = explain(error, self.namespaces)
+        if refusal is not None:
+            return AdapterFailed(
+                f"{self.where()}cannot {what}: {refusal.reason}",
+                remedy=refusal.remedy,
+                details=self.details(error.status, **refusal.details),
+            )
         return AdapterFailed(
             f"{self.where()}cannot {what}: {error.message}", details=self.details(error.status)
         )

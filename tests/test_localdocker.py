@@ -206,6 +206,21 @@ def test_the_daemon_restarts_on_the_same_data(docker_engine: DockerEngine) -> No
         docker_engine.docker("volume", "rm", volume, check=False)
 
 
+def test_reset_removes_what_tests_made_and_keeps_the_harness_images(
+    docker_engine: DockerEngine,
+) -> None:
+    name = _unique("pando-left")
+    docker_engine.docker("network", "create", name)
+    docker_engine.docker("volume", "create", name)
+    docker_engine.docker("create", "--name", name, "--network", name, BUSYBOX, "true")
+    docker_engine.docker("tag", BUSYBOX, f"pando.test/{name}:1")
+    docker_engine.reset()
+    assert docker_engine.docker("ps", "--all", "--quiet").stdout == ""
+    assert name not in docker_engine.docker("network", "ls").stdout
+    assert docker_engine.docker("volume", "ls", "--quiet").stdout == ""
+    assert docker_engine.api.image_names() == sorted(docker_engine.images)
+
+
 # ---------------------------------------------------------------------- engines of their own
 
 

@@ -192,6 +192,23 @@ class DockerEngine:
         """Write image ``name`` as a docker-archive tar (what ``docker save`` writes)."""
         return self.api.save_image(name, destination)
 
+    def reset(self) -> None:
+        """Remove every container, network (but the built-in three), volume and image that
+        was not loaded by the harness: the engine as :meth:`open` left it."""
+        ids = self.docker("ps", "--all", "--quiet").stdout.split()
+        if ids:
+            self.docker("rm", "--force", "--volumes", *ids)
+        networks = self.docker("network", "ls", "--format", "{{.Name}}").stdout.split()
+        extra = [n for n in networks if n not in ("bridge", "host", "none")]
+        if extra:
+            self.docker("network", "rm", *extra)
+        volumes = self.docker("volume", "ls", "--quiet").stdout.split()
+        if volumes:
+            self.docker("volume", "rm", "--force", *volumes)
+        stray = [name for name in self.api.image_names() if name not in self.images]
+        if stray:
+            self.docker("rmi", "--force", *stray)
+
     def logs(self, lines: int = 40) -> str:
         """The tail of dockerd's log (its containerd's lines included)."""
         return tail(self.files.log, lines)

@@ -188,6 +188,23 @@ def test_an_internal_network_reaches_no_stand_in(docker_engine: DockerEngine) ->
         docker_engine.docker("network", "rm", net, check=False)
 
 
+def test_a_docker_user_rule_blocks_the_metadata_address_while_the_internet_answers(
+    docker_engine: DockerEngine,
+) -> None:
+    """What an egress test does: block one stand-in, show another (the control) answers."""
+    metadata, control = docker_engine.outside.metadata, docker_engine.outside.internet[0]
+    rule = ["DOCKER-USER", "-d", f"{metadata}/32", "-j", "REJECT"]
+    added = docker_engine.run_in_netns(["iptables", "-I", *rule])
+    assert added.returncode == 0, added.stderr
+    try:
+        blocked = docker_engine.reaches(metadata)
+        assert not blocked, blocked.output
+        assert docker_engine.reaches(control)
+    finally:
+        docker_engine.run_in_netns(["iptables", "-D", *rule])
+    assert docker_engine.reaches(metadata), "the rule gone, the metadata stand-in answers"
+
+
 def test_the_daemon_restarts_on_the_same_data(docker_engine: DockerEngine) -> None:
     volume = _unique("pando-vol")
     docker_engine.docker("volume", "create", volume)
@@ -299,13 +316,22 @@ def test_a_crashed_runs_leftovers_are_cleaned_at_the_next_start(
     )
     rec.network.create(Outside())
     host.make_cgroup_root(rec.cgroup_parent)
-    # A process left in the namespace, as a killed run's containerd would be.
+    # A process left in the namespace, as a killed run's containerd would be, and one in a
+    # cgroup below the engine's parent, as a container (in a namespace of its own) would be.
     leftover = subprocess.Popen(netns.command(rec.network.engine, ["sleep", "600"]))
+    container = subprocess.Popen(["sleep", "600"])
     try:
+        for hierarchy in host.cgroup_dirs(rec.cgroup_parent):
+            (hierarchy / "ctr").mkdir()
+            if hierarchy.parent.name == "cpuset":
+                for key in ("cpuset.cpus", "cpuset.mems"):
+                    (hierarchy / "ctr" / key).write_text((hierarchy / key).read_text())
+            (hierarchy / "ctr" / "cgroup.procs").write_text(str(container.pid))
         rec.save()
         (tmp_path / "data").mkdir()
         assert rec.network.engine in records.clean_leftovers()
         assert leftover.wait(timeout=10) != 0
+        assert container.wait(timeout=10) != 0
         assert not rec.network.exists()
         assert not any(d.exists() for d in host.cgroup_dirs(rec.cgroup_parent))
         assert not rec.path.exists()
@@ -313,8 +339,9 @@ def test_a_crashed_runs_leftovers_are_cleaned_at_the_next_start(
         # The live session's engine is not a leftover.
         assert docker_engine.api.ping() is not None
     finally:
-        if leftover.poll() is None:
-            leftover.kill()
+        for process in (leftover, container):
+            if process.poll() is None:
+                process.kill()
         records.undo(rec)
 
 

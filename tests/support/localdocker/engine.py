@@ -94,7 +94,8 @@ class DockerEngine:
         self.start_timeout = start_timeout
         self.busybox = BUSYBOX
         self.images: list[str] = []
-        """The references loaded so far (by :meth:`open` and :meth:`load_image`)."""
+        """The references :meth:`open` loaded (busybox and ``preload``): the harness's images,
+        which :meth:`reset` keeps."""
         self.timings: dict[str, float] = {}
         """Seconds: ``namespaces``, ``daemon start`` (the first), ``daemon restart`` (the
         last), ``daemon stop`` (the last), ``image load`` (the last), ``open``."""
@@ -185,7 +186,6 @@ class DockerEngine:
         started = time.monotonic()
         loaded = self.api.load_image(archive)
         self.timings["image load"] = round(time.monotonic() - started, 3)
-        self.images += [name for name in loaded if name not in self.images]
         return loaded
 
     def save_image(self, name: str, destination: Path) -> Path:
@@ -234,7 +234,8 @@ class DockerEngine:
             self.timings["namespaces"] = round(time.monotonic() - started, 3)
             self.start()
             for image in (busybox_image(self.busybox), *self._preload):
-                self.load_image(image.archive)
+                loaded = self.load_image(image.archive)
+                self.images += [name for name in loaded if name not in self.images]
         except BaseException:
             self.close()
             raise

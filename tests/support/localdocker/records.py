@@ -106,23 +106,24 @@ def record(prefix: str, slot: int, work_dir: Path, cgroup_parent: str) -> Engine
     return rec
 
 
-def kill_processes(rec: EngineRecord, *, outside_too: bool = True) -> None:
+def kill_processes(rec: EngineRecord, *, outside_too: bool = True, timeout: float = 10.0) -> None:
     """SIGKILL whatever is left of an engine: its namespaces' processes and its containers
     (which run in namespaces of their own, but in the engine's cgroups); the stand-in
-    server's namespace too unless ``outside_too`` is false."""
+    server's namespace too unless ``outside_too`` is false. Returns once none is left (a
+    killed task leaves its cgroup a moment after the signal), or after ``timeout``."""
     network = rec.network
     spaces = (network.engine, network.outside) if outside_too else (network.engine,)
-    for _ in range(3):
-        pids = [pid for space in spaces if netns.exists(space) for pid in netns.pids(space)]
+
+    def left() -> list[int]:
+        found = [p for s in spaces if netns.exists(s) for p in netns.pids(s) if pid_alive(p)]
+        return found + _cgroup_tasks(rec.cgroup_parent)
+
+    deadline = time.monotonic() + timeout
+    while (pids := left()) and time.monotonic() < deadline:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        host.kill_cgroup_tasks(rec.cgroup_parent)
-        deadline = time.monotonic() + 5.0
-        while pids and time.monotonic() < deadline and any(pid_alive(p) for p in pids):
-            time.sleep(0.05)
-        if not pids and not _cgroup_tasks(rec.cgroup_parent):
-            return
+        time.sleep(0.05)
 
 
 def _cgroup_tasks(cgroup_parent: str) -> list[int]:
@@ -140,7 +141,12 @@ def undo(rec: EngineRecord) -> None:
     work_dir = Path(rec.work_dir)
     host.unmount_all(work_dir)  # none expected (the mounts are private): a safety net
     rec.network.delete()
-    host.remove_cgroups(rec.cgroup_parent)
+    deadline = time.monotonic() + 5.0
+    while any(d.exists() for d in host.cgroup_dirs(rec.cgroup_parent)):
+        host.remove_cgroups(rec.cgroup_parent)
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     others = [other for other in _records() if other.path != rec.path and other.live()]
     if not others:  # the last engine running puts the host's settings back
         for key, value in rec.sysctls.items():

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any, NoReturn
 
 import pytest
+from localcluster.pytest_plugin import ran_and_skipped
 
 from .api import DockerApiError
 from .engine import DockerEngine, EngineError
@@ -105,15 +106,7 @@ def second_docker_engine(
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """Say how many Docker tests ran, and how long the engines took to start."""
-    ran = skipped = 0
-    for outcome, reports in terminalreporter.stats.items():
-        for report in reports:
-            if "docker" not in getattr(report, "keywords", {}):
-                continue
-            if outcome == "skipped":
-                skipped += 1
-            elif getattr(report, "when", "") == "call":
-                ran += 1
+    ran, skipped = ran_and_skipped(terminalreporter, "docker")
     if ran or skipped:
         terminalreporter.write_line(f"docker tests: {ran} ran, {skipped} skipped")
     for engine in config.stash.get(_ENGINES, []):

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from localcluster.net import wait_until
 from localcluster.realnode import host, netns
 from localcluster.realnode import network as realnode_network
 from localdocker import (
@@ -23,11 +24,14 @@ from localdocker import (
     EngineNetwork,
     Outside,
     build_image,
+    dns,
     pytest_plugin,
     records,
 )
 from localdocker.daemon import cgroup_mounts
 from localdocker.network import MAX_SLOTS
+
+HTTPD_8080 = "httpd -f -p 8080 -h /www"
 
 
 def _unique(stem: str) -> str:
@@ -79,6 +83,33 @@ def test_the_wrapper_mounts_each_cgroup_hierarchy_again() -> None:
         ("cgroup", "none,name=systemd", "/sys/fs/cgroup/systemd"),
         ("cgroup2", "", "/sys/fs/cgroup/unified"),
     ]
+
+
+def _query(name: str, qtype: int = 1) -> bytes:
+    labels = b"".join(bytes([len(p)]) + p.encode() for p in name.split("."))
+    return (
+        b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"
+        + labels
+        + b"\x00"
+        + bytes([0, qtype, 0, 1])
+    )
+
+
+def test_the_stand_in_dns_answers_its_names_and_nxdomain_for_the_rest() -> None:
+    hosts = {"allowed.pando.test": "203.0.113.10"}
+    reply, name, qtype = dns.answer(_query("Allowed.Pando.Test"), hosts)
+    assert (name, qtype) == ("allowed.pando.test", 1)
+    assert reply[:2] == b"\x12\x34"
+    assert reply[3] & 0x0F == 0  # NOERROR
+    assert reply[6:8] == b"\x00\x01"  # one answer
+    assert reply[-4:] == bytes([203, 0, 113, 10])
+    reply, _, _ = dns.answer(_query("example.com"), hosts)
+    assert reply[3] & 0x0F == 3  # NXDOMAIN
+    assert reply[6:8] == b"\x00\x00"
+    reply, _, _ = dns.answer(_query("allowed.pando.test", qtype=28), hosts)
+    assert (reply[3] & 0x0F, reply[6:8]) == (0, b"\x00\x00")  # AAAA: no data
+    with pytest.raises(ValueError, match="shorter"):
+        dns.answer(b"\x00", hosts)
 
 
 # ---------------------------------------------------------------------- the session's engine
@@ -158,7 +189,7 @@ def test_a_bridge_container_reaches_the_stand_ins_and_the_namespace_nothing_else
         assert reach, f"{address}: {reach.output}"
         assert PAGE in reach.output
     # Nothing else: neither namespace has a default route, and no route leads anywhere but
-    # to the stand-ins (a route lookup sends nothing).
+    # to the stand-ins (a route lookup sends nothing; 192.0.2.1 stands for any real address).
     for space in (docker_engine.netns, docker_engine.outside_netns):
         assert netns.ip("route", "show", "default", netns=space).strip() == ""
         lookup = subprocess.run(
@@ -174,6 +205,45 @@ def test_a_bridge_container_reaches_the_stand_ins_and_the_namespace_nothing_else
         destination = ipaddress.ip_network(line.split()[0])
         inside = destination.subnet_of(ipaddress.ip_network("198.18.0.0/15"))
         assert inside or destination in allowed, line
+
+
+def test_containers_resolve_stand_in_names_and_every_question_is_logged(
+    docker_engine: DockerEngine,
+) -> None:
+    unknown = f"{_unique('nowhere')}.example.com"
+    proc = docker_engine.run("sh", "-c", f"nslookup allowed.pando.test; nslookup {unknown}")
+    assert "203.0.113.10" in proc.stdout, proc.stdout + proc.stderr
+    asked = {entry["name"] for entry in docker_engine.dns_queries()}
+    assert {"allowed.pando.test", unknown} <= asked
+
+
+def test_the_host_reaches_a_containers_address_through_the_engine_namespace(
+    docker_engine: DockerEngine,
+) -> None:
+    net, server = _unique("pando-net"), _unique("pando-web")
+    docker_engine.docker("network", "create", net)
+    try:
+        docker_engine.docker(
+            "run", "--detach", "--name", server, "--network", net, "--pull", "never", BUSYBOX,
+            "sh", "-c", f"mkdir /www && echo direct > /www/index.html && exec {HTTPD_8080}",
+        )  # fmt: skip
+        template = f'{{{{(index .NetworkSettings.Networks "{net}").IPAddress}}}}'
+        address = docker_engine.docker("inspect", "--format", template, server).stdout.strip()
+        assert ipaddress.ip_address(address)
+
+        def fetch() -> str:
+            try:
+                sock = docker_engine.connect(address, 8080, timeout=2.0)
+            except OSError:
+                return ""
+            with sock:
+                sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+                return b"".join(iter(lambda: sock.recv(65536), b"")).decode()
+
+        assert wait_until(lambda: "direct" in fetch(), timeout=30.0), docker_engine.logs()
+    finally:
+        docker_engine.docker("rm", "--force", server, check=False)
+        docker_engine.docker("network", "rm", net, check=False)
 
 
 def test_an_internal_network_reaches_no_stand_in(docker_engine: DockerEngine) -> None:

@@ -17,12 +17,14 @@ its own.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -31,7 +33,7 @@ from localcluster.net import wait_until
 from localcluster.process import Component, tail
 from localcluster.realnode import netns
 
-from . import daemon, outside, records
+from . import daemon, dns, outside, records
 from .api import DockerApi
 from .images import BUSYBOX, BuiltImage, busybox_image
 from .network import MAX_SLOTS, EngineNetwork, Outside
@@ -102,6 +104,7 @@ class DockerEngine:
         self._preload = list(preload)
         self._daemon: Component | None = None
         self._httpd: Component | None = None
+        self._dns: Component | None = None
         self._record: records.EngineRecord | None = None
         self._closed = False
 
@@ -181,6 +184,35 @@ class DockerEngine:
         """Whether the engine's namespace itself gets a stand-in's answer from ``address``."""
         return outside.namespace_reaches(self.netns, address, port or self.outside.http_port)
 
+    def dns_queries(self) -> list[dict[str, str]]:
+        """Every question the stand-in DNS server got: ``name``, ``type``, ``client``."""
+        return dns.read_log(self.files.work_dir / "dns-queries.jsonl")
+
+    @contextlib.contextmanager
+    def entered(self) -> Iterator[None]:
+        """Move the calling thread into the engine's namespace for the block (a socket made
+        there keeps the namespace: that is how the host reaches a container's address)."""
+        with netns.entered(self.netns):
+            yield
+
+    def connect(self, address: str, port: int, timeout: float = 10.0) -> socket.socket:
+        """A TCP connection to ``address:port`` made from the engine's namespace (a
+        container's address on its network, say); blocking, ``timeout`` for the connect.
+
+        Wrap it for async code with ``anyio.abc.SocketStream.from_socket`` (after
+        ``setblocking(False)``).
+        """
+        with self.entered():
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect((address, port))
+        except OSError:
+            sock.close()
+            raise
+        sock.settimeout(None)
+        return sock
+
     def load_image(self, archive: Path) -> list[str]:
         """Load a docker-archive tar through the API; the references loaded."""
         started = time.monotonic()
@@ -230,6 +262,8 @@ class DockerEngine:
             self.network.create(self.outside)
             self._httpd = outside.stand_in_server(self.outside_netns, self.files.work_dir)
             self._httpd.start()
+            self._dns = outside.dns_server(self.outside_netns, self.files.work_dir, self.outside)
+            self._dns.start()
             self._await("stand-ins answering", self._stand_ins_up, started)
             self.timings["namespaces"] = round(time.monotonic() - started, 3)
             self.start()
@@ -290,8 +324,9 @@ class DockerEngine:
         try:
             if self._record is not None:
                 self.stop()
-                if self._httpd is not None:
-                    self._httpd.stop(5.0)
+                for server in (self._httpd, self._dns):
+                    if server is not None:
+                        server.stop(5.0)
                 records.undo(self._record)
                 self._record = None
         finally:
@@ -312,6 +347,8 @@ class DockerEngine:
     # ------------------------------------------------------------------ helpers
 
     def _stand_ins_up(self) -> bool:
+        if not (self.files.work_dir / "dns.ready").exists():
+            return False
         return all(
             outside.namespace_reaches(self.outside_netns, address, timeout=1.0)
             for address in self.outside.addresses
@@ -321,7 +358,7 @@ class DockerEngine:
         return not netns.pids(self.netns)
 
     def _dead(self) -> str | None:
-        for component in (self._httpd, self._daemon):
+        for component in (self._httpd, self._dns, self._daemon):
             if component is not None and (code := component.exit_code()) is not None:
                 return f"{component.name} exited with code {code}:\n{component.tail(40)}"
         return None

@@ -20,19 +20,27 @@ namespaces, bridge and pool), so two engines run side by side.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from localcluster.realnode import netns
+from localcluster.realnode.addons import STANDIN_HOSTS
 
 INTERNET_IPS = ("203.0.113.10", "203.0.113.20")
 """The stand-in internet: two hosts, so a test can allow one and see the other refused."""
 INTERNET_CIDR = "203.0.113.0/24"
 DNS_IP = "203.0.113.53"
-"""The containers' nameserver: an address of the outside namespace where nothing listens (a
-lookup of an outside name fails at once instead of reaching a real resolver)."""
+"""The containers' nameserver: the stand-in DNS server (:mod:`.dns`), which answers the
+stand-in names, NXDOMAIN to any other, and logs every question."""
 METADATA_IP = "169.254.169.254"
 PRIVATE_IP = "10.255.0.10"
 """A host in a private range, outside the engine (what an egress policy keeps apps from)."""
+NAMES = {
+    **STANDIN_HOSTS,
+    "metadata.pando.test": METADATA_IP,
+    "private.pando.test": PRIVATE_IP,
+}
+"""Names the stand-in DNS server answers (the real node's stand-in names, and two more)."""
 HTTP_PORT = 80
 """Every stand-in answers HTTP on this port (see :mod:`.outside`)."""
 MAX_SLOTS = 8
@@ -48,6 +56,8 @@ class Outside:
     private: str = PRIVATE_IP
     dns: str = DNS_IP
     http_port: int = HTTP_PORT
+    names: Mapping[str, str] = field(default_factory=lambda: dict(NAMES))
+    """What the DNS server at :attr:`dns` answers; every other name is NXDOMAIN."""
 
     @property
     def addresses(self) -> tuple[str, ...]:

@@ -3,13 +3,17 @@
 One ``busybox httpd`` runs in the outside namespace, listening on every address there: each
 stand-in (the internet's hosts, the metadata address, the private host) answers
 ``GET /`` with :data:`PAGE`, so a test tells "reached" from "blocked" by the answer, and a
-control (another stand-in) shows the target was up. Debian's busybox ``wget`` crashes here:
-the checks speak HTTP through ``nc``.
+control (another stand-in) shows the target was up. Beside it, the stand-in DNS server
+(:mod:`.dns`) answers the stand-ins' names and logs every question. Debian's busybox
+``wget`` crashes here: the checks speak HTTP through ``nc``.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +21,10 @@ from localcluster.images import find_busybox
 from localcluster.process import Component
 from localcluster.realnode import netns
 
-from .network import HTTP_PORT
+from .network import HTTP_PORT, Outside
+
+SUPPORT_DIR = Path(__file__).resolve().parents[1]
+"""``tests/support``: on the DNS server's ``PYTHONPATH``."""
 
 PAGE = "pando stand-in outside\n"
 """What every stand-in answers."""
@@ -52,6 +59,27 @@ def stand_in_server(space: str, work_dir: Path) -> Component:
     (www / "index.html").write_text(PAGE)
     argv = [str(find_busybox()), "httpd", "-f", "-p", str(HTTP_PORT), "-h", str(www)]
     return Component("stand-in-httpd", netns.command(space, argv), work_dir / "outside.log")
+
+
+def dns_server(space: str, work_dir: Path, outside: Outside) -> Component:
+    """The stand-in DNS server (:mod:`.dns`) in namespace ``space`` (not yet started); its
+    log is ``work_dir / "dns-queries.jsonl"``, its ready file ``work_dir / "dns.ready"``."""
+    config = work_dir / "dns.json"
+    config.write_text(
+        json.dumps(
+            {
+                "listen": outside.dns,
+                "port": 53,
+                "hosts": dict(outside.names),
+                "log": str(work_dir / "dns-queries.jsonl"),
+                "ready_file": str(work_dir / "dns.ready"),
+            }
+        )
+    )
+    (work_dir / "dns.ready").unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "localdocker.dns", str(config)]
+    env = {**os.environ, "PYTHONPATH": str(SUPPORT_DIR)}
+    return Component("stand-in-dns", netns.command(space, argv), work_dir / "dns.log", env=env)
 
 
 def namespace_reaches(

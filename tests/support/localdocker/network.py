@@ -6,7 +6,7 @@
     ----------------------------------------     ----------------------------------------
     lo        127.0.0.1                          eth0   198.19.<64+slot>.1/24
     eth0      198.19.<64+slot>.2/24  <- veth ->  lo     203.0.113.10, .20  (the stand-in internet)
-    docker0   198.18.<128+16*slot>.1/24                 203.0.113.53       (a DNS address, closed)
+    docker0   198.18.<128+16*slot>.1/24                 203.0.113.53       (the stand-in DNS)
     user networks from 198.18.<136+16*slot>.0/21        169.254.169.254    (the metadata stand-in)
                                                         10.255.0.10        (a private-range host)
 

@@ -340,6 +340,7 @@ def _host_state(work_dir: Path) -> dict[str, object]:
         "processes": processes,
         "sysctls": {key: host.read_sysctl(key) for key in records.HOST_SYSCTLS},
         "ip_forward": host.read_sysctl("net.ipv4.ip_forward"),
+        "bridge_nf": host.read_sysctl("net.bridge.bridge-nf-call-iptables"),
     }
 
 

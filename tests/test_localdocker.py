@@ -17,6 +17,7 @@ import pytest
 from localcluster.net import wait_until
 from localcluster.realnode import host, netns
 from localcluster.realnode import network as realnode_network
+from localcluster.registry import LocalRegistry
 from localdocker import (
     BUSYBOX,
     PAGE,
@@ -24,6 +25,7 @@ from localdocker import (
     EngineNetwork,
     Outside,
     build_image,
+    busybox_image,
     dns,
     pytest_plugin,
     records,
@@ -306,6 +308,30 @@ def test_reset_removes_what_tests_made_and_keeps_the_harness_images(
     assert name not in docker_engine.docker("network", "ls").stdout
     assert docker_engine.docker("volume", "ls", "--quiet").stdout == ""
     assert docker_engine.api.image_names() == sorted(docker_engine.images)
+
+
+def test_the_engine_pulls_from_the_local_registry_with_its_password(
+    docker_engine: DockerEngine, image_registry: LocalRegistry
+) -> None:
+    image_registry.push(busybox_image().archive, "pando/busybox", "1")
+    address = docker_engine.expose_host_port(image_registry.port)
+    docker_engine.trust_registry(address, image_registry.ca_cert)
+    reference = f"{address}/pando/busybox:1"
+    # Without the password the pull fails (dockerd holds 127.0.0.0/8 insecure: after the
+    # refusal over TLS it tries plain HTTP, whose error is the one it reports).
+    denied = docker_engine.docker("pull", reference, check=False)
+    assert denied.returncode != 0
+    assert reference not in docker_engine.api.image_names()
+    docker_engine.docker(
+        "login", "--username", image_registry.username, "--password-stdin", address,
+        stdin=image_registry.password,
+    )  # fmt: skip
+    try:
+        docker_engine.docker("pull", reference)
+        assert docker_engine.run("echo", "pulled", image=reference).stdout == "pulled\n"
+    finally:
+        docker_engine.docker("logout", address, check=False)
+        docker_engine.docker("rmi", "--force", reference, check=False)
 
 
 # ---------------------------------------------------------------------- engines of their own

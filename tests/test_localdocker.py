@@ -8,9 +8,11 @@ The address-plan checks need nothing; the others run a real engine (the session'
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,8 +34,6 @@ from localdocker import (
 )
 from localdocker.daemon import cgroup_mounts
 from localdocker.network import MAX_SLOTS
-
-HTTPD_8080 = "httpd -f -p 8080 -h /www"
 
 
 def _unique(stem: str) -> str:
@@ -155,17 +155,28 @@ def test_a_built_image_loads_and_a_saved_one_loads_back(
         docker_engine.docker("rmi", "--force", name, check=False)
 
 
+@contextlib.contextmanager
+def _web_server(engine: DockerEngine, page: str, *aliases: str) -> Iterator[tuple[str, str]]:
+    """A user network and a busybox httpd on it (port 8080) serving ``page``; their names."""
+    net, server = _unique("pando-net"), _unique("pando-web")
+    engine.docker("network", "create", net)
+    try:
+        alias_options = [option for a in aliases for option in ("--network-alias", a)]
+        engine.docker(
+            "run", "--detach", "--name", server, "--network", net, *alias_options,
+            "--pull", "never", BUSYBOX, "sh", "-c",
+            f"mkdir /www && echo {page} > /www/index.html && exec httpd -f -p 8080 -h /www",
+        )  # fmt: skip
+        yield net, server
+    finally:
+        engine.docker("rm", "--force", server, check=False)
+        engine.docker("network", "rm", net, check=False)
+
+
 def test_containers_on_a_user_network_resolve_each_other_by_alias(
     docker_engine: DockerEngine,
 ) -> None:
-    net, server = _unique("pando-net"), _unique("pando-web")
-    docker_engine.docker("network", "create", net)
-    try:
-        docker_engine.docker(
-            "run", "--detach", "--name", server, "--network", net, "--network-alias", "web",
-            "--pull", "never", BUSYBOX, "sh", "-c",
-            "mkdir /www && echo alias-ok > /www/index.html && exec httpd -f -p 8080 -h /www",
-        )  # fmt: skip
+    with _web_server(docker_engine, "alias-ok", "web") as (net, _):
         # The server may take a moment to listen: the client polls it (the real condition).
         probe = (
             "for i in $(seq 100); do "
@@ -175,11 +186,8 @@ def test_containers_on_a_user_network_resolve_each_other_by_alias(
         proc = docker_engine.run("sh", "-c", probe, options=("--network", net))
         assert proc.returncode == 0, proc.stderr
         assert "alias-ok" in proc.stdout
-        # On the default bridge the alias means nothing.
-        assert docker_engine.run("nslookup", "web").returncode != 0
-    finally:
-        docker_engine.docker("rm", "--force", server, check=False)
-        docker_engine.docker("network", "rm", net, check=False)
+    # On the default bridge the alias means nothing.
+    assert docker_engine.run("nslookup", "web").returncode != 0
 
 
 def test_a_bridge_container_reaches_the_stand_ins_and_the_namespace_nothing_else(
@@ -222,13 +230,7 @@ def test_containers_resolve_stand_in_names_and_every_question_is_logged(
 def test_the_host_reaches_a_containers_address_through_the_engine_namespace(
     docker_engine: DockerEngine,
 ) -> None:
-    net, server = _unique("pando-net"), _unique("pando-web")
-    docker_engine.docker("network", "create", net)
-    try:
-        docker_engine.docker(
-            "run", "--detach", "--name", server, "--network", net, "--pull", "never", BUSYBOX,
-            "sh", "-c", f"mkdir /www && echo direct > /www/index.html && exec {HTTPD_8080}",
-        )  # fmt: skip
+    with _web_server(docker_engine, "direct") as (net, server):
         template = f'{{{{(index .NetworkSettings.Networks "{net}").IPAddress}}}}'
         address = docker_engine.docker("inspect", "--format", template, server).stdout.strip()
         assert ipaddress.ip_address(address)
@@ -243,9 +245,6 @@ def test_the_host_reaches_a_containers_address_through_the_engine_namespace(
                 return b"".join(iter(lambda: sock.recv(65536), b"")).decode()
 
         assert wait_until(lambda: "direct" in fetch(), timeout=30.0), docker_engine.logs()
-    finally:
-        docker_engine.docker("rm", "--force", server, check=False)
-        docker_engine.docker("network", "rm", net, check=False)
 
 
 def test_an_internal_network_reaches_no_stand_in(docker_engine: DockerEngine) -> None:

@@ -347,7 +347,7 @@ def _host_state(work_dir: Path) -> dict[str, object]:
     mounts = [
         line
         for line in Path("/proc/self/mountinfo").read_text().splitlines()
-        if str(work_dir) in line or "docker" in line
+        if str(work_dir) in line or "pando-docker" in line  # the wrapper's exec root
     ]
     processes = []
     for proc in Path("/proc").iterdir():
@@ -386,6 +386,11 @@ def test_a_second_engine_runs_beside_and_its_stop_leaves_nothing(
         # A container running at the stop: its processes, shim and layers must go too.
         engine.docker("run", "--detach", "--pull", "never", BUSYBOX, "sleep", "600")
         assert host.cgroup_dirs(engine.cgroup_parent)[0].exists()
+        # While it runs, the host's namespace sees none of its mounts or firewall rules.
+        running = _host_state(work_dir)
+        assert running["mounts"] == before["mounts"]
+        assert running["iptables"] == before["iptables"]
+        assert running["ip_forward"] == before["ip_forward"]
     finally:
         engine.close()
     assert _host_state(work_dir) == before

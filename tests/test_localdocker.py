@@ -333,6 +333,17 @@ def test_the_engine_pulls_from_the_local_registry_with_its_password(
         docker_engine.docker("rmi", "--force", reference, check=False)
 
 
+def test_a_daemon_left_down_by_a_test_is_started_at_its_teardown(
+    docker_engine: DockerEngine, request: pytest.FixtureRequest
+) -> None:
+    docker_engine.kill()
+    assert not docker_engine.daemon_running
+    assert docker_engine.api.ping() is None
+    pytest_plugin.pytest_runtest_teardown(request.node)
+    assert docker_engine.daemon_running
+    assert docker_engine.api.ping() is not None
+
+
 # ---------------------------------------------------------------------- engines of their own
 
 

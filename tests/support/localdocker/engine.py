@@ -262,6 +262,16 @@ class DockerEngine:
         if stray:
             self.docker("rmi", "--force", *stray)
 
+    @property
+    def daemon_running(self) -> bool:
+        """Whether dockerd runs (it may be stopped or killed by a test, between opens)."""
+        return self._daemon is not None and self._daemon.running()
+
+    @property
+    def is_open(self) -> bool:
+        """Whether :meth:`open` succeeded and :meth:`close` has not run yet."""
+        return self._record is not None and not self._closed
+
     def logs(self, lines: int = 40) -> str:
         """The tail of dockerd's log (its containerd's lines included)."""
         return tail(self.files.log, lines)
@@ -301,7 +311,7 @@ class DockerEngine:
         """Start dockerd (after :meth:`stop` or :meth:`kill`); return once ``/_ping`` answers."""
         if self._record is None:
             raise EngineError("open the engine first")
-        if self._daemon is not None and self._daemon.running():
+        if self.daemon_running:
             return
         started = time.monotonic()
         self.files.socket.unlink(missing_ok=True)
@@ -375,7 +385,7 @@ class DockerEngine:
         """SIGKILL the running containers through the API (best effort): a container whose
         PID 1 ignores SIGTERM (a shell, busybox) would hold the daemon's shutdown for its
         stop timeout (10 s by default, whatever ``--shutdown-timeout`` says)."""
-        if self._daemon is None or not self._daemon.running():
+        if not self.daemon_running:
             return
         with contextlib.suppress(OSError, ValueError, DockerApiError):
             for container in self.api.checked("GET", "/containers/json").json():

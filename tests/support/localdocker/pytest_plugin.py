@@ -104,6 +104,15 @@ def second_docker_engine(
         engine.close()
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Start again a session engine's daemon a test left stopped (one that failed between
+    its ``kill()`` and its ``start()``), so the tests after it do not fail in a row."""
+    for engine in item.config.stash.get(_ENGINES, []):
+        if engine.is_open and not engine.daemon_running:
+            engine.start()
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """Say how many Docker tests ran, and how long the engines took to start."""
     ran, skipped = ran_and_skipped(terminalreporter, "docker")

@@ -78,7 +78,7 @@ class DaemonFiles:
         """Create the folders and the private files."""
         for d in (self.work_dir, self.data_root, self.etc_docker, self.client_config):
             d.mkdir(parents=True, exist_ok=True)
-        self.resolv_conf.write_text(f"nameserver {nameserver}\noptions timeout:1 attempts:1\n")
+        self.resolv_conf.write_text(f"nameserver {nameserver}\n")
 
 
 def cgroup_mounts(mountinfo: str | None = None) -> list[tuple[str, str, str]]:

@@ -3,9 +3,10 @@
 #
 # None of them is started as a service: the tests start what they need themselves, on
 # loopback and in network namespaces of their own (Squid's and containerd's package services
-# are stopped where the system started them). Without root and sudo, it says what is missing
-# and exits 0: the tests that need a package then skip, saying why (or fail where
-# PANDO_REAL_NODES=1 demands the real node).
+# are stopped where the system started them; docker.io's, when this installs it, is disabled).
+# Without root and sudo, it says what is missing and exits 0: the tests that need a package
+# then skip, saying why (or fail where PANDO_REAL_NODES=1 demands the real node, or
+# PANDO_DOCKER=1 the Docker Engine).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mapfile -t wanted < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' "$here/packages.txt" | grep -v '^$')
@@ -42,4 +43,14 @@ if command -v systemctl >/dev/null; then
             $sudo systemctl disable --now "$service"
         fi
     done
+fi
+# docker.io's postinst enables its service for the next boot (update-rc.d; on systemd, the
+# service and docker.socket): the tests start their own engine, the host never runs one. Only
+# when this run installed it: a Docker the machine's owner already runs is left alone.
+if [[ " ${missing[*]} " == *" docker.io "* ]]; then
+    if [ -d /run/systemd/system ]; then
+        $sudo systemctl disable --now docker.socket docker.service >/dev/null 2>&1 || true
+    elif command -v update-rc.d >/dev/null && [ -x /etc/init.d/docker ]; then
+        $sudo update-rc.d docker disable >/dev/null 2>&1 || true
+    fi
 fi

@@ -12,17 +12,18 @@ import json
 from typing import Any
 
 import anyio
+from _socket_proxy import SocketProxy
 
-from pando_runtime import RuntimeAdapter, WorkloadRef
-from pando_runtime.testing.conformance import ConformanceHarness
+from pando_runtime import AdapterUnavailable, BundleRef, RuntimeAdapter, WorkloadRef
+from pando_runtime.testing.conformance import ConformanceHarness, HarnessCannot
 
 BUSYBOX = "pando.test/busybox:1"
 
 WORKLOAD_SCRIPT = (
     "trap 'exit 143' TERM; "
     "while :; do "
-    "if [ -f /tmp/pando-oom ]; then x=0123456789abcdef; while :; do x=$x$x; done; fi; "
-    'if [ -f /tmp/pando-exit ]; then exit "$(cat /tmp/pando-exit)"; fi; '
+    "if [ -f /pando-oom ]; then x=0123456789abcdef; while :; do x=$x$x; done; fi; "
+    'if [ -f /pando-exit ]; then exit "$(cat /pando-exit)"; fi; '
     "sleep 0.1; "
     "done"
 )
@@ -47,8 +48,39 @@ class DockerHarness(ConformanceHarness):
     poll_interval = 0.1
     quiet_period = 1.5
 
-    def __init__(self, host: str) -> None:
+    def __init__(self, host: str, proxy: SocketProxy | None = None) -> None:
         self.host = host
+        self.proxy = proxy
+
+    def _proxy(self) -> SocketProxy:
+        if self.proxy is None:
+            raise HarnessCannot("cut the adapter off its daemon (no unix socket to proxy)")
+        return self.proxy
+
+    async def cause_event_gap(self, adapter: RuntimeAdapter) -> None:
+        proxy = self._proxy()
+        cache: Any = getattr(adapter, "cache")  # noqa: B009 - the Docker adapter's cache
+        proxy.cut()
+        with anyio.fail_after(self.timeout):
+            while cache.connected:  # noqa: ASYNC110 - polls the adapter's real state
+                await anyio.sleep(0.02)
+        proxy.restore()
+
+    async def cache_goes_stale(self, adapter: RuntimeAdapter) -> None:
+        self._proxy().cut()
+        with anyio.fail_after(self.timeout):
+            while True:
+                try:
+                    await adapter.observe(BundleRef("pando-stale-probe"))
+                except AdapterUnavailable:
+                    return
+                await anyio.sleep(0.05)
+
+    async def cache_unconfirmed(self, adapter: RuntimeAdapter) -> None:
+        self._proxy().cut()
+
+    async def cache_recovers(self, adapter: RuntimeAdapter) -> None:
+        self._proxy().restore()
 
     async def docker(self, *args: str, check: bool = True) -> str:
         """Run the ``docker`` command against the engine; its stdout."""
@@ -65,12 +97,12 @@ class DockerHarness(ConformanceHarness):
 
     async def end_workload(self, adapter: RuntimeAdapter, ref: WorkloadRef, exit_code: int) -> None:
         name = _container(adapter, ref)
-        await self.docker("exec", name, "sh", "-c", f"echo {exit_code} > /tmp/pando-exit")
+        await self.docker("exec", name, "sh", "-c", f"echo {exit_code} > /pando-exit")
 
     async def oom_kill(self, adapter: RuntimeAdapter, ref: WorkloadRef) -> None:
         name = _container(adapter, ref)
         await self.docker("update", "--memory", "24m", "--memory-swap", "24m", name)
-        await self.docker("exec", name, "touch", "/tmp/pando-oom")
+        await self.docker("exec", name, "touch", "/pando-oom")
 
     async def write_log(self, adapter: RuntimeAdapter, ref: WorkloadRef, data: bytes) -> None:
         name = _container(adapter, ref)

@@ -9,12 +9,16 @@ their own owner label marks.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from _docker_harness import BUSYBOX, DockerHarness
+from _socket_proxy import SocketProxy
 from pando_runtime_docker import DockerAdapter
 
 ENV_HOST = "PANDO_DOCKER_TEST_HOST"
@@ -28,6 +32,21 @@ def docker_host(request: pytest.FixtureRequest) -> str:
         return own
     engine: Any = request.getfixturevalue("docker_engine")
     return f"unix://{engine.socket_path}"
+
+
+@pytest.fixture
+async def engine_proxy(docker_host: str) -> AsyncIterator[SocketProxy | None]:
+    """A proxy in front of the engine that a test can cut (``None`` over TCP)."""
+    if not docker_host.startswith("unix://"):
+        yield None
+        return
+    folder = Path(tempfile.mkdtemp(prefix="pdx", dir="/tmp"))  # socket paths are short
+    try:
+        proxy = SocketProxy(folder / "d.sock", Path(docker_host.removeprefix("unix://")))
+        async with proxy.running():
+            yield proxy
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -144,8 +144,8 @@ class ContainerCache:
         wanted = min(wanted, datetime.now(UTC))
         with anyio.move_on_after(self._read_timeout):
             while True:
-                confirmed = self.confirmed_at()
-                if confirmed >= wanted:
+                confirmed = self._confirmed
+                if self._connected and confirmed is not None and confirmed >= wanted:
                     return confirmed
                 self._probe_now.set()
                 await self._wait_changed(0.05)
@@ -155,6 +155,11 @@ class ContainerCache:
             remedy="Retry when the daemon answers, or observe without 'not_before'.",
             details={"confirmed_at": confirmed.isoformat(), "not_before": wanted.isoformat()},
         )
+
+    @property
+    def connected(self) -> bool:
+        """Whether the event stream is open and the view synced with it."""
+        return self._connected
 
     def bundle(self, bundle_id: str) -> BundleView:
         """What the cache knows of ``bundle_id``."""
@@ -246,11 +251,33 @@ class ContainerCache:
                 first = False
             self._connected = False
             self._notify()
+            self._end_watches_when_stale()
             await anyio.sleep(delay)
             delay = min(delay * 2, _RETRY_MOST)
 
+    def _end_watches_when_stale(self) -> None:
+        """Past the bound, open watches end with the error: the host opens new ones."""
+        confirmed = self._confirmed
+        if confirmed is None or len(self.hub) == 0:
+            return
+        if datetime.now(UTC) - confirmed > timedelta(seconds=self._max_staleness):
+            self.hub.fail(
+                self._last_error or AdapterUnavailable("the Docker daemon's event stream is lost")
+            )
+
     async def _follow(self, first: bool) -> None:
+        try:
+            await self._follow_stream(first)
+        except BaseExceptionGroup as group:
+            # The stream's tasks fail as a group: raise the first real error alone.
+            errors = [e for e in group.exceptions if isinstance(e, Exception)]
+            if errors:
+                raise errors[0] from group
+            raise
+
+    async def _follow_stream(self, first: bool) -> None:
         filters = {"type": ["container"], "label": [self._naming.owner_filter], "event": _ACTIONS}
+        broken: list[Exception] = []
         async with (
             self._transport.stream("GET", "/events", params={"filters": filters}, follow=True) as r,
             anyio.create_task_group() as group,
@@ -259,9 +286,14 @@ class ContainerCache:
 
             async def read() -> None:
                 async with send:
-                    async for line in r.aiter_lines():
-                        if line.strip():
-                            send.send_nowait(json.loads(line))
+                    try:
+                        async for line in r.aiter_lines():
+                            if line.strip():
+                                send.send_nowait(json.loads(line))
+                    except anyio.ClosedResourceError:
+                        return
+                    except Exception as error:  # noqa: BLE001 - any break ends the stream
+                        broken.append(error)
 
             group.start_soon(read)
             await self._relist()
@@ -278,7 +310,13 @@ class ContainerCache:
                     await self._on_event(data)
                     self._confirmed = datetime.now(UTC)
                     self._notify()
+            self._connected = False
             group.cancel_scope.cancel()
+        if broken:
+            raise AdapterUnavailable(
+                f"the Docker daemon's event stream broke ({type(broken[0]).__name__})",
+                details={"host": self._transport.host},
+            ) from broken[0]
 
     async def _probe(self) -> None:
         """Ping during silence: the open stream is current while the daemon answers."""
@@ -287,7 +325,10 @@ class ContainerCache:
                 await self._probe_now.wait()
             self._probe_now = anyio.Event()
             asked = datetime.now(UTC)
-            await self._transport.ping()
+            try:
+                await self._transport.ping()
+            except (PandoRuntimeError, EngineError):
+                continue  # the stream's own end reports the loss
             if self._connected:
                 self._confirmed = max(self._confirmed or asked, asked)
                 self._notify()

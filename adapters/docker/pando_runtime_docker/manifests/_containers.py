@@ -1,7 +1,7 @@
 """A workload plan as the Engine's create request, its spec hash, and its carried files.
 
 Pure: no I/O. The spec hash covers the whole create request (image, command, entrypoint,
-working directory, env, ports, health, limits, log cap, network and alias) and the carried
+working directory, env, mounts, ports, health, limits, log cap, network and alias) and the carried
 files, so any change to what runs gives another hash and the workload is recreated;
 ``exposed`` is not part of it (who may connect changes no instance).
 """
@@ -130,6 +130,16 @@ def container_request(
         host_config["MemorySwap"] = workload.resources.memory_bytes  # no swap beyond it
     if workload.resources.cpu_millis is not None:
         host_config["NanoCpus"] = workload.resources.cpu_millis * 1_000_000
+    if workload.mounts:
+        host_config["Mounts"] = [
+            {
+                "Type": "volume",
+                "Source": naming.volume_name(mount.volume_id),
+                "Target": mount.path,
+                "ReadOnly": mount.read_only,
+            }
+            for mount in workload.mounts
+        ]
     if pids_limit:
         host_config["PidsLimit"] = pids_limit
     body: dict[str, Any] = {

@@ -51,6 +51,10 @@ class Naming:
         """The bundle network's name."""
         return f"{self.owner}.{bundle_id}"
 
+    def volume_name(self, volume_id: str) -> str:
+        """A named volume's name (volume ids hold no dots)."""
+        return f"{self.owner}.{volume_id}"
+
     def bundle_labels(self, bundle_id: str) -> dict[str, str]:
         """Labels of every object of a bundle."""
         return {self.owner_key: self.owner, self.bundle_key: bundle_id}

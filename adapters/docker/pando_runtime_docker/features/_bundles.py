@@ -42,6 +42,8 @@ __all__ = ["BundleSettings", "Bundles"]
 
 _LOG = logger("bundles")
 
+_SUBNET_ATTEMPTS = 5
+
 
 class BundleSettings:
     """What the bundle feature needs of the adapter's settings."""
@@ -174,33 +176,45 @@ class Bundles:
         return handle
 
     async def _create_network(self, bundle_id: str) -> None:
-        networks = await self._api.get_json("/networks")
-        taken = [
-            config.get("Subnet", "")
-            for network in networks
-            for config in ((network.get("IPAM") or {}).get("Config") or [])
-        ]
-        subnet = free_subnet(self._settings.subnet_pool, self._settings.subnet_prefix, taken)
-        if subnet is None:
-            raise AdapterFailed(
-                f"no free /{self._settings.subnet_prefix} is left in {self._settings.subnet_pool}",
-                remedy="Widen the 'subnet_pool' setting or destroy unused bundles.",
-                details={"bundle_id": bundle_id},
-            )
-        try:
-            answer = await self._api.request(
-                "POST", "/networks/create", body=network_request(self._naming, bundle_id, subnet)
-            )
-        except EngineError as error:
-            if error.conflict:
+        tried: list[str] = []
+        for _ in range(_SUBNET_ATTEMPTS):
+            networks = await self._api.get_json("/networks")
+            taken = tried + [
+                config.get("Subnet", "")
+                for network in networks
+                for config in ((network.get("IPAM") or {}).get("Config") or [])
+            ]
+            subnet = free_subnet(self._settings.subnet_pool, self._settings.subnet_prefix, taken)
+            if subnet is None:
                 raise AdapterFailed(
-                    f"a network named {self._naming.network_name(bundle_id)!r} exists and is "
-                    "not this adapter's",
-                    remedy="Remove or rename the other network, or give this adapter another "
-                    "'owner'; nothing was written.",
-                    details={**error.details, "bundle_id": bundle_id},
-                ) from None
-            raise write_failed(error, "creating the bundle network", bundle_id=bundle_id) from None
+                    f"no free /{self._settings.subnet_prefix} is left in "
+                    f"{self._settings.subnet_pool}",
+                    remedy="Widen the 'subnet_pool' setting or destroy unused bundles.",
+                    details={"bundle_id": bundle_id},
+                )
+            body = network_request(self._naming, bundle_id, subnet)
+            try:
+                answer = await self._api.request("POST", "/networks/create", body=body)
+                break
+            except EngineError as error:
+                if error.conflict:
+                    raise AdapterFailed(
+                        f"a network named {self._naming.network_name(bundle_id)!r} exists and "
+                        "is not this adapter's",
+                        remedy="Remove or rename the other network, or give this adapter "
+                        "another 'owner'; nothing was written.",
+                        details={**error.details, "bundle_id": bundle_id},
+                    ) from None
+                if "overlap" not in error.message:
+                    raise write_failed(
+                        error, "creating the bundle network", bundle_id=bundle_id
+                    ) from None
+                tried.append(subnet)  # another writer took it meanwhile: carve the next one
+        else:
+            raise AdapterFailed(
+                "the bundle network's subnet was taken by other writers each time",
+                details={"bundle_id": bundle_id, "tried": tried},
+            )
         network_id = str(answer.json()["Id"])
         self._cache.set_network(bundle_id, network_id)
         if self._settings.proxy_container:

@@ -78,10 +78,11 @@ def docs(session: nox.Session) -> None:
 @nox.session(python="3.11")
 def benchmarks(session: nox.Session) -> None:
     """Print benchmark figures: the fake's lifecycle rate, import time, catalog sync into
-    Consul, Kubernetes API calls."""
+    Consul, the test Docker Engine's start, Kubernetes API calls."""
     _install(session, "test")
     session.run("python", "benchmarks/fake_lifecycle.py", *session.posargs)
     session.run("python", "benchmarks/catalog_sync.py")  # starts Consul (tools/consul/build.sh)
+    session.run("python", "benchmarks/docker_engine.py")  # the tests' Docker Engine (as root)
     for script in sorted(ROOT.glob("adapters/*/benchmarks/*.py")):
         if script.name in SLOW_BENCHMARKS:
             continue

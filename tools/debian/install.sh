@@ -37,9 +37,18 @@ $sudo apt-get update -qq
 # busybox (the dynamic one) replaces busybox-static: the images need its shell to find /bin/wget.
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 if command -v systemctl >/dev/null; then
-    for service in squid containerd; do
+    for service in squid containerd docker.socket docker; do
         if systemctl is-active --quiet "$service" 2>/dev/null; then
             $sudo systemctl disable --now "$service"
         fi
     done
+fi
+# docker.io's postinst enables its service for the next boot (update-rc.d; on systemd, the
+# service and docker.socket): the tests start their own engine, the host never runs one.
+if [[ " ${missing[*]} " == *" docker.io "* ]]; then
+    if [ -d /run/systemd/system ]; then
+        $sudo systemctl disable docker.service docker.socket >/dev/null 2>&1 || true
+    elif command -v update-rc.d >/dev/null && [ -x /etc/init.d/docker ]; then
+        $sudo update-rc.d docker disable >/dev/null 2>&1 || true
+    fi
 fi

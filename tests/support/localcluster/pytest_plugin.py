@@ -249,17 +249,23 @@ def real_node_cluster() -> Iterator[KubeCluster]:
         manager.__exit__(None, None, None)
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Say how many real-node tests ran (skips are listed with their reasons by ``-ra``)."""
+def ran_and_skipped(terminalreporter: Any, marker: str) -> tuple[int, int]:
+    """How many tests marked ``marker`` ran, and how many were skipped, in this session."""
     ran = skipped = 0
     for outcome, reports in terminalreporter.stats.items():
         for report in reports:
-            if "real_node" not in getattr(report, "keywords", {}):
+            if marker not in getattr(report, "keywords", {}):
                 continue
             if outcome == "skipped":
                 skipped += 1
             elif getattr(report, "when", "") == "call":
                 ran += 1
+    return ran, skipped
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say how many real-node tests ran (skips are listed with their reasons by ``-ra``)."""
+    ran, skipped = ran_and_skipped(terminalreporter, "real_node")
     if ran or skipped:
         terminalreporter.write_line(f"real-node tests: {ran} ran, {skipped} skipped")
 

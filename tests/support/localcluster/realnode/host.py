@@ -46,11 +46,13 @@ class HostRecord:
         self.path.write_text(json.dumps(asdict(self), indent=2) + "\n")
 
 
-def _read_sysctl(key: str) -> str:
+def read_sysctl(key: str) -> str:
+    """A host-wide sysctl's value (``kernel.panic``)."""
     return Path("/proc/sys", *key.split(".")).read_text().strip()
 
 
-def _write_sysctl(key: str, value: str) -> None:
+def write_sysctl(key: str, value: str) -> None:
+    """Set a host-wide sysctl back (a failure is ignored: restoring is best effort)."""
     with contextlib.suppress(OSError):
         Path("/proc/sys", *key.split(".")).write_text(value)
 
@@ -62,7 +64,7 @@ def record(prefix: str, work_dir: Path, cgroup_root: str) -> HostRecord:
         prefix=prefix,
         work_dir=str(work_dir),
         cgroup_root=cgroup_root,
-        sysctls={key: _read_sysctl(key) for key in HOST_SYSCTLS},
+        sysctls={key: read_sysctl(key) for key in HOST_SYSCTLS},
     )
     rec.save()
     return rec
@@ -86,7 +88,8 @@ def make_cgroup_root(cgroup_root: str) -> None:
                 (d / key).write_text((d.parent / key).read_text())
 
 
-def _kill_cgroup_tasks(cgroup_root: str) -> None:
+def kill_cgroup_tasks(cgroup_root: str) -> None:
+    """SIGKILL every process in the cgroups at or below ``cgroup_root``."""
     for d in cgroup_dirs(cgroup_root):
         for procs in d.rglob("cgroup.procs"):
             with contextlib.suppress(OSError):
@@ -95,7 +98,8 @@ def _kill_cgroup_tasks(cgroup_root: str) -> None:
                         os.kill(int(pid), signal.SIGKILL)
 
 
-def _remove_cgroups(cgroup_root: str) -> None:
+def remove_cgroups(cgroup_root: str) -> None:
+    """Remove ``cgroup_root`` and the cgroups below it, deepest first, in every hierarchy."""
     for d in cgroup_dirs(cgroup_root):
         if not d.exists():
             continue
@@ -129,18 +133,18 @@ def unmount_all(directory: Path) -> None:
 
 def undo(rec: HostRecord, network: NodeNetwork) -> None:
     """Remove a run's processes, mounts, cgroups and namespaces; restore its sysctls."""
-    _kill_cgroup_tasks(rec.cgroup_root)
+    kill_cgroup_tasks(rec.cgroup_root)
     for space in (network.node, network.outside):
         for pid in netns.pids(space) if netns.exists(space) else ():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     time.sleep(0.2)
-    _kill_cgroup_tasks(rec.cgroup_root)
+    kill_cgroup_tasks(rec.cgroup_root)
     unmount_all(Path(rec.work_dir))
     network.delete()
-    _remove_cgroups(rec.cgroup_root)
+    remove_cgroups(rec.cgroup_root)
     for key, value in rec.sysctls.items():
-        _write_sysctl(key, value)
+        write_sysctl(key, value)
     rec.path.unlink(missing_ok=True)
 
 

@@ -1,0 +1,114 @@
+"""pytest plugin: the ``docker`` marker and the ``docker_engine`` fixture, a real Docker
+Engine for the session (see :class:`localdocker.DockerEngine`), started when a test first
+asks for it and stopped, every change undone, at the session's end.
+
+Load it with ``-p localdocker.pytest_plugin`` (with ``tests/support`` on ``pythonpath``).
+
+Where this machine cannot run the engine (not root, ``docker.io`` not installed...), a test
+that asks for it is skipped with the reason, unless ``PANDO_DOCKER=1`` or
+``PANDO_REAL_NODES=1`` (the test command's CI sets it) is set: then it fails. A failure to
+start always fails, with the daemon's log.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+import pytest
+from localcluster.pytest_plugin import ran_and_skipped
+
+from .api import DockerApiError
+from .engine import DockerEngine, EngineError
+from .requirements import missing
+
+MARKER = (
+    "docker: the test runs on a real Docker Engine (fixture docker_engine); skipped with the "
+    "reason where the machine cannot run one, unless PANDO_DOCKER=1 or PANDO_REAL_NODES=1"
+)
+ENV_DOCKER = "PANDO_DOCKER"
+"""``1``: a machine that cannot run the engine fails the Docker tests instead of skipping."""
+ENV_REAL_NODES = "PANDO_REAL_NODES"
+"""``1`` implies :data:`ENV_DOCKER` (machines that run real nodes run the engine too)."""
+_ENGINES = pytest.StashKey[list[DockerEngine]]()
+
+
+def required() -> bool:
+    """Whether the engine must run here (an unfit machine fails instead of skipping)."""
+    return "1" in (os.environ.get(ENV_DOCKER), os.environ.get(ENV_REAL_NODES))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Declare the marker."""
+    config.addinivalue_line("markers", MARKER)
+    config.stash[_ENGINES] = []
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses the engine ``docker`` (for ``-m docker`` and the summary)."""
+    for item in items:
+        if "docker_engine" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.docker)
+
+
+def refuse(absent: list[str]) -> NoReturn:
+    """Skip the test for what the machine lacks, or fail it where the engine is required."""
+    reason = "no Docker Engine on this machine: it lacks " + ", ".join(absent)
+    if required():
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+def open_engine(request: pytest.FixtureRequest, name: str) -> DockerEngine:
+    """Start an engine in a fresh temporary folder, or skip / fail saying why."""
+    absent = missing()
+    if absent:
+        refuse(absent)
+    failure = ""
+    work_dir = request.getfixturevalue("tmp_path_factory").mktemp(name)
+    try:
+        engine = DockerEngine(work_dir).open()
+    except (EngineError, DockerApiError, OSError, RuntimeError) as exc:
+        failure = f"the Docker Engine did not start: {exc}"
+    if failure:  # outside the except block, so pytest shows the message alone
+        pytest.fail(failure, pytrace=False)
+    request.config.stash[_ENGINES].append(engine)
+    return engine
+
+
+@pytest.fixture(scope="session")
+def docker_engine(request: pytest.FixtureRequest) -> Iterator[DockerEngine]:
+    """A Docker Engine for the session: ``.socket_path``, ``.base_url``, ``.api``,
+    ``.images``, ``.outside``, ``.netns``, ``.docker(...)``, ``.restart()``...
+
+    A test that stops or kills the daemon starts it again before it ends
+    (``docker_engine.start()``); one that makes containers, networks or volumes removes them.
+    """
+    engine = open_engine(request, "docker")
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+@pytest.fixture(scope="session")
+def second_docker_engine(
+    request: pytest.FixtureRequest, docker_engine: DockerEngine
+) -> Iterator[DockerEngine]:
+    """A second engine beside :func:`docker_engine`: its own namespaces, socket and ranges."""
+    engine = open_engine(request, "docker-2")
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Say how many Docker tests ran, and how long the engines took to start."""
+    ran, skipped = ran_and_skipped(terminalreporter, "docker")
+    if ran or skipped:
+        terminalreporter.write_line(f"docker tests: {ran} ran, {skipped} skipped")
+    for engine in config.stash.get(_ENGINES, []):
+        figures = ", ".join(f"{k} {v:.2f} s" for k, v in engine.timings.items())
+        terminalreporter.write_line(f"docker engine {engine.netns}: {figures}")

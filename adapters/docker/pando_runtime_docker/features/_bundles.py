@@ -344,6 +344,17 @@ class Bundles:
         network_id = self._cache.bundle(bundle_id).network_id
         if network_id is None:
             return
+        if self._settings.proxy_container:  # a network with an endpoint cannot be removed
+            try:
+                await self._api.request(
+                    "POST",
+                    "/networks/{id}/disconnect",
+                    args={"id": network_id},
+                    body={"Container": self._settings.proxy_container, "Force": True},
+                )
+            except EngineError as error:
+                if not error.not_found and error.status != 403:  # noqa: PLR2004 - not on it
+                    raise write_failed(error, "leaving the bundle network") from None
         try:
             await self._api.request("DELETE", "/networks/{id}", args={"id": network_id})
         except EngineError as error:

@@ -7,6 +7,7 @@ leak is really in the container, the name that must not resolve has a twin that 
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 
 import anyio
 import pytest
@@ -288,3 +289,52 @@ async def test_stop_keeps_containers_and_logs_destroy_removes_everything(
     label = f"label=io.pando.owner={owner}"
     assert (await harness.docker("ps", "-aq", "--filter", label)).split() == []
     assert (await harness.docker("network", "ls", "-q", "--filter", label)).split() == []
+
+
+async def test_a_tty_session_is_resized_and_stdin_ends_with_a_half_close(
+    docker_adapter: DockerAdapter,
+) -> None:
+    plan = pr.BundlePlan(bundle_id="tty", workloads=(workload("web"),))
+    await docker_adapter.apply(plan)
+    await until(docker_adapter, "tty", running, "the workload to run")
+    ref = pr.WorkloadRef("tty", "web")
+    request = pr.ExecRequest(command=("sh", "-c", "read line; stty size"), tty=True, stdin=True)
+    with anyio.fail_after(30):
+        async with docker_adapter.exec(ref, request) as session:
+            await session.resize(33, 101)
+            assert session.stdin is not None
+            await session.stdin.send(b"go\n")
+            out = b"".join([chunk async for chunk in session.stdout])
+            code = await session.wait()
+    assert b"33 101" in out
+    assert code == 0
+    # Control: without a TTY, stty has no terminal and says so on stderr.
+    plain = await docker_adapter.run(ref, pr.ExecRequest(command=("stty", "size")))
+    assert plain.exit_code != 0
+    assert plain.stderr
+
+
+async def test_logs_since_a_moment_leave_out_what_came_before(
+    docker_adapter: DockerAdapter, harness: DockerHarness
+) -> None:
+    plan = pr.BundlePlan(
+        bundle_id="since",
+        workloads=(workload("web", command=("sh", "-c", "echo early; exec sleep 600")),),
+    )
+    await docker_adapter.apply(plan)
+    await until(docker_adapter, "since", running, "the workload to run")
+    ref = pr.WorkloadRef("since", "web")
+    name = name_of(docker_adapter, "since", "web")
+    with anyio.fail_after(30):
+        while "early" not in await harness.docker("logs", name):  # noqa: ASYNC110
+            await anyio.sleep(0.1)
+    await anyio.sleep(0.2)  # a moment strictly between the two lines (ns timestamps)
+    moment = datetime.now(UTC)
+    await anyio.sleep(0.2)
+    await harness.docker("exec", name, "sh", "-c", "echo late > /proc/1/fd/1")
+    async with docker_adapter.logs(ref, pr.LogOptions(since=moment)) as stream:
+        later = b"".join([chunk async for chunk in stream])
+    async with docker_adapter.logs(ref) as stream:
+        everything = b"".join([chunk async for chunk in stream])
+    assert later == b"late\n"
+    assert everything == b"early\nlate\n"  # control: both lines are in the log

@@ -24,6 +24,12 @@ from pando_runtime_docker import DockerAdapter
 ENV_HOST = "PANDO_DOCKER_TEST_HOST"
 
 
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Every test of the adapter runs on asyncio and on trio."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="session")
 def docker_host(request: pytest.FixtureRequest) -> str:
     """The engine's address as the adapter's ``host`` setting."""

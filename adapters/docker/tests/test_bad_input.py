@@ -18,11 +18,6 @@ pytestmark = pytest.mark.anyio
 SLEEP = ("sh", "-c", "trap 'exit 143' TERM; while :; do sleep 0.2; done")
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 async def test_a_missing_socket_is_unavailable_with_a_remedy_naming_the_setting(
     tmp_path: Path,
 ) -> None:

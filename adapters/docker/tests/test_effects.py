@@ -21,11 +21,6 @@ pytestmark = pytest.mark.anyio
 SLEEP = ("sh", "-c", "trap 'exit 143' TERM; while :; do sleep 0.2; done")
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 def workload(name: str, **fields: object) -> pr.WorkloadPlan:
     fields.setdefault("image", BUSYBOX)
     fields.setdefault("command", SLEEP)

@@ -23,11 +23,6 @@ HTTPD = ("httpd", "-f", "-p", "8080", "-h", "/www")
 SLEEP = ("sh", "-c", "trap 'exit 143' TERM; while :; do sleep 0.2; done")
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 def web_plan(bundle_id: str) -> pr.BundlePlan:
     web = pr.WorkloadPlan(
         name="web",

@@ -152,6 +152,7 @@ class DockerAdapter(RuntimeAdapter):
             group.cancel_scope.cancel()
         if stack is not None:
             await stack.aclose()
+        self.cache.stopped()
         await self.transport.aclose()
 
     async def _ready(self) -> None:

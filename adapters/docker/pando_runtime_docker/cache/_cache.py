@@ -103,6 +103,15 @@ class ContainerCache:
             self._group = group
             group.start_soon(self._run)
 
+    def stopped(self) -> None:
+        """Forget the stream's state once its task group ended (the adapter may open again)."""
+        self._group = None
+        self._connected = False
+        self._synced = anyio.Event()
+        self._confirmed = None
+        self._last_error = None
+        self.hub.close()
+
     async def ready(self) -> None:
         """Wait for the first relist; raise ``AdapterUnavailable`` when it cannot be had."""
         if self._synced.is_set():

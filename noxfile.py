@@ -55,7 +55,9 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", "pando_runtime", "adapters", "examples")
     # import-linter reads the packages' imports: they must be importable in the session.
-    session.install("-e", ".", "-e", "adapters/kubernetes", "-e", "adapters/consul")
+    session.install(
+        "-e", ".", "-e", "adapters/kubernetes", "-e", "adapters/consul", "-e", "adapters/docker"
+    )
     session.run("lint-imports")
 
 

@@ -1,0 +1,280 @@
+"""The Docker adapter: the contract over one Docker Engine, through its HTTP API.
+
+Used as ``async with DockerAdapter({...}) as runtime``: entering starts the cache (the
+daemon's event stream and one relist); observe, events, logs and exec read from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
+from typing import Any, Self
+
+import anyio
+from anyio.abc import ByteReceiveStream
+
+from pando_runtime import (
+    AdapterFailed,
+    BundleEvent,
+    BundleEventKind,
+    BundleHandle,
+    BundlePlan,
+    BundleRef,
+    Capacity,
+    DestroyOptions,
+    ExecRequest,
+    ExecSession,
+    Fit,
+    InvalidConfig,
+    IsolationClass,
+    LogOptions,
+    LogRetention,
+    ObservedBundle,
+    Problem,
+    RuntimeAdapter,
+    RuntimeCapabilities,
+    Upstream,
+    WorkloadRef,
+    validate_plan,
+)
+from pando_runtime.plugin import raise_problems, validate_exec_request
+
+from ._info import DESCRIPTION, DockerConfig, UpstreamMode
+from .api import EngineTransport, TransportStats, parse_host
+from .cache import ContainerCache
+from .features import (
+    Bundles,
+    BundleSettings,
+    EngineCapacity,
+    docker_problems,
+    open_exec,
+    open_logs,
+)
+from .manifests import LogCap, Naming
+
+__all__ = ["DockerAdapter"]
+
+_OWNER = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
+_PREFIX = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,60}[a-z0-9])?$")
+
+
+def _config_problems(config: DockerConfig) -> list[Problem]:
+    problems = []
+    try:
+        parse_host(config.host)
+    except ValueError as error:
+        problems.append(Problem("host", str(error), "bad_host"))
+    if not _OWNER.match(config.owner):
+        problems.append(Problem("owner", "lowercase letters, digits and '-' (32 at most)"))
+    if not _PREFIX.match(config.label_prefix):
+        problems.append(Problem("label_prefix", "a reverse-DNS label prefix such as io.pando"))
+    if config.upstream_mode not in {m.value for m in UpstreamMode}:
+        problems.append(
+            Problem("upstream_mode", "one of " + ", ".join(m.value for m in UpstreamMode))
+        )
+    elif config.upstream_mode == UpstreamMode.PROXY_CONTAINER and not config.proxy_container:
+        problems.append(
+            Problem("proxy_container", "upstream_mode 'proxy_container' needs a container name")
+        )
+    return problems
+
+
+class DockerAdapter(RuntimeAdapter):
+    """Runs each app's workloads as labelled containers on a bridge network of its own."""
+
+    kind = "docker"
+    description = DESCRIPTION
+    Config = DockerConfig
+
+    def __init__(self, config: Mapping[str, Any] | DockerConfig | None = None) -> None:
+        super().__init__(config)
+        cfg: DockerConfig = self.config
+        problems = _config_problems(cfg)
+        if problems:
+            raise InvalidConfig("invalid Docker adapter settings", problems)
+        self.naming = Naming(owner=cfg.owner, prefix=cfg.label_prefix)
+        self.transport = EngineTransport(
+            cfg.host, connect_timeout=cfg.connect_timeout, read_timeout=cfg.read_timeout
+        )
+        self.cache = ContainerCache(
+            self.transport,
+            self.naming,
+            max_staleness=cfg.cache_max_staleness,
+            probe_interval=cfg.cache_probe_interval,
+            read_timeout=cfg.read_timeout,
+        )
+        self._capacity = EngineCapacity(self.transport, self.cache)
+        self._bundles = Bundles(
+            self.transport,
+            self.cache,
+            self.naming,
+            BundleSettings(
+                log_cap=LogCap(max_bytes=cfg.log_max_bytes, files=cfg.log_max_files),
+                stop_timeout=cfg.stop_timeout,
+                pids_limit=cfg.pids_limit,
+                dependency_wait=cfg.dependency_wait,
+                read_timeout=cfg.read_timeout,
+                subnet_pool=cfg.subnet_pool,
+                subnet_prefix=cfg.subnet_prefix,
+                proxy_container=cfg.proxy_container,
+            ),
+        )
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._group: anyio.abc.TaskGroup | None = None
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    @property
+    def stats(self) -> TransportStats:
+        """Engine API calls made so far, by method and route template."""
+        return self.transport.stats
+
+    async def __aenter__(self) -> Self:
+        stack = contextlib.AsyncExitStack()
+        group = await stack.enter_async_context(anyio.create_task_group())
+        self._stack, self._group = stack, group
+        self.cache.start(group)
+        try:
+            await self.cache.ready()
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def aclose(self) -> None:
+        """Stop the event stream and close the connections. Safe to call twice."""
+        stack, group = self._stack, self._group
+        self._stack = self._group = None
+        self.cache.hub.close()
+        if group is not None:
+            group.cancel_scope.cancel()
+        if stack is not None:
+            await stack.aclose()
+        self.cache.stopped()
+        await self.transport.aclose()
+
+    async def _ready(self) -> None:
+        if self._group is None:
+            raise AdapterFailed(
+                "the Docker adapter answers from the daemon's event stream, which runs only "
+                "while the adapter is open",
+                remedy="Use the adapter as 'async with DockerAdapter(...) as runtime:'.",
+            )
+        await self.cache.ready()
+
+    # -- identity & health ---------------------------------------------------------------------
+
+    async def health_check(self) -> None:
+        """The daemon answers and speaks API 1.41 or newer."""
+        await self.transport.version()
+        await self.transport.ping()
+
+    async def capabilities(self) -> RuntimeCapabilities:
+        """What this adapter does today; everything else is declared unsupported."""
+        return RuntimeCapabilities(
+            isolation_class=IsolationClass.CONTAINER,
+            exec=True,
+            multiple_workloads=True,
+            carried_files=True,
+            resource_limits=True,
+            bundle_events=True,
+            log_retention=LogRetention(supports_size_cap=True, min_bytes=1024),
+        )
+
+    # -- bundles -------------------------------------------------------------------------------
+
+    async def check_plan(self, plan: BundlePlan) -> None:
+        """The contract's rules and this adapter's, in one pass; writes nothing."""
+        problems = validate_plan(plan, await self.capabilities()) + docker_problems(plan)
+        raise_problems(problems, f"plan for bundle {plan.bundle_id!r}")
+
+    async def apply(self, plan: BundlePlan) -> BundleHandle:
+        """Converge the daemon onto ``plan``: re-applying the same plan makes no call."""
+        await self.check_plan(plan)
+        await self._ready()
+        await self._capacity.check_fits(plan)
+        return await self._bundles.apply(plan)
+
+    async def observe(
+        self, ref: BundleRef, *, not_before: datetime | None = None
+    ) -> ObservedBundle:
+        """The bundle from the cache: no call to the daemon (unless ``not_before`` waits)."""
+        await self._ready()
+        if not_before is None:
+            confirmed = self.cache.confirmed_at()
+        else:
+            confirmed = await self.cache.confirmed_since(not_before)
+        return self._bundles.observe(ref.bundle_id, confirmed)
+
+    async def stop(self, ref: BundleRef) -> None:
+        """Stop every running workload; containers, logs and the network are kept."""
+        await self._ready()
+        await self._bundles.stop(ref)
+
+    async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
+        """Remove the bundle's containers and network (no volumes: none are made)."""
+        await self._ready()
+        await self._bundles.destroy(ref, options or DestroyOptions())
+
+    def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
+        """Where the host dials a workload's port (see ``upstream_mode``); no I/O.
+
+        In ``address`` mode the workload's alias is resolved through the daemon's embedded
+        DNS only inside the network, so the URL names the container by its name, which the
+        host resolves with :meth:`address_of`; in ``proxy_container`` mode the host's own
+        container is on the bundle network and dials the alias.
+        """
+        name = self.naming.container_name(ref.bundle_id, ref.workload)
+        if self.config.upstream_mode == UpstreamMode.PROXY_CONTAINER:
+            host = name
+        else:
+            host = self.address_of(ref) or name
+        return Upstream(url=f"http://{host}:{port}", pool_key=f"docker/{name}")
+
+    def address_of(self, ref: WorkloadRef) -> str | None:
+        """The newest container's address on its bundle network, as the cache knows it."""
+        view = self.cache.bundle(ref.bundle_id).newest().get(ref.workload)
+        return view.address if view is not None and view.address else None
+
+    # -- capacity ------------------------------------------------------------------------------
+
+    async def capacity(self) -> Capacity:
+        """The daemon's CPUs and memory; one place, so no largest fit."""
+        await self._ready()
+        return await self._capacity.capacity()
+
+    async def largest_fit_for(self, bundle_id: str) -> Fit | None:
+        """``None``: the daemon is a single place (``capacity`` says it all)."""
+        return None
+
+    # -- events --------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def watch_bundles(self) -> AsyncIterator[AsyncIterator[BundleEvent]]:
+        """The daemon's events as bundle events: WATCHING once the cache is synced."""
+        await self._ready()
+        confirmed = self.cache.confirmed_at()
+        watching = BundleEvent(kind=BundleEventKind.WATCHING, at=confirmed)
+        async with self.cache.hub.subscribe(watching) as stream:
+            yield stream
+
+    # -- logs and exec -------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def logs(
+        self, ref: WorkloadRef, options: LogOptions | None = None
+    ) -> AsyncIterator[ByteReceiveStream]:
+        """The newest container's log, a finished one included."""
+        await self._ready()
+        async with open_logs(self.transport, self.cache, ref, options or LogOptions()) as stream:
+            yield stream
+
+    @contextlib.asynccontextmanager
+    async def exec(self, ref: WorkloadRef, request: ExecRequest) -> AsyncIterator[ExecSession]:
+        """A command in the running workload, with stdin, stdout and stderr apart."""
+        raise_problems(validate_exec_request(request), "exec request")
+        await self._ready()
+        async with open_exec(self.transport, self.cache, ref, request) as session:
+            yield session

@@ -1,0 +1,133 @@
+"""What the Docker adapter says about itself: its settings and its registry entry.
+
+This module is the target of the ``pando_runtime.adapters`` entry point, so it imports
+nothing heavy (attrs and the core only, never httpx): listing adapters must not pay for
+the HTTP client.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+
+import attrs
+
+from pando_runtime import AdapterInfo
+from pando_runtime.plugin import setting
+
+__all__ = ["ADAPTER", "DEFAULT_HOST", "DESCRIPTION", "DockerConfig", "UpstreamMode"]
+
+DESCRIPTION = "Runs each app's workloads as labelled containers on a bridge network of its own."
+
+DEFAULT_HOST = "unix:///var/run/docker.sock"
+
+
+def _default_host() -> str:
+    return os.environ.get("DOCKER_HOST") or DEFAULT_HOST
+
+
+class UpstreamMode(enum.StrEnum):
+    """How the host reaches a workload's port (see ``docs/docker.md``).
+
+    ``address``: the host shares the daemon's network namespace and dials the container's
+    address on its bundle network. ``proxy_container``: the host runs in a container
+    (``proxy_container``) that the adapter joins to every bundle network, and dials the
+    workload's alias there.
+    """
+
+    ADDRESS = "address"
+    PROXY_CONTAINER = "proxy_container"
+
+
+@attrs.frozen(kw_only=True)
+class DockerConfig:
+    """Settings of the Docker adapter (all optional)."""
+
+    host: str = setting(
+        factory=_default_host,
+        help="The daemon's address: unix:///path/to/docker.sock or tcp://host:port "
+        "(plain HTTP; unset: $DOCKER_HOST, then unix:///var/run/docker.sock).",
+    )
+    owner: str = setting(
+        default="pando",
+        help="Owner id written on every container and network the adapter makes; it never "
+        "reads, changes or removes anything with another owner (several hosts may share "
+        "one daemon under different owners).",
+    )
+    label_prefix: str = setting(
+        default="io.pando",
+        help="Prefix of the adapter's labels (<prefix>.owner, <prefix>.bundle, ...).",
+    )
+    subnet_pool: str = setting(
+        default="10.231.0.0/16",
+        help="Range the bundle networks' subnets are carved from (one /subnet_prefix each): "
+        "the daemon's default pools hold about 30 networks.",
+    )
+    subnet_prefix: int = setting(
+        default=24, minimum=8, maximum=29, help="Prefix length of each bundle network."
+    )
+    upstream_mode: str = setting(
+        default=UpstreamMode.ADDRESS.value,
+        help="How upstream() addresses a workload: 'address' (the host shares the daemon's "
+        "network namespace) or 'proxy_container' (the host runs in proxy_container).",
+    )
+    proxy_container: str | None = setting(
+        default=None,
+        help="Name of the host's own container, joined to every bundle network "
+        "(upstream_mode 'proxy_container').",
+    )
+    log_max_bytes: int = setting(
+        default=10 * 1024**2,
+        minimum=1024,
+        help="Bytes of log kept per container when the plan names no log_bytes "
+        "(json-file, split over log_max_files files).",
+    )
+    log_max_files: int = setting(
+        default=2, minimum=1, maximum=100, help="Files the json-file log is split over."
+    )
+    pids_limit: int = setting(
+        default=4096,
+        minimum=0,
+        help="Most processes (and threads) one container may run (0: no limit).",
+    )
+    connect_timeout: float = setting(
+        default=5.0, exclusive_minimum=0, maximum=86_400, help="Seconds to connect."
+    )
+    read_timeout: float = setting(
+        default=60.0,
+        exclusive_minimum=0,
+        maximum=86_400,
+        help="Seconds to wait for an answer (streams that follow have no read timeout).",
+    )
+    stop_timeout: int = setting(
+        default=2,
+        minimum=0,
+        maximum=3600,
+        help="Seconds a container has to exit after SIGTERM before it is killed.",
+    )
+    dependency_wait: float = setting(
+        default=120.0,
+        minimum=0,
+        help="Seconds apply waits for a workload's dependencies to run (and be healthy, "
+        "when they have a health check) before starting it (0: it does not wait).",
+    )
+    cache_max_staleness: float = setting(
+        default=30.0,
+        exclusive_minimum=0,
+        help="Seconds the cache may go unconfirmed while the daemon cannot be reached "
+        "before observe raises AdapterUnavailable.",
+    )
+    cache_probe_interval: float = setting(
+        default=5.0,
+        exclusive_minimum=0,
+        help="Seconds of event silence after which the cache pings the daemon.",
+    )
+
+
+ADAPTER = AdapterInfo(
+    name="docker",
+    description=DESCRIPTION,
+    factory="pando_runtime_docker._adapter:DockerAdapter",
+    config_class=DockerConfig,
+    distribution="pando-runtime-docker",
+)

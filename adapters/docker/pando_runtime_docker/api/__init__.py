@@ -1,0 +1,23 @@
+"""The lowest layer: the Engine API over ``httpx``, anyio-native (private)."""
+
+from ._errors import EngineError, unreachable, write_failed
+from ._frames import FrameDecoder, StreamKind
+from ._hijack import HijackedStream
+from ._transport import EngineTransport, TransportStats, parse_host
+from ._version import NEWEST_API, OLDEST_API, negotiate_version, parse_version
+
+__all__ = [
+    "NEWEST_API",
+    "OLDEST_API",
+    "EngineError",
+    "EngineTransport",
+    "FrameDecoder",
+    "HijackedStream",
+    "StreamKind",
+    "TransportStats",
+    "negotiate_version",
+    "parse_host",
+    "parse_version",
+    "unreachable",
+    "write_failed",
+]

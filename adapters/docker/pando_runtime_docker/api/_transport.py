@@ -1,0 +1,314 @@
+"""Every Engine API call of one adapter: counted, versioned, with timeouts, on anyio.
+
+A thin layer over ``httpx`` (its ``AsyncHTTPTransport(uds=...)`` for a unix socket): it runs
+natively on asyncio and trio, so a cancelled call is really cancelled, a followed stream has
+no read timeout, and an exec's stdin can be half-closed (see ``docs/docker.md``). The API
+version is negotiated with the daemon on first use (``GET /_ping``) and prefixed to every
+route. Each call is counted by method and route template (``calls_by_kind``), for tests
+and benchmarks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+import attrs
+import httpx
+
+from .._log import logger
+from ._errors import EngineError, unreachable
+from ._hijack import HijackedStream
+from ._version import negotiate_version
+
+__all__ = ["EngineTransport", "TransportStats", "parse_host"]
+
+_LOG = logger("transport")
+
+
+def parse_host(host: str) -> tuple[str, str | None]:
+    """The base URL and the unix socket path (``None`` over TCP) of a ``host`` setting.
+
+    Raises:
+        ValueError: the scheme is neither ``unix://`` nor ``tcp://`` (nor ``http://``).
+    """
+    if host.startswith("unix://"):
+        path = host.removeprefix("unix://")
+        if not path.startswith("/"):
+            msg = "a unix:// host needs an absolute socket path"
+            raise ValueError(msg)
+        return "http://docker", path
+    for scheme in ("tcp://", "http://"):
+        if host.startswith(scheme):
+            address = host.removeprefix(scheme).rstrip("/")
+            if not address:
+                msg = "a tcp:// host needs an address"
+                raise ValueError(msg)
+            return f"http://{address}", None
+    msg = "the host must start with unix:// or tcp://"
+    raise ValueError(msg)
+
+
+@attrs.frozen(kw_only=True)
+class TransportStats:
+    """What a transport has counted, at one instant.
+
+    ``calls``: every request, opened stream and upgrade (``calls_by_kind`` by method and
+    route template, ``GET /containers/{id}/json`` say); ``writes``: those that are not
+    ``GET`` or ``HEAD``.
+    """
+
+    calls: int
+    writes: int
+    calls_by_kind: dict[str, int]
+
+
+class EngineTransport:
+    """The adapter's one door to a daemon."""
+
+    def __init__(self, host: str, *, connect_timeout: float, read_timeout: float) -> None:
+        self.host = host
+        self._base, self._socket = parse_host(host)
+        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._connect_timeout = connect_timeout
+        self._client: httpx.AsyncClient | None = None
+        self._version: str | None = None
+        self._version_lock: anyio.Lock | None = None
+        self._calls: Counter[str] = Counter()
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    @property
+    def stats(self) -> TransportStats:
+        """The counts now."""
+        kinds = dict(self._calls)
+        writes = sum(n for kind, n in kinds.items() if not kind.startswith(("GET ", "HEAD ")))
+        return TransportStats(calls=sum(kinds.values()), writes=writes, calls_by_kind=kinds)
+
+    def _new_client(self, timeout: httpx.Timeout | None = None) -> httpx.AsyncClient:
+        transport = httpx.AsyncHTTPTransport(uds=self._socket, retries=0)
+        return httpx.AsyncClient(
+            transport=transport, base_url=self._base, timeout=timeout or self._timeout
+        )
+
+    def _shared(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = self._new_client()
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the shared connections. Safe to call twice."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    # -- version -------------------------------------------------------------------------------
+
+    async def ping(self) -> str | None:
+        """``GET /_ping``: the daemon is there; returns the API version it names."""
+        response = await self._send("GET", "/_ping", "/_ping")
+        if response.status_code != 200:  # noqa: PLR2004 - HTTP status
+            raise EngineError(response.status_code, "GET /_ping", response.text)
+        version: str | None = response.headers.get("API-Version")
+        return version
+
+    async def version(self) -> str:
+        """The API version spoken with this daemon (negotiated once)."""
+        if self._version is None:
+            if self._version_lock is None:
+                self._version_lock = anyio.Lock()
+            async with self._version_lock:
+                if self._version is None:
+                    self._version = negotiate_version(await self.ping(), host=self.host)
+                    _LOG.info("speaking Engine API %s with %s", self._version, self.host)
+        return self._version
+
+    async def _path(self, template: str, args: Mapping[str, str]) -> str:
+        path = template.format(**{k: quote(v, safe="") for k, v in args.items()})
+        return f"/v{await self.version()}{path}"
+
+    # -- requests ------------------------------------------------------------------------------
+
+    async def _send(
+        self,
+        method: str,
+        template: str,
+        url: str,
+        *,
+        client: httpx.AsyncClient | None = None,
+        stream: bool = False,
+        **kwargs: Any,
+    ) -> httpx.Response:
+        kind = f"{method} {template}"
+        self._calls[kind] += 1
+        client = client or self._shared()
+        request = client.build_request(method, url, **kwargs)
+        started = time.monotonic()
+        try:
+            response = await client.send(request, stream=stream)
+        except httpx.TimeoutException as error:
+            raise unreachable(self.host, f"{kind} timed out") from error
+        except (httpx.TransportError, OSError) as error:
+            raise unreachable(self.host, _cause(error)) from error
+        _LOG.debug(
+            "%s -> %s",
+            kind,
+            response.status_code,
+            extra={
+                "route": kind,
+                "status": response.status_code,
+                "duration_s": time.monotonic() - started,
+            },
+        )
+        return response
+
+    async def request(
+        self,
+        method: str,
+        template: str,
+        *,
+        args: Mapping[str, str] | None = None,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        ok: tuple[int, ...] = (200, 201, 204, 304),
+    ) -> httpx.Response:
+        """Send one request and read its answer; raise :class:`EngineError` unless ``ok``."""
+        url = await self._path(template, args or {})
+        kwargs: dict[str, Any] = {"params": _params(params), "headers": dict(headers or {})}
+        if body is not None:
+            kwargs["json"] = body
+        elif content is not None:
+            kwargs["content"] = content
+        response = await self._send(method, template, url, **kwargs)
+        if response.status_code not in ok:
+            raise EngineError(response.status_code, f"{method} {template}", _message(response))
+        return response
+
+    async def get_json(
+        self,
+        template: str,
+        *,
+        args: Mapping[str, str] | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """``GET`` a JSON answer."""
+        return (await self.request("GET", template, args=args, params=params)).json()
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        template: str,
+        *,
+        args: Mapping[str, str] | None = None,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        follow: bool = False,
+    ) -> AsyncIterator[httpx.Response]:
+        """A response whose body is read as it arrives (no read timeout when ``follow``)."""
+        url = await self._path(template, args or {})
+        client = self._new_client(httpx.Timeout(None, connect=self._connect_timeout))
+        try:
+            timeout = httpx.Timeout(None, connect=self._connect_timeout) if follow else None
+            kwargs: dict[str, Any] = {"params": _params(params), "headers": dict(headers or {})}
+            if timeout is not None:
+                kwargs["timeout"] = timeout
+            else:
+                kwargs["timeout"] = self._timeout
+            response = await self._send(method, template, url, client=client, stream=True, **kwargs)
+            try:
+                if response.status_code != 200:  # noqa: PLR2004 - HTTP status
+                    await response.aread()
+                    raise EngineError(
+                        response.status_code, f"{method} {template}", _message(response)
+                    )
+                yield response
+            finally:
+                await response.aclose()
+        finally:
+            await client.aclose()
+
+    async def upgrade(
+        self,
+        template: str,
+        *,
+        args: Mapping[str, str] | None = None,
+        body: Any = None,
+    ) -> HijackedStream:
+        """``POST`` asking the daemon to hijack the connection; the raw stream it leaves."""
+        url = await self._path(template, args or {})
+        client = self._new_client(httpx.Timeout(None, connect=self._connect_timeout))
+        try:
+            response = await self._send(
+                "POST",
+                template,
+                url,
+                client=client,
+                stream=True,
+                json=body or {},
+                headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+            )
+            if response.status_code != 101 or "network_stream" not in response.extensions:  # noqa: PLR2004
+                await response.aread()
+                await response.aclose()
+                raise EngineError(  # noqa: TRY301 - the client is closed by the handler below
+                    response.status_code, f"POST {template}", _message(response)
+                )
+        except BaseException:
+            await client.aclose()
+            raise
+        return HijackedStream(client, response)
+
+
+def _params(params: Mapping[str, Any] | None) -> dict[str, str]:
+    """Query parameters as the Engine reads them: booleans as 1/0, mappings as JSON."""
+    out: dict[str, str] = {}
+    for key, value in (params or {}).items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            out[key] = "1" if value else "0"
+        elif isinstance(value, dict | list):
+            out[key] = json.dumps(value, separators=(",", ":"))
+        else:
+            out[key] = str(value)
+    return out
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text.strip()
+    if isinstance(data, dict) and isinstance(data.get("message"), str):
+        return str(data["message"])
+    return response.text.strip()
+
+
+def _cause(error: BaseException) -> str:
+    """A short reason from a connection error: the OS error's words, never a body."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, FileNotFoundError):
+            return "no socket at that path"
+        if isinstance(current, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(current, PermissionError):
+            return "permission denied on the socket"
+        current = current.__cause__ or current.__context__
+    text = str(error).lower()
+    if "no such file" in text:
+        return "no socket at that path"
+    if "refused" in text:
+        return "connection refused"
+    return type(error).__name__

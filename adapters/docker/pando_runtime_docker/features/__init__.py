@@ -1,0 +1,19 @@
+"""What the adapter does, one feature per module, over the cache and the API (private)."""
+
+from ._bundles import Bundles, BundleSettings
+from ._capacity import EngineCapacity
+from ._exec import open_exec
+from ._images import pull_image, registry_auth_header
+from ._logs import open_logs
+from ._plan_rules import docker_problems
+
+__all__ = [
+    "BundleSettings",
+    "Bundles",
+    "EngineCapacity",
+    "docker_problems",
+    "open_exec",
+    "open_logs",
+    "pull_image",
+    "registry_auth_header",
+]

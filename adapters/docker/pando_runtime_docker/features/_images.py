@@ -1,0 +1,52 @@
+"""Images a workload needs: pulled when the daemon lacks them, with per-request credentials."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from pando_runtime import RegistryAuth
+
+from ..api import EngineError, EngineTransport
+
+__all__ = ["pull_image", "registry_auth_header"]
+
+
+def registry_auth_header(auth: RegistryAuth) -> str:
+    """The ``X-Registry-Auth`` header's value (base64url JSON); never logged."""
+    data: dict[str, str] = {"serveraddress": auth.registry}
+    if auth.identity_token:
+        data["identitytoken"] = auth.identity_token
+    else:
+        data["username"] = auth.username or ""
+        data["password"] = auth.password or ""
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
+
+
+async def pull_image(api: EngineTransport, image: str, auth: RegistryAuth | None) -> str | None:
+    """Pull ``image``; ``None`` once it is there, else the daemon's words for why not.
+
+    A pull answers 200 and reports a failure inside its JSON stream; a refused start of the
+    pull is an error status. Both come back as the reason, for ``problem_detail``.
+    """
+    headers = {"X-Registry-Auth": registry_auth_header(auth)} if auth else {}
+    try:
+        async with api.stream(
+            "POST",
+            "/images/create",
+            params={"fromImage": image},
+            headers=headers,
+            follow=True,
+        ) as response:
+            async for line in response.aiter_lines():
+                if not line.strip():
+                    continue
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(message, dict) and message.get("error"):
+                    return str(message["error"])[:300]
+    except EngineError as error:
+        return error.message or f"the daemon refused the pull ({error.status})"
+    return None

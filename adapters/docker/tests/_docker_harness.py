@@ -1,0 +1,124 @@
+"""The conformance kit's hooks on a real Docker Engine, through the ``docker`` command.
+
+The hooks act on the containers themselves, never through the adapter under test: the
+workload's shell (``WORKLOAD_SCRIPT``) ends with the code written to a file, turns into a
+memory hog once another file appears (a real kernel OOM kill under a limit the harness sets
+with ``docker update``), and what the harness writes to its PID 1's stdout is its log.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+from _socket_proxy import SocketProxy
+
+from pando_runtime import AdapterUnavailable, BundleRef, RuntimeAdapter, WorkloadRef
+from pando_runtime.testing.conformance import ConformanceHarness, HarnessCannot
+
+BUSYBOX = "pando.test/busybox:1"
+
+WORKLOAD_SCRIPT = (
+    "trap 'exit 143' TERM; "
+    "while :; do "
+    "if [ -f /pando-oom ]; then x=0123456789abcdef; while :; do x=$x$x; done; fi; "
+    'if [ -f /pando-exit ]; then exit "$(cat /pando-exit)"; fi; '
+    "sleep 0.1; "
+    "done"
+)
+"""PID 1 of every harness workload: runs until told to exit (or to eat memory)."""
+
+UNPULLABLE = "127.0.0.1:9/pando-absent/app:1"
+"""A registry on the daemon's own loopback where nothing listens: the pull is refused at once,
+and no packet leaves the daemon's namespace."""
+
+
+def _container(adapter: RuntimeAdapter, ref: WorkloadRef) -> str:
+    naming: Any = getattr(adapter, "naming")  # noqa: B009 - the Docker adapter's naming
+    return str(naming.container_name(ref.bundle_id, ref.workload))
+
+
+class DockerHarness(ConformanceHarness):
+    """Hooks of a real engine at ``host`` (``unix:///...`` or ``tcp://...``)."""
+
+    image = BUSYBOX
+    command = ("sh", "-c", WORKLOAD_SCRIPT)
+    timeout = 60.0
+    poll_interval = 0.1
+    quiet_period = 1.5
+
+    def __init__(self, host: str, proxy: SocketProxy | None = None) -> None:
+        self.host = host
+        self.proxy = proxy
+
+    def _proxy(self) -> SocketProxy:
+        if self.proxy is None:
+            raise HarnessCannot("cut the adapter off its daemon (no unix socket to proxy)")
+        return self.proxy
+
+    async def cause_event_gap(self, adapter: RuntimeAdapter) -> None:
+        proxy = self._proxy()
+        cache: Any = getattr(adapter, "cache")  # noqa: B009 - the Docker adapter's cache
+        proxy.cut()
+        with anyio.fail_after(self.timeout):
+            while cache.connected:  # noqa: ASYNC110 - polls the adapter's real state
+                await anyio.sleep(0.02)
+        proxy.restore()
+
+    async def cache_goes_stale(self, adapter: RuntimeAdapter) -> None:
+        self._proxy().cut()
+        with anyio.fail_after(self.timeout):
+            while True:
+                try:
+                    await adapter.observe(BundleRef("pando-stale-probe"))
+                except AdapterUnavailable:
+                    return
+                await anyio.sleep(0.05)
+
+    async def cache_unconfirmed(self, adapter: RuntimeAdapter) -> None:
+        self._proxy().cut()
+
+    async def cache_recovers(self, adapter: RuntimeAdapter) -> None:
+        self._proxy().restore()
+
+    async def docker(self, *args: str, check: bool = True) -> str:
+        """Run the ``docker`` command against the engine; its stdout."""
+        result = await anyio.run_process(["docker", "-H", self.host, *args], check=False)
+        if check and result.returncode != 0:
+            msg = f"docker {' '.join(args[:2])} failed: {result.stderr.decode()[-400:]}"
+            raise AssertionError(msg)
+        return result.stdout.decode()
+
+    async def inspect(self, name: str) -> dict[str, Any]:
+        """``docker inspect`` of one object."""
+        data = json.loads(await self.docker("inspect", name))
+        return dict(data[0])
+
+    async def end_workload(self, adapter: RuntimeAdapter, ref: WorkloadRef, exit_code: int) -> None:
+        name = _container(adapter, ref)
+        await self.docker("exec", name, "sh", "-c", f"echo {exit_code} > /pando-exit")
+
+    async def oom_kill(self, adapter: RuntimeAdapter, ref: WorkloadRef) -> None:
+        name = _container(adapter, ref)
+        await self.docker("update", "--memory", "24m", "--memory-swap", "24m", name)
+        await self.docker("exec", name, "touch", "/pando-oom")
+
+    async def write_log(self, adapter: RuntimeAdapter, ref: WorkloadRef, data: bytes) -> None:
+        name = _container(adapter, ref)
+        await self.docker(
+            "exec", name, "sh", "-c", 'printf "%s" "$1" > /proc/1/fd/1', "sh", data.decode()
+        )
+
+    async def unpullable_image(self, adapter: RuntimeAdapter) -> str:
+        return UNPULLABLE
+
+    async def remove_owned(self, owner: str) -> None:
+        """Remove every container and network an owner's adapter left (test cleanup)."""
+        label = f"label=io.pando.owner={owner}"
+        ids = (await self.docker("ps", "-aq", "--filter", label)).split()
+        if ids:
+            await self.docker("rm", "-f", "-v", *ids, check=False)
+        networks = (await self.docker("network", "ls", "-q", "--filter", label)).split()
+        if networks:
+            await self.docker("network", "rm", *networks, check=False)

@@ -1,0 +1,85 @@
+"""Fixtures of the Docker adapter's tests: a real Docker Engine and adapters over it.
+
+The engine is the session's ``docker_engine`` (``localdocker``: Debian's dockerd in a network
+namespace of its own, images built offline). ``PANDO_DOCKER_TEST_HOST`` points the tests at
+an engine of your own instead (it must hold ``pando.test/busybox:1``); they only touch what
+their own owner label marks.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _docker_harness import BUSYBOX, DockerHarness
+from _socket_proxy import SocketProxy
+from pando_runtime_docker import DockerAdapter
+
+ENV_HOST = "PANDO_DOCKER_TEST_HOST"
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Every test of the adapter runs on asyncio and on trio."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def docker_host(request: pytest.FixtureRequest) -> str:
+    """The engine's address as the adapter's ``host`` setting."""
+    own = os.environ.get(ENV_HOST)
+    if own:
+        return own
+    engine: Any = request.getfixturevalue("docker_engine")
+    return f"unix://{engine.socket_path}"
+
+
+@pytest.fixture
+async def engine_proxy(docker_host: str) -> AsyncIterator[SocketProxy | None]:
+    """A proxy in front of the engine that a test can cut (``None`` over TCP)."""
+    if not docker_host.startswith("unix://"):
+        yield None
+        return
+    folder = Path(tempfile.mkdtemp(prefix="pdx", dir="/tmp"))  # socket paths are short
+    try:
+        proxy = SocketProxy(folder / "d.sock", Path(docker_host.removeprefix("unix://")))
+        async with proxy.running():
+            yield proxy
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def owner() -> str:
+    """An owner id of this test alone: what it makes is apart from every other test's."""
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+def adapter_config(host: str, owner: str, **more: Any) -> dict[str, Any]:
+    """Settings for a test's adapter: quick stops and dependency waits."""
+    return {"host": host, "owner": owner, "stop_timeout": 1, "dependency_wait": 30, **more}
+
+
+@pytest.fixture
+async def docker_adapter(docker_host: str, owner: str) -> AsyncIterator[DockerAdapter]:
+    """An open adapter of its own owner; what it made is removed at the end."""
+    async with DockerAdapter(adapter_config(docker_host, owner)) as adapter:
+        try:
+            yield adapter
+        finally:
+            await DockerHarness(docker_host).remove_owned(owner)
+
+
+@pytest.fixture
+def harness(docker_host: str) -> DockerHarness:
+    """The hooks that act on real containers."""
+    return DockerHarness(docker_host)
+
+
+__all__ = ["BUSYBOX", "adapter_config"]

@@ -1,0 +1,38 @@
+"""The Docker adapter passes the conformance kit on a real Docker Engine, asyncio and trio.
+
+The harness's hooks act on real containers (see ``_docker_harness``); the adapter reaches the
+engine through a proxy of its own (``_socket_proxy``), with a cache bound of 2 s: the stale-cache
+and event-gap hooks cut that proxy, so the adapter's event stream really ends while the engine
+serves every other client. Every capability the adapter declares is tested, and the kit checks
+that the rest raise ``CapabilityUnsupported``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from _docker_harness import DockerHarness
+from _socket_proxy import SocketProxy
+from conftest import adapter_config
+from pando_runtime_docker import DockerAdapter
+
+from pando_runtime.testing.conformance import ConformanceHarness, ConformanceSuite
+
+
+class TestDockerConformance(ConformanceSuite):
+    @pytest.fixture
+    async def adapter(
+        self, docker_host: str, owner: str, engine_proxy: SocketProxy | None
+    ) -> AsyncIterator[DockerAdapter]:
+        host = engine_proxy.host if engine_proxy else docker_host
+        config = adapter_config(host, owner, cache_max_staleness=2.0, cache_probe_interval=0.5)
+        try:
+            async with DockerAdapter(config) as adapter:
+                yield adapter
+        finally:
+            await DockerHarness(docker_host).remove_owned(owner)
+
+    @pytest.fixture
+    def harness(self, docker_host: str, engine_proxy: SocketProxy | None) -> ConformanceHarness:
+        return DockerHarness(docker_host, engine_proxy)

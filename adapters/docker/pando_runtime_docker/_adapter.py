@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from datetime import datetime
 from typing import Any, Self
 
 import anyio
+import attrs
 from anyio.abc import ByteReceiveStream
 
 from pando_runtime import (
@@ -36,6 +37,8 @@ from pando_runtime import (
     RuntimeAdapter,
     RuntimeCapabilities,
     Upstream,
+    VolumeHandle,
+    VolumeRequest,
     WorkloadRef,
     validate_plan,
 )
@@ -48,6 +51,7 @@ from .features import (
     Bundles,
     BundleSettings,
     EngineCapacity,
+    Volumes,
     docker_problems,
     open_exec,
     open_logs,
@@ -121,6 +125,7 @@ class DockerAdapter(RuntimeAdapter):
                 proxy_container=cfg.proxy_container,
             ),
         )
+        self._volumes = Volumes(self.transport, self.naming, cfg.helper_image)
         self._stack: contextlib.AsyncExitStack | None = None
         self._group: anyio.abc.TaskGroup | None = None
 
@@ -138,6 +143,7 @@ class DockerAdapter(RuntimeAdapter):
         self.cache.start(group)
         try:
             await self.cache.ready()
+            await self._volumes.relist()
         except BaseException:
             await self.aclose()
             raise
@@ -180,6 +186,7 @@ class DockerAdapter(RuntimeAdapter):
             carried_files=True,
             resource_limits=True,
             bundle_events=True,
+            persistent_volumes=True,
             log_retention=LogRetention(supports_size_cap=True, min_bytes=1024),
         )
 
@@ -195,6 +202,7 @@ class DockerAdapter(RuntimeAdapter):
         await self.check_plan(plan)
         await self._ready()
         await self._capacity.check_fits(plan)
+        await self._volumes.ensure_for_plan(plan)
         return await self._bundles.apply(plan)
 
     async def observe(
@@ -206,7 +214,8 @@ class DockerAdapter(RuntimeAdapter):
             confirmed = self.cache.confirmed_at()
         else:
             confirmed = await self.cache.confirmed_since(not_before)
-        return self._bundles.observe(ref.bundle_id, confirmed)
+        observed = self._bundles.observe(ref.bundle_id, confirmed)
+        return attrs.evolve(observed, volumes=self._volumes.observed(ref.bundle_id))
 
     async def stop(self, ref: BundleRef) -> None:
         """Stop every running workload; containers, logs and the network are kept."""
@@ -214,9 +223,12 @@ class DockerAdapter(RuntimeAdapter):
         await self._bundles.stop(ref)
 
     async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
-        """Remove the bundle's containers and network (no volumes: none are made)."""
+        """Remove the bundle's containers and network; its volumes only when asked."""
         await self._ready()
-        await self._bundles.destroy(ref, options or DestroyOptions())
+        options = options or DestroyOptions()
+        await self._bundles.destroy(ref, options)
+        if not options.keep_volumes:
+            await self._volumes.destroy_bundle_volumes(ref.bundle_id)
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         """Where the host dials a workload's port (see ``upstream_mode``); no I/O.
@@ -237,6 +249,32 @@ class DockerAdapter(RuntimeAdapter):
         """The newest container's address on its bundle network, as the cache knows it."""
         view = self.cache.bundle(ref.bundle_id).newest().get(ref.workload)
         return view.address if view is not None and view.address else None
+
+    # -- volumes -------------------------------------------------------------------------------
+
+    async def create_volume(self, request: VolumeRequest) -> VolumeHandle:
+        """A named volume with this owner's labels (found when it exists)."""
+        await self._ready()
+        return await self._volumes.create_volume(request)
+
+    async def destroy_volume(self, handle: VolumeHandle) -> None:
+        """Remove the volume and its data; refused while a container mounts it."""
+        await self._ready()
+        await self._volumes.destroy_volume(handle)
+
+    @contextlib.asynccontextmanager
+    async def snapshot_volume(self, handle: VolumeHandle) -> AsyncIterator[ByteReceiveStream]:
+        """The volume's files as a tar stream, through a throwaway helper container."""
+        await self._ready()
+        async with self._volumes.snapshot_volume(handle) as stream:
+            yield stream
+
+    async def restore_volume(
+        self, handle: VolumeHandle, source: ByteReceiveStream | AsyncIterable[bytes]
+    ) -> None:
+        """Replace the volume's files with a tar stream, in place (created when absent)."""
+        await self._ready()
+        await self._volumes.restore_volume(handle, source)
 
     # -- capacity ------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import contextlib
 import json
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -176,7 +176,7 @@ class EngineTransport:
         args: Mapping[str, str] | None = None,
         params: Mapping[str, Any] | None = None,
         body: Any = None,
-        content: bytes | None = None,
+        content: bytes | AsyncIterable[bytes] | None = None,
         headers: Mapping[str, str] | None = None,
         ok: tuple[int, ...] = (200, 201, 204, 304),
     ) -> httpx.Response:
@@ -241,6 +241,7 @@ class EngineTransport:
         template: str,
         *,
         args: Mapping[str, str] | None = None,
+        params: Mapping[str, Any] | None = None,
         body: Any = None,
     ) -> HijackedStream:
         """``POST`` asking the daemon to hijack the connection; the raw stream it leaves."""
@@ -253,6 +254,7 @@ class EngineTransport:
                 url,
                 client=client,
                 stream=True,
+                params=_params(params),
                 json=body or {},
                 headers={"Connection": "Upgrade", "Upgrade": "tcp"},
             )

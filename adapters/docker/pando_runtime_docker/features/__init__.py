@@ -6,11 +6,13 @@ from ._exec import open_exec
 from ._images import pull_image, registry_auth_header
 from ._logs import open_logs
 from ._plan_rules import docker_problems
+from ._volumes import Volumes
 
 __all__ = [
     "BundleSettings",
     "Bundles",
     "EngineCapacity",
+    "Volumes",
     "docker_problems",
     "open_exec",
     "open_logs",

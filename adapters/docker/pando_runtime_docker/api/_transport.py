@@ -244,8 +244,13 @@ class EngineTransport:
         params: Mapping[str, Any] | None = None,
         body: Any = None,
     ) -> HijackedStream:
-        """``POST`` asking the daemon to hijack the connection; the raw stream it leaves."""
+        """``POST`` asking the daemon to hijack the connection; the raw stream it leaves.
+
+        Without ``body`` the request has none: the daemon does not read an attach request's
+        body, so any bytes of it would reach the container's stdin.
+        """
         url = await self._path(template, args or {})
+        payload: dict[str, Any] = {"content": b""} if body is None else {"json": body}
         client = self._new_client(httpx.Timeout(None, connect=self._connect_timeout))
         try:
             response = await self._send(
@@ -255,7 +260,7 @@ class EngineTransport:
                 client=client,
                 stream=True,
                 params=_params(params),
-                json=body or {},
+                **payload,
                 headers={"Connection": "Upgrade", "Upgrade": "tcp"},
             )
             if response.status_code != 101 or "network_stream" not in response.extensions:  # noqa: PLR2004

@@ -28,6 +28,7 @@ from pando_runtime import (
     ExecRequest,
     ExecSession,
     Fit,
+    ImageDelivery,
     InvalidConfig,
     IsolationClass,
     LogOptions,
@@ -51,6 +52,7 @@ from .features import (
     Bundles,
     BundleSettings,
     EngineCapacity,
+    ImageImport,
     Volumes,
     docker_problems,
     open_exec,
@@ -125,6 +127,7 @@ class DockerAdapter(RuntimeAdapter):
                 proxy_container=cfg.proxy_container,
             ),
         )
+        self._images = ImageImport(self.transport)
         self._volumes = Volumes(self.transport, self.naming, cfg.helper_image)
         self._stack: contextlib.AsyncExitStack | None = None
         self._group: anyio.abc.TaskGroup | None = None
@@ -187,6 +190,7 @@ class DockerAdapter(RuntimeAdapter):
             resource_limits=True,
             bundle_events=True,
             persistent_volumes=True,
+            image_delivery=(ImageDelivery.IMPORT, ImageDelivery.REGISTRY),
             log_retention=LogRetention(supports_size_cap=True, min_bytes=1024),
         )
 
@@ -275,6 +279,16 @@ class DockerAdapter(RuntimeAdapter):
         """Replace the volume's files with a tar stream, in place (created when absent)."""
         await self._ready()
         await self._volumes.restore_volume(handle, source)
+
+    # -- images --------------------------------------------------------------------------------
+
+    async def has_image(self, reference: str) -> bool:
+        """Whether the daemon holds ``reference`` or can pull it without credentials."""
+        return await self._images.has_image(reference)
+
+    async def import_image(self, source: ByteReceiveStream | AsyncIterable[bytes]) -> str:
+        """Load an image archive into the daemon; its ID (``sha256:...``), for plans."""
+        return await self._images.import_image(source)
 
     # -- capacity ------------------------------------------------------------------------------
 

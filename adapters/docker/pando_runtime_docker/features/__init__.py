@@ -3,6 +3,7 @@
 from ._bundles import Bundles, BundleSettings
 from ._capacity import EngineCapacity
 from ._exec import open_exec
+from ._image_import import ImageImport
 from ._images import pull_image, registry_auth_header
 from ._logs import open_logs
 from ._plan_rules import docker_problems
@@ -12,6 +13,7 @@ __all__ = [
     "BundleSettings",
     "Bundles",
     "EngineCapacity",
+    "ImageImport",
     "Volumes",
     "docker_problems",
     "open_exec",

@@ -23,12 +23,14 @@ from pando_runtime import (
     BundleHandle,
     BundlePlan,
     BundleRef,
+    BundleUsage,
     Capacity,
     DestroyOptions,
     ExecRequest,
     ExecSession,
     Fit,
     ImageDelivery,
+    InUse,
     InvalidConfig,
     IsolationClass,
     LogOptions,
@@ -52,6 +54,7 @@ from .features import (
     Bundles,
     BundleSettings,
     EngineCapacity,
+    EngineUsage,
     ImageImport,
     Volumes,
     docker_problems,
@@ -128,6 +131,7 @@ class DockerAdapter(RuntimeAdapter):
             ),
         )
         self._images = ImageImport(self.transport)
+        self._usage = EngineUsage(self.transport, self.cache)
         self._volumes = Volumes(self.transport, self.naming, cfg.helper_image)
         self._stack: contextlib.AsyncExitStack | None = None
         self._group: anyio.abc.TaskGroup | None = None
@@ -190,6 +194,7 @@ class DockerAdapter(RuntimeAdapter):
             resource_limits=True,
             bundle_events=True,
             persistent_volumes=True,
+            reports_usage=True,
             image_delivery=(ImageDelivery.IMPORT, ImageDelivery.REGISTRY),
             log_retention=LogRetention(supports_size_cap=True, min_bytes=1024),
         )
@@ -300,6 +305,16 @@ class DockerAdapter(RuntimeAdapter):
     async def largest_fit_for(self, bundle_id: str) -> Fit | None:
         """``None``: the daemon is a single place (``capacity`` says it all)."""
         return None
+
+    async def usage(self, ref: BundleRef) -> BundleUsage:
+        """The bundle's workloads and volumes now, from one-shot stats and sizes."""
+        await self._ready()
+        return await self._usage.usage(ref.bundle_id, self._volumes.names_of(ref.bundle_id))
+
+    async def in_use(self) -> InUse:
+        """CPU and memory of every running container of this owner, summed."""
+        await self._ready()
+        return await self._usage.in_use()
 
     # -- events --------------------------------------------------------------------------------
 

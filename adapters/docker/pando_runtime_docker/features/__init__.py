@@ -7,12 +7,14 @@ from ._image_import import ImageImport
 from ._images import pull_image, registry_auth_header
 from ._logs import open_logs
 from ._plan_rules import docker_problems
+from ._usage import EngineUsage
 from ._volumes import Volumes
 
 __all__ = [
     "BundleSettings",
     "Bundles",
     "EngineCapacity",
+    "EngineUsage",
     "ImageImport",
     "Volumes",
     "docker_problems",

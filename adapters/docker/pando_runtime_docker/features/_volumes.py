@@ -140,9 +140,9 @@ class Volumes:
             for volume_id in sorted(ids)
         )
 
-    def missing(self, volume_ids: Iterable[str]) -> list[str]:
-        """Which of ``volume_ids`` this adapter has not made (yet)."""
-        return [v for v in volume_ids if v not in self._known]
+    def names_of(self, bundle_id: str) -> dict[str, str]:
+        """The bundle's volumes this adapter knows: volume id -> the daemon's volume name."""
+        return {k.volume_id: k.name for k in self._known.values() if k.bundle_id == bundle_id}
 
     # -- create and remove ---------------------------------------------------------------------
 

@@ -39,13 +39,15 @@ from pando_runtime import (
     Problem,
     RuntimeAdapter,
     RuntimeCapabilities,
+    TrialRequest,
+    TrialResult,
     Upstream,
     VolumeHandle,
     VolumeRequest,
     WorkloadRef,
     validate_plan,
 )
-from pando_runtime.plugin import raise_problems, validate_exec_request
+from pando_runtime.plugin import raise_problems, validate_exec_request, validate_trial
 
 from ._info import DESCRIPTION, DockerConfig, UpstreamMode
 from .api import EngineTransport, TransportStats, parse_host
@@ -56,6 +58,7 @@ from .features import (
     EngineCapacity,
     EngineUsage,
     ImageImport,
+    Trials,
     Volumes,
     docker_problems,
     open_exec,
@@ -132,6 +135,7 @@ class DockerAdapter(RuntimeAdapter):
         )
         self._images = ImageImport(self.transport)
         self._usage = EngineUsage(self.transport, self.cache)
+        self._trials = Trials(self.transport, self.naming, cfg.helper_image)
         self._volumes = Volumes(self.transport, self.naming, cfg.helper_image)
         self._stack: contextlib.AsyncExitStack | None = None
         self._group: anyio.abc.TaskGroup | None = None
@@ -195,6 +199,9 @@ class DockerAdapter(RuntimeAdapter):
             bundle_events=True,
             persistent_volumes=True,
             reports_usage=True,
+            trial_run=True,
+            port_observation=True,
+            write_observation=True,
             image_delivery=(ImageDelivery.IMPORT, ImageDelivery.REGISTRY),
             log_retention=LogRetention(supports_size_cap=True, min_bytes=1024),
         )
@@ -294,6 +301,15 @@ class DockerAdapter(RuntimeAdapter):
     async def import_image(self, source: ByteReceiveStream | AsyncIterable[bytes]) -> str:
         """Load an image archive into the daemon; its ID (``sha256:...``), for plans."""
         return await self._images.import_image(source)
+
+    # -- trial ---------------------------------------------------------------------------------
+
+    async def trial(self, request: TrialRequest) -> TrialResult:
+        """Run an image once, alone: its exit code, ports, writes and first 64 KiB of log."""
+        caps = await self.capabilities()
+        raise_problems(validate_trial(request, caps), f"trial {request.trial_id!r}")
+        await self._ready()
+        return await self._trials.trial(request)
 
     # -- capacity ------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from ._image_import import ImageImport
 from ._images import pull_image, registry_auth_header
 from ._logs import open_logs
 from ._plan_rules import docker_problems
+from ._trial import Trials
 from ._usage import EngineUsage
 from ._volumes import Volumes
 
@@ -16,6 +17,7 @@ __all__ = [
     "EngineCapacity",
     "EngineUsage",
     "ImageImport",
+    "Trials",
     "Volumes",
     "docker_problems",
     "open_exec",

@@ -148,9 +148,15 @@ class HelperRun(ByteReceiveStream):
 
     async def _finish(self) -> None:
         self._ended = True
-        answer = await self._api.request(
-            "POST", "/containers/{id}/wait", args={"id": self.container_id}
-        )
+        try:
+            answer = await self._api.request(
+                "POST", "/containers/{id}/wait", args={"id": self.container_id}
+            )
+        except EngineError as error:
+            raise AdapterFailed(
+                f"{self._what} ended, and its exit code cannot be read: {error.message}",
+                details=error.details,
+            ) from None
         code = answer.json().get("StatusCode")
         self.exit_code = int(code) if code is not None else None
         if self.exit_code != 0:
@@ -171,11 +177,16 @@ async def run_helper(
     body = helper_body(job, naming)
     container_id = await _create(api, body, job)
     try:
-        hijacked = await api.upgrade(
-            "/containers/{id}/attach",
-            args={"id": container_id},
-            params={"stream": True, "stdin": job.stdin, "stdout": True, "stderr": True},
-        )
+        try:
+            hijacked = await api.upgrade(
+                "/containers/{id}/attach",
+                args={"id": container_id},
+                params={"stream": True, "stdin": job.stdin, "stdout": True, "stderr": True},
+            )
+        except EngineError as error:
+            raise AdapterFailed(
+                f"{job.what} could not be attached: {error.message}", details=error.details
+            ) from None
         run = HelperRun(api, container_id, hijacked, job.what)
         try:
             if not job.stdin:

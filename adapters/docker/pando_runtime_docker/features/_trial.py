@@ -30,7 +30,7 @@ from pando_runtime import (
 )
 
 from .._log import logger
-from ..api import EngineError, EngineTransport, FrameDecoder
+from ..api import EngineError, EngineTransport, FrameDecoder, write_failed
 from ..manifests import Naming
 from ._helper import HelperJob, helper_label, run_helper
 from ._images import pull_image
@@ -128,7 +128,8 @@ class Trials:
                 "Docker gives container",
             )
         labels = {helper_label(self._naming): self._naming.owner}
-        network = f"{self._naming.owner}.trial-{request.trial_id}"
+        # Bundle ids hold no dots: this name cannot be a bundle network's.
+        network = f"{self._naming.owner}.trial.{request.trial_id}"
         container: str | None = None
         network_id: str | None = None
         try:
@@ -148,6 +149,14 @@ class Trials:
                 message = f"the trial does not start: {error.message}"
                 return TrialResult(started=False, log=message.encode())
             return await self._watch(request, container)
+        except EngineError as error:
+            if error.conflict and network_id is None:
+                raise AdapterFailed(
+                    f"a trial {request.trial_id!r} is running already (its network exists)",
+                    remedy="Wait for it to end, or give this trial another id.",
+                    details={**error.details, "trial_id": request.trial_id},
+                ) from None
+            raise write_failed(error, f"running trial {request.trial_id!r}") from None
         finally:
             with anyio.CancelScope(shield=True):
                 await self._clean(container, network_id)

@@ -19,7 +19,7 @@ import anyio
 from pando_runtime import BundleUsage, InUse, NotFound, VolumeUsage, WorkloadUsage
 
 from .._log import logger
-from ..api import EngineError, EngineTransport
+from ..api import EngineError, EngineTransport, write_failed
 from ..cache import ContainerCache, ContainerView
 
 __all__ = ["EngineUsage", "cpu_millis", "memory_bytes"]
@@ -78,7 +78,9 @@ class EngineUsage:
         except EngineError as error:
             if error.not_found or error.conflict:
                 return UNKNOWN, UNKNOWN
-            raise
+            raise write_failed(
+                error, f"reading the stats of workload {container.workload!r}"
+            ) from None
         if not (stats.get("memory_stats") or {}):  # the daemon answers zeros once it stopped
             return UNKNOWN, UNKNOWN
         return cpu_millis(stats), memory_bytes(stats)
@@ -90,7 +92,7 @@ class EngineUsage:
             )
         except EngineError as error:
             if not error.not_found:
-                raise
+                raise write_failed(error, f"inspecting workload {container.workload!r}") from None
             data = {}
         host = data.get("HostConfig") or {}
         running = bool((data.get("State") or {}).get("Running", container.running))

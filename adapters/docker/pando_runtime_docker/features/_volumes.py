@@ -236,7 +236,7 @@ class Volumes:
             if error.not_found:
                 self._known.pop(volume_id, None)
                 return False
-            raise
+            raise write_failed(error, f"inspecting volume {volume_id!r}") from None
         entry = self._from_labels(data)
         if entry is None:
             raise NotFound(

@@ -14,20 +14,13 @@ the helper and the network are removed on every path.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import anyio
 
-from pando_runtime import (
-    AdapterFailed,
-    IsolationClass,
-    Port,
-    PortProtocol,
-    TrialRequest,
-    TrialResult,
-)
+from pando_runtime import AdapterFailed, IsolationClass, Port, TrialRequest, TrialResult
+from pando_runtime.plugin import SOCKET_TABLES_SCRIPT, listening_ports, split_socket_tables
 
 from .._log import logger
 from ..api import EngineError, EngineTransport, FrameDecoder, write_failed
@@ -35,64 +28,14 @@ from ..manifests import Naming
 from ._helper import HelperJob, helper_label, run_helper
 from ._images import pull_image
 
-__all__ = ["TRIAL_LOG_LIMIT", "Trials", "listening_ports", "observed_writes"]
+__all__ = ["TRIAL_LOG_LIMIT", "Trials", "observed_writes"]
 
 _LOG = logger("trial")
 
 TRIAL_LOG_LIMIT = 64 * 1024
-_TCP_LISTEN, _UDP_UNCONNECTED = "0A", "07"
-SOCKET_TABLES = ("/proc/net/tcp", "/proc/net/tcp6", "/proc/net/udp", "/proc/net/udp6")
 _END = "==> end"
-OBSERVE_SCRIPT = (
-    "while :; do for t in "
-    + " ".join(SOCKET_TABLES)
-    + f'; do echo "==> $t"; cat "$t" 2>/dev/null; done; echo "{_END}"; sleep 0.5; done'
-)
+OBSERVE_SCRIPT = f'while :; do {SOCKET_TABLES_SCRIPT}; echo "{_END}"; sleep 0.5; done'
 _POLL = 0.2
-_START_WAIT = 120.0
-
-
-def _address(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    raw = bytes.fromhex(hex_address)
-    # The kernel prints each 32-bit word in host (little-endian) order.
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    if len(words) == 4:  # noqa: PLR2004 - IPv4
-        return ipaddress.IPv4Address(words)
-    return ipaddress.IPv6Address(words)
-
-
-def listening_ports(tables: Mapping[PortProtocol, str]) -> tuple[set[Port], set[Port]]:
-    """Ports listened on, from ``/proc/net`` socket tables: (routable, loopback only)."""
-    routable: set[Port] = set()
-    loopback: set[Port] = set()
-    for protocol, text in tables.items():
-        wanted = _TCP_LISTEN if protocol is PortProtocol.TCP else _UDP_UNCONNECTED
-        for line in text.splitlines():
-            fields = line.split()
-            if len(fields) < 4 or ":" not in fields[1] or fields[3] != wanted:  # noqa: PLR2004
-                continue
-            hex_ip, _, hex_port = fields[1].partition(":")
-            try:
-                address = _address(hex_ip)
-                port = Port(int(hex_port, 16), protocol)
-            except ValueError:
-                continue
-            mapped = getattr(address, "ipv4_mapped", None)
-            is_loopback = address.is_loopback or bool(mapped and mapped.is_loopback)
-            (loopback if is_loopback else routable).add(port)
-    return routable, loopback - routable
-
-
-def _split_tables(block: str) -> dict[PortProtocol, str]:
-    tables = {PortProtocol.TCP: "", PortProtocol.UDP: ""}
-    current: PortProtocol | None = None
-    for line in block.splitlines():
-        if line.startswith("==> "):
-            current = PortProtocol.UDP if "udp" in line else PortProtocol.TCP
-            continue
-        if current is not None:
-            tables[current] += line + "\n"
-    return tables
 
 
 def observed_writes(changes: Iterable[Mapping[str, Any]], declared: Iterable[str]) -> list[str]:
@@ -255,7 +198,7 @@ class Trials:
                     text += chunk.decode(errors="replace")
                     while _END in text:
                         block, _, text = text.partition(_END)
-                        seen, local = listening_ports(_split_tables(block))
+                        seen, local = listening_ports(split_socket_tables(block))
                         routable.update(seen)
                         loopback.update(local)
         except AdapterFailed as error:

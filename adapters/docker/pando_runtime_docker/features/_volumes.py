@@ -29,35 +29,19 @@ from pando_runtime import (
     VolumeHandle,
     VolumeRequest,
 )
-from pando_runtime.plugin import raise_problems, validate_volume_request
+from pando_runtime.plugin import RESTORE_SCRIPT, raise_problems, validate_volume_request
 
 from .._log import logger
 from ..api import EngineError, EngineTransport, write_failed
 from ..manifests import Naming
 from ._helper import HelperJob, run_helper, volume_mount
 
-__all__ = ["RESTORE_SCRIPT", "SNAPSHOT_SCRIPT", "Volumes"]
+__all__ = ["SNAPSHOT_SCRIPT", "Volumes"]
 
 _LOG = logger("volumes")
 
 MOUNT = "/volume"
-STAGING = ".pando-restore"
-
 SNAPSHOT_SCRIPT = f"cd {MOUNT} && exec tar -cf - ."
-RESTORE_SCRIPT = f"""set -e
-cd {MOUNT}
-rm -rf {STAGING}
-mkdir {STAGING}
-if ! tar -xf - -C {STAGING}; then rm -rf {STAGING}; echo "not a valid tar archive" >&2; exit 65; fi
-for f in ./* ./.[!.]* ./..?*; do
-  if [ -e "$f" ] || [ -L "$f" ]; then [ "$f" = ./{STAGING} ] || rm -rf -- "$f"; fi
-done
-for f in {STAGING}/* {STAGING}/.[!.]* {STAGING}/..?*; do
-  if [ -e "$f" ] || [ -L "$f" ]; then mv -- "$f" .; fi
-done
-rmdir {STAGING}
-"""
-"""Extract into a staging directory first: a bad archive changes nothing; then swap in place."""
 
 # tar reads every file and restores owners and modes: the few capabilities that takes.
 SNAPSHOT_CAPS = ("DAC_READ_SEARCH",)
@@ -273,7 +257,7 @@ class Volumes:
             await self._ensure(handle.volume_id, bundle_id, handle.volume_id, None)
         job = HelperJob(
             image=self._helper_image,
-            command=("sh", "-c", RESTORE_SCRIPT),
+            command=("sh", "-c", RESTORE_SCRIPT, "sh", MOUNT),
             mounts=(volume_mount(name, MOUNT, read_only=False),),
             stdin=True,
             capabilities=RESTORE_CAPS,

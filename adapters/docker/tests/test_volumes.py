@@ -7,8 +7,10 @@ import tarfile
 
 import anyio
 import pytest
-from _docker_harness import DockerHarness
+from _docker_harness import BUSYBOX, DockerHarness
 from pando_runtime_docker import DockerAdapter
+from pando_runtime_docker.features._helper import HelperJob, run_helper
+from pando_runtime_docker.features._volumes import SNAPSHOT_CAPS
 from test_effects import running, until, workload
 
 import pando_runtime as pr
@@ -125,3 +127,47 @@ async def test_another_owners_volume_of_that_name_is_refused(
         assert labels == {"someone": "else"}
     finally:
         await harness.docker("volume", "rm", "-f", name, check=False)
+
+
+async def test_the_helper_has_no_network_and_only_the_capabilities_it_needs(
+    docker_adapter: DockerAdapter,
+) -> None:
+    job = HelperJob(
+        image=BUSYBOX,
+        command=("sh", "-c", "grep CapEff /proc/self/status; ls /sys/class/net; touch /x"),
+        capabilities=SNAPSHOT_CAPS,
+        what="the probe",
+    )
+    output = bytearray()
+
+    async def probe() -> None:
+        async with run_helper(docker_adapter.transport, docker_adapter.naming, job) as run:
+            with anyio.fail_after(60):
+                while True:
+                    try:
+                        output.extend(await run.receive())
+                    except anyio.EndOfStream:
+                        return
+
+    with pytest.raises(pr.AdapterFailed, match="Read-only file system") as failed:
+        await probe()
+    # Its exit code (touch on a read-only root) decided, after all its output was read.
+    assert failed.value.details["exit_code"] == 1
+    lines = bytes(output).decode().split()
+    assert lines[lines.index("CapEff:") + 1] == f"{1 << 2:016x}"  # CAP_DAC_READ_SEARCH alone
+    assert lines[lines.index("CapEff:") + 2 :] == ["lo"]  # no interface but loopback
+
+
+async def test_leaving_a_snapshot_early_removes_its_helper(
+    docker_adapter: DockerAdapter, harness: DockerHarness
+) -> None:
+    request = pr.VolumeRequest(volume_id="vol-e", bundle_id="volapp", name="data")
+    handle = await docker_adapter.create_volume(request)
+    files = {f"f{i}": b"x" * 100_000 for i in range(20)}
+    await docker_adapter.restore_volume(handle, pr.BytesReceiveStream(make_tar(files)))
+    with anyio.fail_after(60):
+        async with docker_adapter.snapshot_volume(handle) as stream:
+            assert await stream.receive()  # one chunk, then leave
+    helpers = f"label=io.pando.helper={docker_adapter.naming.owner}"
+    assert (await harness.docker("ps", "-aq", "--filter", helpers)).split() == []
+    assert read_tar(await snapshot(docker_adapter, handle)) == files

@@ -122,6 +122,7 @@ class DockerHarness(ConformanceHarness):
         if ids:
             await self.docker("rm", "-f", "-v", *ids, check=False)
         networks = (await self.docker("network", "ls", "-q", "--filter", label)).split()
+        networks += (await self.docker("network", "ls", "-q", "--filter", helpers)).split()
         if networks:
             await self.docker("network", "rm", *networks, check=False)
         volumes = (await self.docker("volume", "ls", "-q", "--filter", label)).split()

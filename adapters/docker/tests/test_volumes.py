@@ -129,19 +129,12 @@ async def test_another_owners_volume_of_that_name_is_refused(
         await harness.docker("volume", "rm", "-f", name, check=False)
 
 
-async def test_the_helper_has_no_network_and_only_the_capabilities_it_needs(
-    docker_adapter: DockerAdapter,
-) -> None:
-    job = HelperJob(
-        image=BUSYBOX,
-        command=("sh", "-c", "grep CapEff /proc/self/status; ls /sys/class/net; touch /x"),
-        capabilities=SNAPSHOT_CAPS,
-        what="the probe",
-    )
+async def probe_helper(adapter: DockerAdapter, job: HelperJob) -> tuple[list[str], int]:
+    """What the helper printed (words) and the exit code its failure reported."""
     output = bytearray()
 
     async def probe() -> None:
-        async with run_helper(docker_adapter.transport, docker_adapter.naming, job) as run:
+        async with run_helper(adapter.transport, adapter.naming, job) as run:
             with anyio.fail_after(60):
                 while True:
                     try:
@@ -151,11 +144,26 @@ async def test_the_helper_has_no_network_and_only_the_capabilities_it_needs(
 
     with pytest.raises(pr.AdapterFailed, match="Read-only file system") as failed:
         await probe()
+    return bytes(output).decode().split(), failed.value.details["exit_code"]
+
+
+async def test_the_helper_has_no_network_and_only_the_capabilities_it_needs(
+    docker_adapter: DockerAdapter,
+) -> None:
+    script = "grep CapEff /proc/self/status; ls /sys/class/net; touch /x"
+    job = HelperJob(image=BUSYBOX, command=("sh", "-c", script), capabilities=SNAPSHOT_CAPS)
+    words, code = await probe_helper(docker_adapter, job)
     # Its exit code (touch on a read-only root) decided, after all its output was read.
-    assert failed.value.details["exit_code"] == 1
-    lines = bytes(output).decode().split()
-    assert lines[lines.index("CapEff:") + 1] == f"{1 << 2:016x}"  # CAP_DAC_READ_SEARCH alone
-    assert lines[lines.index("CapEff:") + 2 :] == ["lo"]  # no interface but loopback
+    assert code == 1
+    assert words[words.index("CapEff:") + 1] == f"{1 << 2:016x}"  # CAP_DAC_READ_SEARCH alone
+    assert words[words.index("CapEff:") + 2 :] == ["lo"]  # no interface but loopback
+    # Control: the same probe on the default bridge with CHOWN sees both change.
+    control = HelperJob(
+        image=BUSYBOX, command=("sh", "-c", script), capabilities=("CHOWN",), network_mode="bridge"
+    )
+    words, _ = await probe_helper(docker_adapter, control)
+    assert words[words.index("CapEff:") + 1] == f"{1 << 0:016x}"
+    assert "eth0" in words
 
 
 async def test_leaving_a_snapshot_early_removes_its_helper(

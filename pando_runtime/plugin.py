@@ -24,6 +24,13 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from ._capacity import roomiest
     from ._config import ConfigField, EmptyConfig, setting
     from ._events import BundleEventHub, bundle_event_channel
+    from ._helper_scripts import (
+        RESTORE_SCRIPT,
+        SOCKET_TABLES,
+        SOCKET_TABLES_SCRIPT,
+        listening_ports,
+        split_socket_tables,
+    )
     from ._leases import LeaseConflict, LeaseRecord, LeaseStore, StoredLease
     from ._member_slot import MembershipSlot
     from ._membership import validate_membership
@@ -58,6 +65,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "_capacity": ("roomiest",),
     "_config": ("ConfigField", "EmptyConfig", "setting"),
     "_events": ("BundleEventHub", "bundle_event_channel"),
+    "_helper_scripts": (
+        "RESTORE_SCRIPT",
+        "SOCKET_TABLES",
+        "SOCKET_TABLES_SCRIPT",
+        "listening_ports",
+        "split_socket_tables",
+    ),
     "_leases": ("LeaseConflict", "LeaseRecord", "LeaseStore", "StoredLease"),
     "_member_slot": ("MembershipSlot",),
     "_membership": ("validate_membership",),
@@ -85,6 +99,9 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "MAX_CARRIED_FILES_BYTES",
     "NO_API_OBSERVER",
+    "RESTORE_SCRIPT",
+    "SOCKET_TABLES",
+    "SOCKET_TABLES_SCRIPT",
     "ApiObserver",
     "ApiState",
     "ApiStateSource",
@@ -105,12 +122,14 @@ __all__ = [
     "byte_stream_pair",
     "in_read_scope",
     "is_valid_image",
+    "listening_ports",
     "raise_problems",
     "read_scope",
     "register_adapter",
     "roomiest",
     "scoped_read",
     "setting",
+    "split_socket_tables",
     "validate_edge",
     "validate_exec_request",
     "validate_membership",

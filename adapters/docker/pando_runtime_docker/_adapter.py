@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from datetime import datetime
 from typing import Any, Self
 
 import anyio
+import attrs
 from anyio.abc import ByteReceiveStream
 
 from pando_runtime import (
@@ -22,11 +23,14 @@ from pando_runtime import (
     BundleHandle,
     BundlePlan,
     BundleRef,
+    BundleUsage,
     Capacity,
     DestroyOptions,
     ExecRequest,
     ExecSession,
     Fit,
+    ImageDelivery,
+    InUse,
     InvalidConfig,
     IsolationClass,
     LogOptions,
@@ -35,11 +39,15 @@ from pando_runtime import (
     Problem,
     RuntimeAdapter,
     RuntimeCapabilities,
+    TrialRequest,
+    TrialResult,
     Upstream,
+    VolumeHandle,
+    VolumeRequest,
     WorkloadRef,
     validate_plan,
 )
-from pando_runtime.plugin import raise_problems, validate_exec_request
+from pando_runtime.plugin import raise_problems, validate_exec_request, validate_trial
 
 from ._info import DESCRIPTION, DockerConfig, UpstreamMode
 from .api import EngineTransport, TransportStats, parse_host
@@ -48,6 +56,10 @@ from .features import (
     Bundles,
     BundleSettings,
     EngineCapacity,
+    EngineUsage,
+    ImageImport,
+    Trials,
+    Volumes,
     docker_problems,
     open_exec,
     open_logs,
@@ -121,6 +133,10 @@ class DockerAdapter(RuntimeAdapter):
                 proxy_container=cfg.proxy_container,
             ),
         )
+        self._images = ImageImport(self.transport)
+        self._usage = EngineUsage(self.transport, self.cache)
+        self._trials = Trials(self.transport, self.naming, cfg.helper_image)
+        self._volumes = Volumes(self.transport, self.naming, cfg.helper_image)
         self._stack: contextlib.AsyncExitStack | None = None
         self._group: anyio.abc.TaskGroup | None = None
 
@@ -138,6 +154,7 @@ class DockerAdapter(RuntimeAdapter):
         self.cache.start(group)
         try:
             await self.cache.ready()
+            await self._volumes.relist()
         except BaseException:
             await self.aclose()
             raise
@@ -180,6 +197,12 @@ class DockerAdapter(RuntimeAdapter):
             carried_files=True,
             resource_limits=True,
             bundle_events=True,
+            persistent_volumes=True,
+            reports_usage=True,
+            trial_run=True,
+            port_observation=True,
+            write_observation=True,
+            image_delivery=(ImageDelivery.IMPORT, ImageDelivery.REGISTRY),
             log_retention=LogRetention(supports_size_cap=True, min_bytes=1024),
         )
 
@@ -195,6 +218,7 @@ class DockerAdapter(RuntimeAdapter):
         await self.check_plan(plan)
         await self._ready()
         await self._capacity.check_fits(plan)
+        await self._volumes.ensure_for_plan(plan)
         return await self._bundles.apply(plan)
 
     async def observe(
@@ -206,7 +230,8 @@ class DockerAdapter(RuntimeAdapter):
             confirmed = self.cache.confirmed_at()
         else:
             confirmed = await self.cache.confirmed_since(not_before)
-        return self._bundles.observe(ref.bundle_id, confirmed)
+        observed = self._bundles.observe(ref.bundle_id, confirmed)
+        return attrs.evolve(observed, volumes=self._volumes.observed(ref.bundle_id))
 
     async def stop(self, ref: BundleRef) -> None:
         """Stop every running workload; containers, logs and the network are kept."""
@@ -214,9 +239,12 @@ class DockerAdapter(RuntimeAdapter):
         await self._bundles.stop(ref)
 
     async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
-        """Remove the bundle's containers and network (no volumes: none are made)."""
+        """Remove the bundle's containers and network; its volumes only when asked."""
         await self._ready()
-        await self._bundles.destroy(ref, options or DestroyOptions())
+        options = options or DestroyOptions()
+        await self._bundles.destroy(ref, options)
+        if not options.keep_volumes:
+            await self._volumes.destroy_bundle_volumes(ref.bundle_id)
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         """Where the host dials a workload's port (see ``upstream_mode``); no I/O.
@@ -238,6 +266,51 @@ class DockerAdapter(RuntimeAdapter):
         view = self.cache.bundle(ref.bundle_id).newest().get(ref.workload)
         return view.address if view is not None and view.address else None
 
+    # -- volumes -------------------------------------------------------------------------------
+
+    async def create_volume(self, request: VolumeRequest) -> VolumeHandle:
+        """A named volume with this owner's labels (found when it exists)."""
+        await self._ready()
+        return await self._volumes.create_volume(request)
+
+    async def destroy_volume(self, handle: VolumeHandle) -> None:
+        """Remove the volume and its data; refused while a container mounts it."""
+        await self._ready()
+        await self._volumes.destroy_volume(handle)
+
+    @contextlib.asynccontextmanager
+    async def snapshot_volume(self, handle: VolumeHandle) -> AsyncIterator[ByteReceiveStream]:
+        """The volume's files as a tar stream, through a throwaway helper container."""
+        await self._ready()
+        async with self._volumes.snapshot_volume(handle) as stream:
+            yield stream
+
+    async def restore_volume(
+        self, handle: VolumeHandle, source: ByteReceiveStream | AsyncIterable[bytes]
+    ) -> None:
+        """Replace the volume's files with a tar stream, in place (created when absent)."""
+        await self._ready()
+        await self._volumes.restore_volume(handle, source)
+
+    # -- images --------------------------------------------------------------------------------
+
+    async def has_image(self, reference: str) -> bool:
+        """Whether the daemon holds ``reference`` or can pull it without credentials."""
+        return await self._images.has_image(reference)
+
+    async def import_image(self, source: ByteReceiveStream | AsyncIterable[bytes]) -> str:
+        """Load an image archive into the daemon; its ID (``sha256:...``), for plans."""
+        return await self._images.import_image(source)
+
+    # -- trial ---------------------------------------------------------------------------------
+
+    async def trial(self, request: TrialRequest) -> TrialResult:
+        """Run an image once, alone: its exit code, ports, writes and first 64 KiB of log."""
+        caps = await self.capabilities()
+        raise_problems(validate_trial(request, caps), f"trial {request.trial_id!r}")
+        await self._ready()
+        return await self._trials.trial(request)
+
     # -- capacity ------------------------------------------------------------------------------
 
     async def capacity(self) -> Capacity:
@@ -248,6 +321,16 @@ class DockerAdapter(RuntimeAdapter):
     async def largest_fit_for(self, bundle_id: str) -> Fit | None:
         """``None``: the daemon is a single place (``capacity`` says it all)."""
         return None
+
+    async def usage(self, ref: BundleRef) -> BundleUsage:
+        """The bundle's workloads and volumes now, from one-shot stats and sizes."""
+        await self._ready()
+        return await self._usage.usage(ref.bundle_id, self._volumes.names_of(ref.bundle_id))
+
+    async def in_use(self) -> InUse:
+        """CPU and memory of every running container of this owner, summed."""
+        await self._ready()
+        return await self._usage.in_use()
 
     # -- events --------------------------------------------------------------------------------
 

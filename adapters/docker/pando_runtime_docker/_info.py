@@ -111,6 +111,11 @@ class DockerConfig:
         help="Seconds apply waits for a workload's dependencies to run (and be healthy, "
         "when they have a health check) before starting it (0: it does not wait).",
     )
+    helper_image: str = setting(
+        default="busybox:1.37",
+        help="Image of the throwaway helpers that back up and restore volumes (needs sh and "
+        "tar; pulled when the daemon lacks it).",
+    )
     cache_max_staleness: float = setting(
         default=30.0,
         exclusive_minimum=0,

@@ -114,11 +114,17 @@ class DockerHarness(ConformanceHarness):
         return UNPULLABLE
 
     async def remove_owned(self, owner: str) -> None:
-        """Remove every container and network an owner's adapter left (test cleanup)."""
+        """Remove every container, network and volume an owner's adapter left (test cleanup)."""
         label = f"label=io.pando.owner={owner}"
+        helpers = f"label=io.pando.helper={owner}"
         ids = (await self.docker("ps", "-aq", "--filter", label)).split()
+        ids += (await self.docker("ps", "-aq", "--filter", helpers)).split()
         if ids:
             await self.docker("rm", "-f", "-v", *ids, check=False)
         networks = (await self.docker("network", "ls", "-q", "--filter", label)).split()
+        networks += (await self.docker("network", "ls", "-q", "--filter", helpers)).split()
         if networks:
             await self.docker("network", "rm", *networks, check=False)
+        volumes = (await self.docker("volume", "ls", "-q", "--filter", label)).split()
+        if volumes:
+            await self.docker("volume", "rm", "-f", *volumes, check=False)

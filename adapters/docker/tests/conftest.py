@@ -63,7 +63,14 @@ def owner() -> str:
 
 def adapter_config(host: str, owner: str, **more: Any) -> dict[str, Any]:
     """Settings for a test's adapter: quick stops and dependency waits."""
-    return {"host": host, "owner": owner, "stop_timeout": 1, "dependency_wait": 30, **more}
+    return {
+        "host": host,
+        "owner": owner,
+        "stop_timeout": 1,
+        "dependency_wait": 30,
+        "helper_image": BUSYBOX,
+        **more,
+    }
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import contextlib
 import json
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -176,7 +176,7 @@ class EngineTransport:
         args: Mapping[str, str] | None = None,
         params: Mapping[str, Any] | None = None,
         body: Any = None,
-        content: bytes | None = None,
+        content: bytes | AsyncIterable[bytes] | None = None,
         headers: Mapping[str, str] | None = None,
         ok: tuple[int, ...] = (200, 201, 204, 304),
     ) -> httpx.Response:
@@ -241,10 +241,16 @@ class EngineTransport:
         template: str,
         *,
         args: Mapping[str, str] | None = None,
+        params: Mapping[str, Any] | None = None,
         body: Any = None,
     ) -> HijackedStream:
-        """``POST`` asking the daemon to hijack the connection; the raw stream it leaves."""
+        """``POST`` asking the daemon to hijack the connection; the raw stream it leaves.
+
+        Without ``body`` the request has none: the daemon does not read an attach request's
+        body, so any bytes of it would reach the container's stdin.
+        """
         url = await self._path(template, args or {})
+        payload: dict[str, Any] = {"content": b""} if body is None else {"json": body}
         client = self._new_client(httpx.Timeout(None, connect=self._connect_timeout))
         try:
             response = await self._send(
@@ -253,7 +259,8 @@ class EngineTransport:
                 url,
                 client=client,
                 stream=True,
-                json=body or {},
+                params=_params(params),
+                **payload,
                 headers={"Connection": "Upgrade", "Upgrade": "tcp"},
             )
             if response.status_code != 101 or "network_stream" not in response.extensions:  # noqa: PLR2004

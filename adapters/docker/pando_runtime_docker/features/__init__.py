@@ -3,14 +3,22 @@
 from ._bundles import Bundles, BundleSettings
 from ._capacity import EngineCapacity
 from ._exec import open_exec
+from ._image_import import ImageImport
 from ._images import pull_image, registry_auth_header
 from ._logs import open_logs
 from ._plan_rules import docker_problems
+from ._trial import Trials
+from ._usage import EngineUsage
+from ._volumes import Volumes
 
 __all__ = [
     "BundleSettings",
     "Bundles",
     "EngineCapacity",
+    "EngineUsage",
+    "ImageImport",
+    "Trials",
+    "Volumes",
     "docker_problems",
     "open_exec",
     "open_logs",

@@ -14,9 +14,7 @@ then passes). Writes are not observed. The namespace is deleted on every path.
 
 from __future__ import annotations
 
-import ipaddress
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -26,11 +24,11 @@ from pando_runtime import (
     AdapterUnavailable,
     IsolationClass,
     Port,
-    PortProtocol,
     RateLimited,
     TrialRequest,
     TrialResult,
 )
+from pando_runtime.plugin import SOCKET_TABLES_SCRIPT, listening_ports, split_socket_tables
 
 from .._info import KubernetesConfig
 from .._names import (
@@ -57,57 +55,7 @@ __all__ = ["TRIAL_LOG_LIMIT", "Trials", "listening_ports", "trial_objects"]
 
 TRIAL_LOG_LIMIT = 64 * 1024
 APP, OBSERVER = "app", "observer"
-_TCP_LISTEN, _UDP_UNCONNECTED = "0A", "07"
-SOCKET_TABLES = ("/proc/net/tcp", "/proc/net/tcp6", "/proc/net/udp", "/proc/net/udp6")
-
-
-def _address(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    raw = bytes.fromhex(hex_address)
-    # The kernel prints each 32-bit word in host (little-endian) order.
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    if len(words) == 4:  # noqa: PLR2004
-        return ipaddress.IPv4Address(words)
-    return ipaddress.IPv6Address(words)
-
-
-def listening_ports(tables: Mapping[PortProtocol, str]) -> tuple[set[Port], set[Port]]:
-    """Ports listened on, from ``/proc/net`` socket tables: (routable, loopback only)."""
-    routable: set[Port] = set()
-    loopback: set[Port] = set()
-    for protocol, text in tables.items():
-        wanted = _TCP_LISTEN if protocol is PortProtocol.TCP else _UDP_UNCONNECTED
-        for line in text.splitlines():
-            fields = line.split()
-            if len(fields) < 4 or ":" not in fields[1] or fields[3] != wanted:  # noqa: PLR2004
-                continue
-            hex_ip, _, hex_port = fields[1].partition(":")
-            try:
-                address = _address(hex_ip)
-                port = Port(int(hex_port, 16), protocol)
-            except ValueError:
-                continue
-            mapped = getattr(address, "ipv4_mapped", None)
-            is_loopback = address.is_loopback or bool(mapped and mapped.is_loopback)
-            (loopback if is_loopback else routable).add(port)
-    return routable, loopback - routable
-
-
-def _split_tables(output: str) -> dict[PortProtocol, str]:
-    """The observer prints each table after a ``==> path`` line."""
-    tables = {PortProtocol.TCP: "", PortProtocol.UDP: ""}
-    current: PortProtocol | None = None
-    for line in output.splitlines():
-        if line.startswith("==> "):
-            current = PortProtocol.UDP if "udp" in line else PortProtocol.TCP
-            continue
-        if current is not None:
-            tables[current] += line + "\n"
-    return tables
-
-
-OBSERVE_SCRIPT = (
-    "for t in " + " ".join(SOCKET_TABLES) + '; do echo "==> $t"; cat "$t" 2>/dev/null; done'
-)
+OBSERVE_SCRIPT = SOCKET_TABLES_SCRIPT
 
 
 def trial_objects(
@@ -298,7 +246,9 @@ class Trials:
                         ns, "trial", OBSERVER, ("sh", "-c", OBSERVE_SCRIPT)
                     )
                     if code == 0:
-                        seen, local = listening_ports(_split_tables(out.decode(errors="replace")))
+                        seen, local = listening_ports(
+                            split_socket_tables(out.decode(errors="replace"))
+                        )
                         routable |= seen
                         loopback |= local
                         if routable:

@@ -24,7 +24,12 @@ import anyio
 from anyio.abc import ByteReceiveStream
 
 from pando_runtime import AdapterFailed, ExecRequest, NotFound, VolumeHandle, VolumeRequest
-from pando_runtime.plugin import IteratorByteStream, raise_problems, validate_volume_request
+from pando_runtime.plugin import (
+    RESTORE_SCRIPT,
+    IteratorByteStream,
+    raise_problems,
+    validate_volume_request,
+)
 
 from .._info import KubernetesConfig
 from .._names import (
@@ -60,26 +65,9 @@ __all__ = [
 ]
 
 HELPER_CONTAINER = "helper"
-STAGING = ".pando-restore"
-
 # The mount point exists in a helper; ``mkdir -p`` is a no-op there (it matters only where exec
 # runs outside a container, as kwok's does).
 SNAPSHOT_SCRIPT = 'mkdir -p "$1" 2>/dev/null; cd "$1" && exec tar -cf - .'
-RESTORE_SCRIPT = f"""set -e
-mkdir -p "$1"
-cd "$1"
-rm -rf {STAGING}
-mkdir {STAGING}
-if ! tar -xf - -C {STAGING}; then rm -rf {STAGING}; echo "not a valid tar archive" >&2; exit 65; fi
-for f in ./* ./.[!.]* ./..?*; do
-  if [ -e "$f" ] || [ -L "$f" ]; then [ "$f" = ./{STAGING} ] || rm -rf -- "$f"; fi
-done
-for f in {STAGING}/* {STAGING}/.[!.]* {STAGING}/..?*; do
-  if [ -e "$f" ] || [ -L "$f" ]; then mv -- "$f" .; fi
-done
-rmdir {STAGING}
-"""
-"""Extract into a staging directory first: a bad archive changes nothing; then swap in place."""
 
 
 def volume_handle(namespace: str, volume_id: str, bundle_id: str | None) -> VolumeHandle:

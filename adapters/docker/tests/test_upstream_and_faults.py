@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from _docker_harness import BUSYBOX, DockerHarness
+from _socket_proxy import SocketProxy
 from conftest import adapter_config
 from pando_runtime_docker import DockerAdapter
 
@@ -150,5 +151,54 @@ async def test_a_daemon_restarted_mid_watch_is_missed_then_resynced_without_dupl
             assert again.workload("web").instance_id != first.workload("web").instance_id
             label = f"label=io.pando.owner={owner}"
             assert len((await harness.docker("ps", "-aq", "--filter", label)).split()) == 1
+        finally:
+            await harness.remove_owned(owner)
+
+
+async def test_a_connection_lost_mid_apply_leaves_no_duplicate_once_applied_again(
+    docker_host: str, owner: str, harness: DockerHarness, engine_proxy: SocketProxy | None
+) -> None:
+    if engine_proxy is None:
+        pytest.skip("the engine is not on a unix socket the test can proxy")
+    db = pr.WorkloadPlan(
+        name="db",
+        image=BUSYBOX,
+        command=SLEEP,
+        health=pr.HealthCheck(command=("true",), interval_seconds=1),
+    )
+    api = pr.WorkloadPlan(name="api", image=BUSYBOX, command=SLEEP, depends_on=("db",))
+    plan = pr.BundlePlan(bundle_id="midapply", workloads=(api, db))
+    label = f"label=io.pando.owner={owner}"
+    async with DockerAdapter(adapter_config(engine_proxy.host, owner)) as adapter:
+        try:
+            outcome: list[BaseException | None] = []
+
+            async def apply() -> None:
+                try:
+                    await adapter.apply(plan)
+                except pr.AdapterUnavailable as error:
+                    outcome.append(error)
+                else:
+                    outcome.append(None)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(apply)
+                # While apply waits for db's first health check, cut the connection.
+                with anyio.fail_after(60):
+                    while not (await harness.docker("ps", "-q", "--filter", label)).split():  # noqa: ASYNC110
+                        await anyio.sleep(0.05)
+                engine_proxy.cut()
+                with anyio.fail_after(60):
+                    while adapter.cache.connected:  # noqa: ASYNC110 - the adapter's real state
+                        await anyio.sleep(0.02)
+                engine_proxy.restore()
+            assert len(outcome) == 1  # it finished, one way or the other
+            await adapter.apply(plan)
+            observed = await running(adapter, "midapply")
+            assert {w.name for w in observed.workloads} == {"api", "db"}
+            names = await harness.docker("ps", "-a", "--format", "{{.Names}}", "--filter", label)
+            assert sorted(names.split()) == sorted(
+                adapter.naming.container_name("midapply", w) for w in ("api", "db")
+            )
         finally:
             await harness.remove_owned(owner)

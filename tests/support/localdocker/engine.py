@@ -34,7 +34,7 @@ from localcluster.process import Component, tail
 from localcluster.realnode import netns
 
 from . import daemon, dns, outside, records
-from .api import DockerApi
+from .api import DockerApi, DockerApiError
 from .images import BUSYBOX, BuiltImage, busybox_image
 from .network import MAX_SLOTS, EngineNetwork, Outside
 
@@ -172,10 +172,11 @@ class DockerEngine:
         )  # fmt: skip
 
     def reaches(
-        self, address: str, port: int | None = None, *, network: str = "bridge"
+        self, address: str, port: int | None = None, *, network: str = "bridge", timeout: int = 3
     ) -> outside.Reach:
-        """Whether a container on ``network`` gets a stand-in's answer from ``address``."""
-        script = outside.http_probe_script(address, port or self.outside.http_port)
+        """Whether a container on ``network`` gets a stand-in's answer from ``address``
+        (``nc -w timeout``: a dropped connection costs that many seconds)."""
+        script = outside.http_probe_script(address, port or self.outside.http_port, timeout)
         proc = self.run("sh", "-c", script, options=("--network", network))
         text = proc.stdout + proc.stderr
         return outside.Reach(outside.answered(proc.stdout), text)
@@ -292,8 +293,10 @@ class DockerEngine:
         self.timings[key] = round(time.monotonic() - started, 3)
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop dockerd as a host's shutdown would: SIGTERM (its containers get 2 s), then
-        wait for its containerd and shims to end; SIGKILL whatever is left after ``timeout``.
+        """Stop dockerd as a host's shutdown would: SIGTERM (it stops each container as
+        ``docker stop`` does: SIGTERM, then SIGKILL after the container's stop timeout, 10 s
+        unless ``--stop-timeout`` said otherwise), then wait for its containerd and shims to
+        end; SIGKILL whatever is left after ``timeout``.
 
         The namespaces, data and images stay: :meth:`start` brings the daemon back.
         """
@@ -318,11 +321,13 @@ class DockerEngine:
         self.start()
 
     def close(self) -> None:
-        """Stop everything and undo every change (see :mod:`.records`); idempotent."""
+        """Kill the running containers, stop dockerd (SIGTERM), stop the stand-ins, and undo
+        every change (see :mod:`.records`); idempotent."""
         if self._closed:
             return
         try:
             if self._record is not None:
+                self._kill_containers()
                 self.stop()
                 for server in (self._httpd, self._dns):
                     if server is not None:
@@ -345,6 +350,16 @@ class DockerEngine:
         self.close()
 
     # ------------------------------------------------------------------ helpers
+
+    def _kill_containers(self) -> None:
+        """SIGKILL the running containers through the API (best effort): a container whose
+        PID 1 ignores SIGTERM (a shell, busybox) would hold the daemon's shutdown for its
+        stop timeout (10 s by default, whatever ``--shutdown-timeout`` says)."""
+        if self._daemon is None or not self._daemon.running():
+            return
+        with contextlib.suppress(OSError, ValueError, DockerApiError):
+            for container in self.api.checked("GET", "/containers/json").json():
+                self.api.request("POST", f"/containers/{container['Id']}/kill")
 
     def _stand_ins_up(self) -> bool:
         if not (self.files.work_dir / "dns.ready").exists():

@@ -61,8 +61,8 @@ EXITS = 20
 API = "1.41"
 
 
-def plan(i: int, image: str) -> BundlePlan:
-    """App ``i``: one small container."""
+def plan(i: int, image: str, cpu_millis: int) -> BundlePlan:
+    """App ``i``: one small container (``cpu_millis`` 0: no CPU limit)."""
     return BundlePlan(
         bundle_id=f"app-{i}",
         workloads=(
@@ -71,7 +71,7 @@ def plan(i: int, image: str) -> BundlePlan:
                 image=image,
                 command=COMMAND,
                 env={"INDEX": str(i)},
-                resources=Resources(cpu_millis=10, memory_bytes=16 * 1024**2),
+                resources=Resources(cpu_millis=cpu_millis or None, memory_bytes=16 * 1024**2),
             ),
         ),
     )
@@ -202,14 +202,17 @@ class NaiveObserver:
         return moment + float(f"0.{fraction or '0'}")
 
 
-async def measure(host: str, image: str, apps: int, in_flight: int) -> None:
+async def measure(host: str, image: str, apps: int, in_flight: int, cpu_millis: int) -> None:
     """Every figure for ``apps`` apps, with an adapter of a fresh owner."""
     owner = f"bench{uuid.uuid4().hex[:6]}"
     config = {"host": host, "owner": owner, "stop_timeout": 1, "subnet_prefix": 28}
-    plans = [plan(i, image) for i in range(apps)]
+    plans = [plan(i, image, cpu_millis) for i in range(apps)]
     naive = NaiveObserver(host, owner)
     recorder = Recorder()
-    print(f"{apps} apps (one container and one network each; {in_flight} in flight), {owner}:")
+    print(
+        f"{apps} apps (one container and one network each; {in_flight} in flight; "
+        f"CPU limit {cpu_millis or 'none'}m), {owner}:"
+    )
     async with DockerAdapter(config) as adapter, anyio.create_task_group() as group:
         await group.start(recorder.run, adapter)
         await apply_and_observe(adapter, plans, in_flight, recorder, naive)
@@ -301,12 +304,20 @@ def main() -> int:
     parser.add_argument("--apps", default="10,100,500", help="comma-separated app counts")
     parser.add_argument("--host", help="an engine of yours (unix://... or tcp://...)")
     parser.add_argument("--in-flight", type=int, default=IN_FLIGHT, help="applies at once")
+    parser.add_argument("--cpu-millis", type=int, default=10, help="each app's CPU limit (0: none)")
     parser.add_argument("--image", help="the apps' image (default: the harness's busybox)")
     args = parser.parse_args()
     counts = [int(n) for n in args.apps.split(",")]
     if args.host:
         for apps in counts:
-            anyio.run(measure, args.host, args.image or "busybox:1.36", apps, args.in_flight)
+            anyio.run(
+                measure,
+                args.host,
+                args.image or "busybox:1.36",
+                apps,
+                args.in_flight,
+                args.cpu_millis,
+            )
         return 0
     sys.path.insert(0, str(ROOT / "tests" / "support"))
     from localdocker import DockerEngine, missing  # noqa: PLC0415 - after the path above
@@ -321,7 +332,14 @@ def main() -> int:
     ):
         print(f"docker engine (dockerd 20.10 in namespaces of its own) {engine.base_url}")
         for apps in counts:
-            anyio.run(measure, engine.base_url, args.image or engine.busybox, apps, args.in_flight)
+            anyio.run(
+                measure,
+                engine.base_url,
+                args.image or engine.busybox,
+                apps,
+                args.in_flight,
+                args.cpu_millis,
+            )
     return 0
 
 

@@ -173,10 +173,11 @@ class NaiveObserver:
             transport=httpx.AsyncHTTPTransport(uds=socket), base_url=f"{base}/v{API}"
         )
         self.owner = owner
+        self.owner_label = f"io.pando.owner={owner}"
         self.calls = 0
 
     async def observe(self, bundle_id: str) -> list[dict[str, Any]]:
-        labels = [f"io.pando.owner={self.owner}", f"io.pando.bundle={bundle_id}"]
+        labels = [self.owner_label, f"io.pando.bundle={bundle_id}"]
         listed = await self.client.get(
             "/containers/json", params={"all": "1", "filters": json.dumps({"label": labels})}
         )
@@ -211,7 +212,7 @@ async def measure(host: str, image: str, apps: int, in_flight: int, cpu_millis: 
     recorder = Recorder()
     print(
         f"{apps} apps (one container and one network each; {in_flight} in flight; "
-        f"CPU limit {cpu_millis or 'none'}m), {owner}:"
+        f"CPU limit {f'{cpu_millis}m' if cpu_millis else 'none'}), {owner}:"
     )
     async with DockerAdapter(config) as adapter, anyio.create_task_group() as group:
         await group.start(recorder.run, adapter)
@@ -271,23 +272,64 @@ async def apply_and_observe(
     print(f"  apply to running           {ms(to_running)}")
 
 
+class DaemonDies:
+    """A raw reader of the daemon's ``die`` events (beside the adapter's own stream): when the
+    daemon stamped each and when it arrived, by container name."""
+
+    def __init__(self, naive: NaiveObserver) -> None:
+        self.naive = naive
+        self.seen: dict[str, tuple[float, float]] = {}
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        filters = {"type": ["container"], "event": ["die"], "label": [self.naive.owner_label]}
+        params = {"filters": json.dumps(filters)}
+        timeout = httpx.Timeout(None, connect=5)
+        async with self.naive.client.stream(
+            "GET", "/events", params=params, timeout=timeout
+        ) as events:
+            task_status.started()
+            async for line in events.aiter_lines():
+                if line.strip():
+                    event = json.loads(line)
+                    name = event["Actor"]["Attributes"]["name"]
+                    self.seen[name] = (event["timeNano"] / 1e9, time.time())
+
+
 async def exit_latency(
     adapter: DockerAdapter, sample: list[BundlePlan], recorder: Recorder, naive: NaiveObserver
 ) -> None:
-    """Kill each sampled container from outside; how long its exit takes to reach the host."""
+    """Kill each sampled container from outside; how long its exit takes to reach the host,
+    and where the time goes (the daemon's ``die`` event, read raw beside the adapter)."""
     from_kill: list[float] = []
     from_exit: list[float] = []
-    for p in sample:
-        name = adapter.naming.container_name(p.bundle_id, "main")
-        sent = await naive.kill(name)
-        with anyio.fail_after(60):
-            while p.bundle_id not in recorder.exited:  # noqa: ASYNC110 - the host's events
-                await anyio.sleep(0.002)
-        seen = recorder.exited[p.bundle_id]
-        from_kill.append(seen - sent)
-        from_exit.append(seen - await naive.finished_at(name))
+    to_daemon_event: list[float] = []
+    daemon_to_reader: list[float] = []
+    reader_to_host: list[float] = []
+    dies = DaemonDies(naive)
+    async with anyio.create_task_group() as group:
+        await group.start(dies.run)
+        for p in sample:
+            name = adapter.naming.container_name(p.bundle_id, "main")
+            sent = await naive.kill(name)
+            with anyio.fail_after(60):
+                while p.bundle_id not in recorder.exited or name not in dies.seen:  # noqa: ASYNC110
+                    await anyio.sleep(0.002)
+            seen = recorder.exited[p.bundle_id]
+            finished = await naive.finished_at(name)
+            stamped, read = dies.seen[name]
+            from_kill.append(seen - sent)
+            from_exit.append(seen - finished)
+            to_daemon_event.append(stamped - finished)
+            daemon_to_reader.append(read - stamped)
+            reader_to_host.append(seen - read)
+        group.cancel_scope.cancel()
     print(f"  event: exit -> host        {ms(from_exit)}")
     print(f"  event: kill sent -> host   {ms(from_kill)}")
+    print(f"    exit -> daemon's event   {ms(to_daemon_event)}")
+    print(f"    daemon's event -> read   {ms(daemon_to_reader)}")
+    print(f"    read -> host's event     {ms(reader_to_host)}  (the adapter's inspect and hub)")
 
 
 def destroy_job(adapter: DockerAdapter, p: BundlePlan) -> Callable[[], Awaitable[None]]:

@@ -105,6 +105,7 @@ class DockerEngine:
         self._daemon: Component | None = None
         self._httpd: Component | None = None
         self._dns: Component | None = None
+        self._relays: dict[int, Component] = {}
         self._record: records.EngineRecord | None = None
         self._closed = False
 
@@ -213,6 +214,25 @@ class DockerEngine:
             raise
         sock.settimeout(None)
         return sock
+
+    def expose_host_port(self, port: int) -> str:
+        """Make the host's ``127.0.0.1:port`` (say, the ``image_registry`` fixture's) answer
+        at the same address inside the engine's namespace, through a relay process (nothing
+        is routed); returns that address. dockerd pulls from the namespace it runs in."""
+        if port not in self._relays:
+            started = time.monotonic()
+            relay, ready = outside.host_port_relay(self.netns, port, self.files.work_dir)
+            relay.start()
+            self._relays[port] = relay
+            self._await(f"relay of port {port}", ready.exists, started)
+        return f"127.0.0.1:{port}"
+
+    def trust_registry(self, address: str, ca_cert: Path) -> None:
+        """Have dockerd trust ``ca_cert`` for the registry at ``address`` (its private
+        ``/etc/docker/certs.d``, read at each pull: no restart needed)."""
+        folder = self.files.etc_docker / "certs.d" / address
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ca_cert, folder / "ca.crt")
 
     def load_image(self, archive: Path) -> list[str]:
         """Load a docker-archive tar through the API; the references loaded."""
@@ -329,7 +349,7 @@ class DockerEngine:
             if self._record is not None:
                 self._kill_containers()
                 self.stop()
-                for server in (self._httpd, self._dns):
+                for server in (self._httpd, self._dns, *self._relays.values()):
                     if server is not None:
                         server.stop(5.0)
                 records.undo(self._record)
@@ -373,7 +393,7 @@ class DockerEngine:
         return not netns.pids(self.netns)
 
     def _dead(self) -> str | None:
-        for component in (self._httpd, self._dns, self._daemon):
+        for component in (self._httpd, self._dns, self._daemon, *self._relays.values()):
             if component is not None and (code := component.exit_code()) is not None:
                 return f"{component.name} exited with code {code}:\n{component.tail(40)}"
         return None

@@ -157,7 +157,7 @@ def kube_replicas(session: nox.Session) -> None:
 def docker_apps(session: nox.Session) -> None:
     """The Docker adapter with 10, 100 and 500 apps on the tests' Docker Engine: calls and
     seconds per first apply, re-apply, observe (beside the naive list and inspect), destroy;
-    apply to running and events' latency, p50/p99 (as root, with docker.io; about 25 minutes).
+    apply to running and events' latency, p50/p99 (as root, with docker.io; about 30 minutes).
 
     nox -s docker_apps -- --apps 10,100 --host unix:///var/run/docker.sock   (any option)
     """

@@ -6,6 +6,7 @@ nox -s benchmarks   # prints figures; never asserts timings
 nox -s kube_scale   # 1,000 to 10,000 apps on the local control plane (many minutes)
 nox -s kube_replicas   # several host replicas: failover, leases at rest, throughput (minutes)
 nox -s downstream_adapters   # each adapter's own suite against this core
+nox -s docker_apps   # 10, 100 and 500 apps on the tests' Docker Engine (as root; minutes)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ nox.options.sessions = ["lint", "typecheck", "tests"]
 
 ROOT = Path(__file__).parent
 ADAPTERS = sorted(str(p.parent) for p in ROOT.glob("adapters/*/pyproject.toml"))
-SLOW_BENCHMARKS = {"kube_scale.py", "kube_real_node.py", "kube_replicas.py"}
+SLOW_BENCHMARKS = {"kube_scale.py", "kube_real_node.py", "kube_replicas.py", "docker_apps.py"}
 """Run by their own session, not by ``benchmarks``."""
 EXAMPLE_DISTS = sorted(str(p.parent) for p in ROOT.glob("examples/*/pyproject.toml"))
 
@@ -150,6 +151,19 @@ def kube_replicas(session: nox.Session) -> None:
     env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
     script = ROOT / "adapters/kubernetes/benchmarks/kube_replicas.py"
     session.run("python", str(script), *session.posargs, env=env)
+
+
+@nox.session(python="3.11")
+def docker_apps(session: nox.Session) -> None:
+    """The Docker adapter with 10, 100 and 500 apps on the tests' Docker Engine: calls and
+    seconds per first apply, re-apply, observe (beside the naive list and inspect), destroy;
+    apply to running and events' latency, p50/p99 (as root, with docker.io; about 30 minutes).
+
+    nox -s docker_apps -- --apps 10,100 --host unix:///var/run/docker.sock   (any option)
+    """
+    _install(session, "test")
+    script = ROOT / "adapters/docker/benchmarks/docker_apps.py"
+    session.run("python", str(script), *session.posargs)
 
 
 @nox.session(python="3.11")

@@ -16,6 +16,7 @@ import argparse
 import json
 import shlex
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -24,6 +25,10 @@ import anyio.abc
 import pando_runtime as pr
 
 APP = "quickstart"
+
+PlanMaker = Callable[[pr.RuntimeCapabilities], pr.BundlePlan]
+"""What makes the app's plan for a runtime's capabilities (:func:`make_plan` unless a runtime
+that really runs containers needs images it holds)."""
 
 
 def make_plan(caps: pr.RuntimeCapabilities) -> pr.BundlePlan:
@@ -105,11 +110,12 @@ async def lifecycle(
     adapter: pr.RuntimeAdapter,
     patience: float,
     probe: tuple[str, ...] = ("pg_isready",),
+    plan_for: PlanMaker = make_plan,
 ) -> None:
     """Plan, apply, observe, watch, read logs, exec, snapshot and destroy one app."""
     caps = await adapter.capabilities()
     show(f"adapter {adapter.kind}: capabilities", sorted(c.value for c in caps.supported))
-    plan = make_plan(caps)
+    plan = plan_for(caps)
     await adapter.health_check()
 
     problems = pr.validate_plan(plan, caps)
@@ -160,8 +166,9 @@ async def lifecycle(
     show("destroyed", await adapter.observe(handle.ref))
 
 
-async def main(argv: list[str] | None = None) -> int:
-    """Run the lifecycle on the adapter the command line names."""
+async def main(argv: list[str] | None = None, plan_for: PlanMaker = make_plan) -> int:
+    """Run the lifecycle on the adapter the command line names (the app planned by
+    ``plan_for``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--adapter", default="fake", help="adapter name (default: fake)")
     parser.add_argument("--kubeconfig", help="kubeconfig file (kubernetes adapter)")
@@ -178,7 +185,7 @@ async def main(argv: list[str] | None = None) -> int:
     try:
         async with pr.load_adapter(args.adapter, config) as adapter:
             teach_the_fake(adapter)
-            await lifecycle(adapter, args.timeout, tuple(shlex.split(args.probe)))
+            await lifecycle(adapter, args.timeout, tuple(shlex.split(args.probe)), plan_for)
     except pr.PandoRuntimeError as error:
         print(f"error {error.code}: {error.message}\nremedy: {error.remedy}", file=sys.stderr)
         return 1

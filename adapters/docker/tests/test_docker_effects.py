@@ -354,3 +354,21 @@ async def test_leaving_an_exec_block_early_ends_the_session_cleanly(
     # Control: the workload is untouched and a new command still runs.
     done = await docker_adapter.run(ref, pr.ExecRequest(command=("echo", "still here")))
     assert done.stdout == b"still here\n"
+
+
+async def test_first_applies_at_once_each_get_a_network_of_their_own(
+    docker_adapter: DockerAdapter,
+) -> None:
+    # A host applies new apps concurrently: each first apply carves a subnet, and those in
+    # flight must not pick the same one (they did: "taken by other writers each time").
+    ids = [f"burst{i}" for i in range(8)]
+    async with anyio.create_task_group() as group:
+        for bundle_id in ids:
+            plan = pr.BundlePlan(bundle_id=bundle_id, workloads=(workload("web"),))
+            group.start_soon(docker_adapter.apply, plan)
+    for bundle_id in ids:
+        await until(docker_adapter, bundle_id, running, f"{bundle_id} to run")
+    networks = {docker_adapter.cache.bundle(bundle_id).network_id for bundle_id in ids}
+    assert len(networks) == len(ids)
+    for bundle_id in ids:
+        await docker_adapter.destroy(pr.BundleRef(bundle_id))

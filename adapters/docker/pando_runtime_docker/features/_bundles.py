@@ -84,6 +84,7 @@ class Bundles:
         self._cache = cache
         self._naming = naming
         self._settings = settings
+        self._subnets_in_flight: set[str] = set()
 
     # -- observe -------------------------------------------------------------------------------
 
@@ -179,7 +180,7 @@ class Bundles:
         tried: list[str] = []
         listed = False
         for _ in range(_SUBNET_ATTEMPTS):
-            taken = [*tried, *self._cache.taken_subnets]
+            taken = [*tried, *self._cache.taken_subnets, *self._subnets_in_flight]
             subnet = free_subnet(self._settings.subnet_pool, self._settings.subnet_prefix, taken)
             if subnet is None and not listed:  # removed networks free theirs: list them now
                 self._cache.note_networks(await self._api.get_json("/networks"))
@@ -193,6 +194,9 @@ class Bundles:
                     details={"bundle_id": bundle_id},
                 )
             body = network_request(self._naming, bundle_id, subnet)
+            # Held until the network exists (or its create failed): the other first applies of
+            # this adapter, running meanwhile, carve around it instead of racing for it.
+            self._subnets_in_flight.add(subnet)
             try:
                 answer = await self._api.request("POST", "/networks/create", body=body)
                 break
@@ -212,6 +216,8 @@ class Bundles:
                 tried.append(subnet)  # another writer took it meanwhile: see what is taken
                 self._cache.note_networks(await self._api.get_json("/networks"))
                 listed = True
+            finally:
+                self._subnets_in_flight.discard(subnet)
         else:
             raise AdapterFailed(
                 "the bundle network's subnet was taken by other writers each time",

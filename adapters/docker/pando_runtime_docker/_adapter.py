@@ -47,6 +47,7 @@ from .cache import ContainerCache
 from .features import (
     Bundles,
     BundleSettings,
+    EgressGuard,
     EngineCapacity,
     docker_problems,
     open_exec,
@@ -106,6 +107,11 @@ class DockerAdapter(RuntimeAdapter):
             read_timeout=cfg.read_timeout,
         )
         self._capacity = EngineCapacity(self.transport, self.cache)
+        self.egress_guard = (
+            EgressGuard(self.transport, self.naming, cfg.egress_guard_image, cfg.subnet_pool)
+            if cfg.egress_guard_image
+            else None
+        )
         self._bundles = Bundles(
             self.transport,
             self.cache,
@@ -120,6 +126,7 @@ class DockerAdapter(RuntimeAdapter):
                 subnet_prefix=cfg.subnet_prefix,
                 proxy_container=cfg.proxy_container,
             ),
+            prepare=self.egress_guard.ensure if self.egress_guard else None,
         )
         self._stack: contextlib.AsyncExitStack | None = None
         self._group: anyio.abc.TaskGroup | None = None

@@ -76,6 +76,14 @@ class DockerConfig:
         help="Name of the host's own container, joined to every bundle network "
         "(upstream_mode 'proxy_container').",
     )
+    egress_guard_image: str | None = setting(
+        default=None,
+        help="An image with sh and iptables (the host's backend: nft or legacy). When set, "
+        "the adapter runs it once, in the daemon's network namespace with NET_ADMIN, to "
+        "reject traffic from subnet_pool to private, shared and link-local ranges (the "
+        "cloud metadata address included) in DOCKER-USER. Unset: bundles reach whatever "
+        "the daemon's host reaches (see docs/docker.md, Networks).",
+    )
     log_max_bytes: int = setting(
         default=10 * 1024**2,
         minimum=1024,

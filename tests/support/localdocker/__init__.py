@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from .api import DockerApi, DockerApiError, Response
 from .engine import DockerEngine, EngineError, docker_cli
-from .images import BUSYBOX, BuiltImage, build_image, busybox_image
+from .images import BUSYBOX, IPTABLES, BuiltImage, build_image, busybox_image, iptables_image
 from .network import EngineNetwork, Outside
 from .outside import PAGE, Reach
 from .requirements import missing
 
 __all__ = [
     "BUSYBOX",
+    "IPTABLES",
     "PAGE",
     "BuiltImage",
     "DockerApi",
@@ -36,5 +37,6 @@ __all__ = [
     "build_image",
     "busybox_image",
     "docker_cli",
+    "iptables_image",
     "missing",
 ]

@@ -2,6 +2,7 @@
 
 from ._bundles import Bundles, BundleSettings
 from ._capacity import EngineCapacity
+from ._egress_guard import EgressGuard
 from ._exec import open_exec
 from ._images import pull_image, registry_auth_header
 from ._logs import open_logs
@@ -10,6 +11,7 @@ from ._plan_rules import docker_problems
 __all__ = [
     "BundleSettings",
     "Bundles",
+    "EgressGuard",
     "EngineCapacity",
     "docker_problems",
     "open_exec",

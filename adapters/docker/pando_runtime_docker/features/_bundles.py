@@ -7,7 +7,7 @@ right after another sees them. Re-applying the same plan makes no call at all.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 
 import anyio
@@ -79,8 +79,10 @@ class Bundles:
         cache: ContainerCache,
         naming: Naming,
         settings: BundleSettings,
+        prepare: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._api = transport
+        self._prepare = prepare  # runs before an apply's first write (the egress guard)
         self._cache = cache
         self._naming = naming
         self._settings = settings
@@ -150,6 +152,8 @@ class Bundles:
             len(changing),
             extra={"bundle_id": plan.bundle_id},
         )
+        if self._prepare is not None:
+            await self._prepare()
         await self._remove(stale)
         created_network = False
         if not view.network_id:

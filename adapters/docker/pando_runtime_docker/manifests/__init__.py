@@ -8,10 +8,12 @@ from ._containers import (
     files_tar,
     health_test,
 )
+from ._egress import BLOCKED_RANGES, guard_chain, guard_request, guard_script
 from ._labels import Naming
 from ._networks import free_subnet, network_request
 
 __all__ = [
+    "BLOCKED_RANGES",
     "ContainerRequest",
     "LogCap",
     "Naming",
@@ -19,6 +21,9 @@ __all__ = [
     "files_digest",
     "files_tar",
     "free_subnet",
+    "guard_chain",
+    "guard_request",
+    "guard_script",
     "health_test",
     "network_request",
 ]

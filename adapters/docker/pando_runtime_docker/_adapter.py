@@ -47,6 +47,7 @@ from .cache import ContainerCache
 from .features import (
     Bundles,
     BundleSettings,
+    EgressBundles,
     EgressGuard,
     EngineCapacity,
     docker_problems,
@@ -128,6 +129,16 @@ class DockerAdapter(RuntimeAdapter):
             ),
             prepare=self.egress_guard.ensure if self.egress_guard else None,
         )
+        self.egress = EgressBundles(
+            self.transport,
+            self.cache,
+            self.naming,
+            self._bundles,
+            image=cfg.egress_gateway_image,
+            subnet_pool=cfg.subnet_pool,
+            subnet_prefix=cfg.subnet_prefix,
+            stop_timeout=cfg.stop_timeout,
+        )
         self._stack: contextlib.AsyncExitStack | None = None
         self._group: anyio.abc.TaskGroup | None = None
 
@@ -188,6 +199,8 @@ class DockerAdapter(RuntimeAdapter):
             resource_limits=True,
             bundle_events=True,
             log_retention=LogRetention(supports_size_cap=True, min_bytes=1024),
+            egress_restriction=self.egress.enabled,
+            egress_host_names=self.egress.enabled,
         )
 
     # -- bundles -------------------------------------------------------------------------------
@@ -202,7 +215,7 @@ class DockerAdapter(RuntimeAdapter):
         await self.check_plan(plan)
         await self._ready()
         await self._capacity.check_fits(plan)
-        return await self._bundles.apply(plan)
+        return await self.egress.apply(plan)
 
     async def observe(
         self, ref: BundleRef, *, not_before: datetime | None = None
@@ -223,7 +236,7 @@ class DockerAdapter(RuntimeAdapter):
     async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
         """Remove the bundle's containers and network (no volumes: none are made)."""
         await self._ready()
-        await self._bundles.destroy(ref, options or DestroyOptions())
+        await self.egress.destroy(ref, options or DestroyOptions())
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         """Where the host dials a workload's port (see ``upstream_mode``); no I/O.

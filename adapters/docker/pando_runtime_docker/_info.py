@@ -84,6 +84,13 @@ class DockerConfig:
         "cloud metadata address included) in DOCKER-USER. Unset: bundles reach whatever "
         "the daemon's host reaches (see docs/docker.md, Networks).",
     )
+    egress_gateway_image: str | None = setting(
+        default=None,
+        help="An image with squid on its PATH (Debian's package, for one). When set, plans "
+        "that restrict egress run: their workloads on an internal network, a gateway "
+        "container from this image passing only the plan's rules. Unset: such plans are "
+        "refused (egress_restriction is not declared).",
+    )
     log_max_bytes: int = setting(
         default=10 * 1024**2,
         minimum=1024,

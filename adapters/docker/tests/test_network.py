@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import pytest
 from _docker_harness import BUSYBOX, DockerHarness
+from _probes import PAGE, SERVE, address_on, answered, fetch, probe, running, workload
 from conftest import ENV_HOST, adapter_config
 from localdocker import IPTABLES, iptables_image
 from pando_runtime_docker import DockerAdapter
@@ -25,14 +26,6 @@ from pando_runtime_docker import DockerAdapter
 import pando_runtime as pr
 
 pytestmark = pytest.mark.anyio
-
-SLEEP = ("sh", "-c", "trap 'exit 143' TERM; while :; do sleep 0.2; done")
-PAGE = "pando-web"
-SERVE = (
-    "sh",
-    "-c",
-    f"mkdir -p /www && echo {PAGE} > /www/index.html && exec httpd -f -p 8080 -h /www",
-)
 
 
 @pytest.fixture
@@ -64,43 +57,6 @@ def remove_guard_rules(engine: Any) -> Iterator[list[str]]:
                 engine.run_in_netns(["iptables", "-w", "-D", *rule.split()[1:]])
         engine.run_in_netns(["iptables", "-w", "-F", chain])
         engine.run_in_netns(["iptables", "-w", "-X", chain])
-
-
-def workload(name: str, command: tuple[str, ...] = SLEEP) -> pr.WorkloadPlan:
-    return pr.WorkloadPlan(name=name, image=BUSYBOX, command=command)
-
-
-async def running(adapter: DockerAdapter, *plans: pr.BundlePlan) -> None:
-    for plan in plans:
-        await adapter.apply(plan)
-    with anyio.fail_after(60):
-        for plan in plans:
-            while True:
-                observed = await adapter.observe(pr.BundleRef(plan.bundle_id))
-                if observed.workloads and observed.all_running:
-                    break
-                await anyio.sleep(0.1)
-
-
-def probe(address: str, port: int = 80, timeout: int = 3) -> tuple[str, ...]:
-    """``sh -c`` an HTTP GET through ``nc`` (busybox's wget crashes here)."""
-    request = r"GET / HTTP/1.0\r\nHost: %s\r\n\r\n" % address  # noqa: UP031 - printf's own %
-    return ("sh", "-c", f"printf '{request}' | nc -w {timeout} {address} {port}")
-
-
-async def fetch(harness: DockerHarness, container: str, address: str, port: int = 80) -> str:
-    """What ``container`` gets back from ``address:port`` (empty: nothing answered)."""
-    return await harness.docker("exec", container, *probe(address, port), check=False)
-
-
-def answered(output: str, page: str) -> bool:
-    return output.startswith("HTTP/1.") and page in output
-
-
-async def address_on(harness: DockerHarness, adapter: DockerAdapter, bundle: str, name: str) -> str:
-    data = await harness.inspect(adapter.naming.container_name(bundle, name))
-    networks = data["NetworkSettings"]["Networks"]
-    return str(networks[adapter.naming.network_name(bundle)]["IPAddress"])
 
 
 # -- ingress ---------------------------------------------------------------------------------

@@ -16,7 +16,16 @@ from __future__ import annotations
 
 from .api import DockerApi, DockerApiError, Response
 from .engine import DockerEngine, EngineError, docker_cli
-from .images import BUSYBOX, IPTABLES, BuiltImage, build_image, busybox_image, iptables_image
+from .images import (
+    BUSYBOX,
+    IPTABLES,
+    SQUID,
+    BuiltImage,
+    build_image,
+    busybox_image,
+    iptables_image,
+    squid_image,
+)
 from .network import EngineNetwork, Outside
 from .outside import PAGE, Reach
 from .requirements import missing
@@ -25,6 +34,7 @@ __all__ = [
     "BUSYBOX",
     "IPTABLES",
     "PAGE",
+    "SQUID",
     "BuiltImage",
     "DockerApi",
     "DockerApiError",
@@ -39,4 +49,5 @@ __all__ = [
     "docker_cli",
     "iptables_image",
     "missing",
+    "squid_image",
 ]

@@ -16,11 +16,23 @@ from localcluster.images import BuiltImage, Content
 
 BUSYBOX = "pando.test/busybox:1"
 """A shell, ``nc``, ``httpd`` and every other busybox applet; ``sh`` by default."""
+SQUID = "pando.test/squid:1"
+"""Debian's Squid, as the Kubernetes harness builds it: the Docker adapter's
+``egress_gateway_image``."""
 IPTABLES = "pando.test/iptables:1"
 """Busybox and the host's ``iptables`` (its backend, its extensions): the Docker adapter's
 ``egress_guard_image``."""
 
-__all__ = ["BUSYBOX", "IPTABLES", "BuiltImage", "build_image", "busybox_image", "iptables_image"]
+__all__ = [
+    "BUSYBOX",
+    "IPTABLES",
+    "SQUID",
+    "BuiltImage",
+    "build_image",
+    "busybox_image",
+    "iptables_image",
+    "squid_image",
+]
 
 
 def busybox_image(name: str = BUSYBOX, directory: Path | None = None) -> BuiltImage:
@@ -81,3 +93,9 @@ def iptables_image(name: str = IPTABLES, directory: Path | None = None) -> Built
         base=images.busybox_spec(name),
         directory=directory,
     )
+
+
+def squid_image(name: str = SQUID, directory: Path | None = None) -> BuiltImage:
+    """Debian's Squid (``squid -N -f CONFIG`` as ``proxy``), built offline from the host's
+    package by :func:`localcluster.images.gateway_spec`."""
+    return images.build(images.gateway_spec(name), directory)

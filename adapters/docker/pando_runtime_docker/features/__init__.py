@@ -4,6 +4,7 @@ from ._bundles import Bundles, BundleSettings
 from ._capacity import EngineCapacity
 from ._egress_guard import EgressGuard
 from ._exec import open_exec
+from ._gateway import EgressBundles
 from ._images import pull_image, registry_auth_header
 from ._logs import open_logs
 from ._plan_rules import docker_problems
@@ -11,6 +12,7 @@ from ._plan_rules import docker_problems
 __all__ = [
     "BundleSettings",
     "Bundles",
+    "EgressBundles",
     "EgressGuard",
     "EngineCapacity",
     "docker_problems",

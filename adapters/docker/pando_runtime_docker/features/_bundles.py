@@ -131,8 +131,11 @@ class Bundles:
             for w in plan.workloads
         }
 
-    async def apply(self, plan: BundlePlan) -> BundleHandle:
-        """Converge the daemon onto ``plan`` (checked already) with the fewest calls."""
+    async def apply(self, plan: BundlePlan, *, internal: bool = False) -> BundleHandle:
+        """Converge the daemon onto ``plan`` (checked already) with the fewest calls.
+
+        ``internal``: a network made now has no route out (restricted egress).
+        """
         requests = self.requests(plan)
         view = self._cache.bundle(plan.bundle_id)
         current = view.newest()
@@ -157,7 +160,7 @@ class Bundles:
         await self._remove(stale)
         created_network = False
         if not view.network_id:
-            await self._create_network(plan.bundle_id)
+            await self._create_network(plan.bundle_id, internal=internal)
             created_network = True
         made: dict[str, str] = {}
         try:
@@ -179,7 +182,7 @@ class Bundles:
                 )
         return handle
 
-    async def _create_network(self, bundle_id: str) -> None:
+    async def _create_network(self, bundle_id: str, *, internal: bool = False) -> None:
         tried: list[str] = []
         for _ in range(_SUBNET_ATTEMPTS):
             networks = await self._api.get_json("/networks")
@@ -196,7 +199,7 @@ class Bundles:
                     remedy="Widen the 'subnet_pool' setting or destroy unused bundles.",
                     details={"bundle_id": bundle_id},
                 )
-            body = network_request(self._naming, bundle_id, subnet)
+            body = network_request(self._naming, bundle_id, subnet, internal=internal)
             try:
                 answer = await self._api.request("POST", "/networks/create", body=body)
                 break

@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 import anyio
 from _docker_harness import BUSYBOX, DockerHarness
 from pando_runtime_docker import DockerAdapter
@@ -72,3 +82,56 @@ def proxied(url: str, proxy: str = "egress.gateway:3128", timeout: int = 5) -> t
 async def fetch_through(harness: DockerHarness, container: str, url: str) -> str:
     """What ``container`` gets back for ``url`` through its bundle's gateway."""
     return await harness.docker("exec", container, *proxied(url), check=False)
+
+
+@contextlib.contextmanager
+def loopback_resolver(engine: Any, work_dir: Path) -> Iterator[Path]:
+    """The daemon's resolver on loopback, as on hosts with a local caching resolver.
+
+    A stand-in DNS server (``localdocker.dns``) listens on 127.0.0.1:53 in the engine's own
+    namespace and logs every question to the file yielded; the daemon's ``resolv.conf`` (a
+    file bound into its mount namespace, rewritten in place so the bind sees it) names it
+    for the block, and its own text comes back afterwards. Containers made in the block
+    get it; the engine itself is not restarted.
+    """
+    from localcluster.realnode import netns  # noqa: PLC0415 - only with the harness
+    from localdocker.outside import SUPPORT_DIR  # noqa: PLC0415
+
+    log = work_dir / "loopback-queries.jsonl"
+    ready = work_dir / "loopback.ready"
+    config = work_dir / "loopback-dns.json"
+    config.write_text(
+        json.dumps(
+            {
+                "listen": "127.0.0.1",
+                "port": 53,
+                "hosts": dict(engine.outside.names),
+                "log": str(log),
+                "ready_file": str(ready),
+            }
+        )
+    )
+    argv = netns.command(engine.netns, [sys.executable, "-m", "localdocker.dns", str(config)])
+    env = {**os.environ, "PYTHONPATH": str(SUPPORT_DIR)}
+    server = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    resolv = engine.files.resolv_conf
+    saved = resolv.read_text()
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the loopback DNS server did not start: {server.stderr}")
+            time.sleep(0.05)
+        resolv.write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+        yield log
+    finally:
+        resolv.write_text(saved)
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def logged_names(log: Path) -> set[str]:
+    """The names a stand-in DNS server's log holds."""
+    from localdocker.dns import read_log  # noqa: PLC0415 - only with the harness
+
+    return {entry["name"] for entry in read_log(log)}

@@ -13,12 +13,24 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from _docker_harness import BUSYBOX, DockerHarness
-from _probes import PAGE, SERVE, address_on, answered, fetch, probe, running, workload
+from _probes import (
+    PAGE,
+    SERVE,
+    address_on,
+    answered,
+    fetch,
+    logged_names,
+    loopback_resolver,
+    probe,
+    running,
+    workload,
+)
 from conftest import ENV_HOST, adapter_config
 from localdocker import IPTABLES, iptables_image
 from pando_runtime_docker import DockerAdapter
@@ -214,3 +226,24 @@ async def test_an_internal_network_sends_no_lookup_out_when_the_resolver_is_not_
         assert kept not in {q["name"] for q in engine.dns_queries()}
     finally:
         await harness.docker("network", "rm", network, check=False)
+
+
+async def test_an_internal_network_leaks_lookups_when_the_resolver_is_on_loopback(
+    harness: DockerHarness, engine: Any, tmp_path: Path
+) -> None:
+    """CVE-2024-29018 on Docker 20.10: with the daemon's resolver on loopback, the embedded
+    DNS forwards an internal network's lookups from the daemon's namespace, and they leave."""
+    network = f"pando-leak-{uuid.uuid4().hex[:8]}"
+    leaked = f"leak-{uuid.uuid4().hex[:8]}.example.org"
+    with loopback_resolver(engine, tmp_path) as log:
+        await harness.docker("network", "create", "--internal", network)
+        try:
+            await harness.docker(
+                "run", "--rm", "--pull", "never", "--network", network, BUSYBOX,
+                "nslookup", leaked, check=False,
+            )  # fmt: skip
+            with anyio.fail_after(30):
+                while leaked not in logged_names(log):  # noqa: ASYNC110 - polls the log
+                    await anyio.sleep(0.1)
+        finally:
+            await harness.docker("network", "rm", network, check=False)

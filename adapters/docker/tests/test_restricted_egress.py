@@ -9,12 +9,23 @@ another way.
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from _docker_harness import DockerHarness
-from _probes import STAND_IN, answered, fetch, fetch_through, running, workload
+from _docker_harness import BUSYBOX, DockerHarness
+from _probes import (
+    STAND_IN,
+    address_on,
+    answered,
+    fetch,
+    fetch_through,
+    logged_names,
+    loopback_resolver,
+    running,
+    workload,
+)
 from pando_runtime_docker import DockerAdapter
 
 import pando_runtime as pr
@@ -134,3 +145,39 @@ async def test_opening_and_restricting_again_switch_the_network(
     await adapter.destroy(pr.BundleRef(bundle))
     leftovers = await harness.docker("network", "ls", "-q", "--filter", gateways)
     assert leftovers.split() == []
+
+
+async def test_a_restricted_bundle_sends_no_lookup_out_even_with_a_loopback_resolver(
+    restricting_adapter: DockerAdapter, harness: DockerHarness, engine: Any, tmp_path: Path
+) -> None:
+    """The adapter's answer to CVE-2024-29018 on Docker 20.10: a restricted bundle's
+    workloads name an unrouted upstream resolver, so the embedded DNS forwards nothing out."""
+    adapter = restricting_adapter
+    bundle = f"quiet{uuid.uuid4().hex[:4]}"
+    kept, control = (f"{word}-{uuid.uuid4().hex[:8]}.example.org" for word in ("kept", "seen"))
+    plan = pr.BundlePlan(
+        bundle_id=bundle,
+        workloads=(workload("client"), workload("peer")),
+        network=pr.NetworkPlan(egress=pr.EgressPolicy(allow=())),
+    )
+    with loopback_resolver(engine, tmp_path) as log:
+        await running(adapter, plan)
+        client = adapter.naming.container_name(bundle, "client")
+        # Control: the bundle's own names still resolve.
+        peer = await harness.docker("exec", client, "nslookup", "peer")
+        assert (await address_on(harness, adapter, bundle, "peer")) in peer
+        await harness.docker("exec", client, "nslookup", kept, check=False)
+        # Control: an internal network the adapter did not make leaks on this daemon.
+        network = f"pando-leak-{uuid.uuid4().hex[:8]}"
+        await harness.docker("network", "create", "--internal", network)
+        try:
+            await harness.docker(
+                "run", "--rm", "--pull", "never", "--network", network, BUSYBOX,
+                "nslookup", control, check=False,
+            )  # fmt: skip
+        finally:
+            await harness.docker("network", "rm", network, check=False)
+        with anyio.fail_after(30):
+            while control not in logged_names(log):  # noqa: ASYNC110 - polls the log
+                await anyio.sleep(0.1)
+        assert kept not in logged_names(log)

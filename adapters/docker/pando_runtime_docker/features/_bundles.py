@@ -117,8 +117,8 @@ class Bundles:
 
     # -- apply ---------------------------------------------------------------------------------
 
-    def requests(self, plan: BundlePlan) -> dict[str, ContainerRequest]:
-        """The create request of every workload of ``plan``."""
+    def requests(self, plan: BundlePlan, dns: tuple[str, ...] = ()) -> dict[str, ContainerRequest]:
+        """The create request of every workload of ``plan`` (``dns``: their resolvers)."""
         return {
             w.name: container_request(
                 plan,
@@ -127,16 +127,20 @@ class Bundles:
                 log_cap=self._settings.log_cap,
                 stop_timeout=self._settings.stop_timeout,
                 pids_limit=self._settings.pids_limit,
+                dns=dns,
             )
             for w in plan.workloads
         }
 
-    async def apply(self, plan: BundlePlan, *, internal: bool = False) -> BundleHandle:
+    async def apply(
+        self, plan: BundlePlan, *, internal: bool = False, dns: tuple[str, ...] = ()
+    ) -> BundleHandle:
         """Converge the daemon onto ``plan`` (checked already) with the fewest calls.
 
-        ``internal``: a network made now has no route out (restricted egress).
+        ``internal``: a network made now has no route out; ``dns``: the workloads' resolvers
+        (both for restricted egress).
         """
-        requests = self.requests(plan)
+        requests = self.requests(plan, dns)
         view = self._cache.bundle(plan.bundle_id)
         current = view.newest()
         stale = [c for c in view.containers if c.workload not in requests]

@@ -26,6 +26,7 @@ from ..api import EngineError, EngineTransport, write_failed
 from ..cache import ContainerCache
 from ..manifests import (
     GATEWAY_ALIAS,
+    UNROUTED_RESOLVER,
     GatewayNames,
     Naming,
     config_digest,
@@ -94,7 +95,8 @@ class EgressBundles:
         if env:
             workloads = tuple(attrs.evolve(w, env={**env, **w.env}) for w in plan.workloads)
             plan = attrs.evolve(plan, workloads=workloads)
-        handle = await self._bundles.apply(plan, internal=restricted)
+        dns = (UNROUTED_RESOLVER,) if restricted else ()
+        handle = await self._bundles.apply(plan, internal=restricted, dns=dns)
         network_id = self._cache.bundle(plan.bundle_id).network_id
         if network_id is not None:
             self._internal[network_id] = restricted

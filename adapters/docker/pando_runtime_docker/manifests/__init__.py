@@ -12,6 +12,7 @@ from ._egress import BLOCKED_RANGES, guard_chain, guard_request, guard_script
 from ._gateway import (
     GATEWAY_ALIAS,
     GATEWAY_PORT,
+    UNROUTED_RESOLVER,
     GatewayNames,
     config_digest,
     gateway_files,
@@ -27,6 +28,7 @@ __all__ = [
     "BLOCKED_RANGES",
     "GATEWAY_ALIAS",
     "GATEWAY_PORT",
+    "UNROUTED_RESOLVER",
     "ContainerRequest",
     "GatewayNames",
     "LogCap",

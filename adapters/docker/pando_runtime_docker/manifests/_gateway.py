@@ -26,6 +26,7 @@ from ._labels import Naming
 __all__ = [
     "GATEWAY_ALIAS",
     "GATEWAY_PORT",
+    "UNROUTED_RESOLVER",
     "GatewayNames",
     "config_digest",
     "gateway_files",
@@ -39,6 +40,13 @@ GATEWAY_ALIAS = "egress.gateway"
 """The gateway's name on the bundle network (a dot: no workload name can take it)."""
 GATEWAY_PORT = 3128
 CONFIG_PATH = "/etc/pando-gateway/squid.conf"
+UNROUTED_RESOLVER = "192.0.2.53"
+"""The upstream resolver of a restricted bundle's workloads: an address reserved for
+documentation (RFC 5737), never routed and never on loopback. Docker's embedded DNS still
+answers the bundle's own names; an outside name is forwarded here from the container's
+namespace, where an internal network has no route, so it goes nowhere. Without it, Docker
+Engines before 23.0.11, 25.0.5 and 26.0 forward an internal network's lookups from the
+daemon's namespace whenever the daemon's resolver is on loopback (CVE-2024-29018)."""
 _LITERALS = (r"^[0-9.]+$", r"^\[[0-9a-fA-F:.]+\]$", r"^[0-9a-fA-F:]+:[0-9a-fA-F:.]*$")
 """What an address literal looks like in a request: IPv4, bracketed or bare IPv6."""
 

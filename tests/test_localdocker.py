@@ -8,15 +8,18 @@ The address-plan checks need nothing; the others run a real engine (the session'
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from localcluster.net import wait_until
 from localcluster.realnode import host, netns
 from localcluster.realnode import network as realnode_network
+from localcluster.registry import LocalRegistry
 from localdocker import (
     BUSYBOX,
     PAGE,
@@ -24,14 +27,13 @@ from localdocker import (
     EngineNetwork,
     Outside,
     build_image,
+    busybox_image,
     dns,
     pytest_plugin,
     records,
 )
 from localdocker.daemon import cgroup_mounts
 from localdocker.network import MAX_SLOTS
-
-HTTPD_8080 = "httpd -f -p 8080 -h /www"
 
 
 def _unique(stem: str) -> str:
@@ -153,17 +155,28 @@ def test_a_built_image_loads_and_a_saved_one_loads_back(
         docker_engine.docker("rmi", "--force", name, check=False)
 
 
+@contextlib.contextmanager
+def _web_server(engine: DockerEngine, page: str, *aliases: str) -> Iterator[tuple[str, str]]:
+    """A user network and a busybox httpd on it (port 8080) serving ``page``; their names."""
+    net, server = _unique("pando-net"), _unique("pando-web")
+    engine.docker("network", "create", net)
+    try:
+        alias_options = [option for a in aliases for option in ("--network-alias", a)]
+        engine.docker(
+            "run", "--detach", "--name", server, "--network", net, *alias_options,
+            "--pull", "never", BUSYBOX, "sh", "-c",
+            f"mkdir /www && echo {page} > /www/index.html && exec httpd -f -p 8080 -h /www",
+        )  # fmt: skip
+        yield net, server
+    finally:
+        engine.docker("rm", "--force", server, check=False)
+        engine.docker("network", "rm", net, check=False)
+
+
 def test_containers_on_a_user_network_resolve_each_other_by_alias(
     docker_engine: DockerEngine,
 ) -> None:
-    net, server = _unique("pando-net"), _unique("pando-web")
-    docker_engine.docker("network", "create", net)
-    try:
-        docker_engine.docker(
-            "run", "--detach", "--name", server, "--network", net, "--network-alias", "web",
-            "--pull", "never", BUSYBOX, "sh", "-c",
-            "mkdir /www && echo alias-ok > /www/index.html && exec httpd -f -p 8080 -h /www",
-        )  # fmt: skip
+    with _web_server(docker_engine, "alias-ok", "web") as (net, _):
         # The server may take a moment to listen: the client polls it (the real condition).
         probe = (
             "for i in $(seq 100); do "
@@ -173,11 +186,8 @@ def test_containers_on_a_user_network_resolve_each_other_by_alias(
         proc = docker_engine.run("sh", "-c", probe, options=("--network", net))
         assert proc.returncode == 0, proc.stderr
         assert "alias-ok" in proc.stdout
-        # On the default bridge the alias means nothing.
-        assert docker_engine.run("nslookup", "web").returncode != 0
-    finally:
-        docker_engine.docker("rm", "--force", server, check=False)
-        docker_engine.docker("network", "rm", net, check=False)
+    # On the default bridge the alias means nothing.
+    assert docker_engine.run("nslookup", "web").returncode != 0
 
 
 def test_a_bridge_container_reaches_the_stand_ins_and_the_namespace_nothing_else(
@@ -220,13 +230,7 @@ def test_containers_resolve_stand_in_names_and_every_question_is_logged(
 def test_the_host_reaches_a_containers_address_through_the_engine_namespace(
     docker_engine: DockerEngine,
 ) -> None:
-    net, server = _unique("pando-net"), _unique("pando-web")
-    docker_engine.docker("network", "create", net)
-    try:
-        docker_engine.docker(
-            "run", "--detach", "--name", server, "--network", net, "--pull", "never", BUSYBOX,
-            "sh", "-c", f"mkdir /www && echo direct > /www/index.html && exec {HTTPD_8080}",
-        )  # fmt: skip
+    with _web_server(docker_engine, "direct") as (net, server):
         template = f'{{{{(index .NetworkSettings.Networks "{net}").IPAddress}}}}'
         address = docker_engine.docker("inspect", "--format", template, server).stdout.strip()
         assert ipaddress.ip_address(address)
@@ -241,9 +245,6 @@ def test_the_host_reaches_a_containers_address_through_the_engine_namespace(
                 return b"".join(iter(lambda: sock.recv(65536), b"")).decode()
 
         assert wait_until(lambda: "direct" in fetch(), timeout=30.0), docker_engine.logs()
-    finally:
-        docker_engine.docker("rm", "--force", server, check=False)
-        docker_engine.docker("network", "rm", net, check=False)
 
 
 def test_an_internal_network_reaches_no_stand_in(docker_engine: DockerEngine) -> None:
@@ -251,7 +252,7 @@ def test_an_internal_network_reaches_no_stand_in(docker_engine: DockerEngine) ->
     docker_engine.docker("network", "create", "--internal", net)
     try:
         target = docker_engine.outside.internet[0]
-        blocked = docker_engine.reaches(target, network=net)
+        blocked = docker_engine.reaches(target, network=net, timeout=2)  # dropped: waits
         assert not blocked, blocked.output
         assert docker_engine.reaches(target), "control: the stand-in answers from the bridge"
     finally:
@@ -308,6 +309,30 @@ def test_reset_removes_what_tests_made_and_keeps_the_harness_images(
     assert docker_engine.api.image_names() == sorted(docker_engine.images)
 
 
+def test_the_engine_pulls_from_the_local_registry_with_its_password(
+    docker_engine: DockerEngine, image_registry: LocalRegistry
+) -> None:
+    image_registry.push(busybox_image().archive, "pando/busybox", "1")
+    address = docker_engine.expose_host_port(image_registry.port)
+    docker_engine.trust_registry(address, image_registry.ca_cert)
+    reference = f"{address}/pando/busybox:1"
+    # Without the password the pull fails (dockerd holds 127.0.0.0/8 insecure: after the
+    # refusal over TLS it tries plain HTTP, whose error is the one it reports).
+    denied = docker_engine.docker("pull", reference, check=False)
+    assert denied.returncode != 0
+    assert reference not in docker_engine.api.image_names()
+    docker_engine.docker(
+        "login", "--username", image_registry.username, "--password-stdin", address,
+        stdin=image_registry.password,
+    )  # fmt: skip
+    try:
+        docker_engine.docker("pull", reference)
+        assert docker_engine.run("echo", "pulled", image=reference).stdout == "pulled\n"
+    finally:
+        docker_engine.docker("logout", address, check=False)
+        docker_engine.docker("rmi", "--force", reference, check=False)
+
+
 # ---------------------------------------------------------------------- engines of their own
 
 
@@ -322,7 +347,7 @@ def _host_state(work_dir: Path) -> dict[str, object]:
     mounts = [
         line
         for line in Path("/proc/self/mountinfo").read_text().splitlines()
-        if str(work_dir) in line or "docker" in line
+        if str(work_dir) in line or "pando-docker" in line  # the wrapper's exec root
     ]
     processes = []
     for proc in Path("/proc").iterdir():
@@ -340,6 +365,7 @@ def _host_state(work_dir: Path) -> dict[str, object]:
         "processes": processes,
         "sysctls": {key: host.read_sysctl(key) for key in records.HOST_SYSCTLS},
         "ip_forward": host.read_sysctl("net.ipv4.ip_forward"),
+        "bridge_nf": host.read_sysctl("net.bridge.bridge-nf-call-iptables"),
     }
 
 
@@ -360,6 +386,11 @@ def test_a_second_engine_runs_beside_and_its_stop_leaves_nothing(
         # A container running at the stop: its processes, shim and layers must go too.
         engine.docker("run", "--detach", "--pull", "never", BUSYBOX, "sleep", "600")
         assert host.cgroup_dirs(engine.cgroup_parent)[0].exists()
+        # While it runs, the host's namespace sees none of its mounts or firewall rules.
+        running = _host_state(work_dir)
+        assert running["mounts"] == before["mounts"]
+        assert running["iptables"] == before["iptables"]
+        assert running["ip_forward"] == before["ip_forward"]
     finally:
         engine.close()
     assert _host_state(work_dir) == before

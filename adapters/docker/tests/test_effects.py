@@ -333,3 +333,24 @@ async def test_logs_since_a_moment_leave_out_what_came_before(
         everything = b"".join([chunk async for chunk in stream])
     assert later == b"late\n"
     assert everything == b"early\nlate\n"  # control: both lines are in the log
+
+
+async def test_leaving_an_exec_block_early_ends_the_session_cleanly(
+    docker_adapter: DockerAdapter, harness: DockerHarness
+) -> None:
+    plan = pr.BundlePlan(bundle_id="early", workloads=(workload("web"),))
+    await docker_adapter.apply(plan)
+    await until(docker_adapter, "early", running, "the workload to run")
+    ref = pr.WorkloadRef("early", "web")
+    request = pr.ExecRequest(command=("sh", "-c", "echo started; sleep 30"), stdin=True)
+    with anyio.fail_after(20):
+        async with docker_adapter.exec(ref, request) as session:
+            first = await session.stdout.receive()
+    assert first == b"started\n"
+    with anyio.move_on_after(0.5) as scope, anyio.fail_after(20):
+        async with docker_adapter.exec(ref, pr.ExecRequest(command=("sleep", "30"))) as session:
+            await session.wait()
+    assert scope.cancelled_caught  # the host's cancellation ends the wait, nothing hangs
+    # Control: the workload is untouched and a new command still runs.
+    done = await docker_adapter.run(ref, pr.ExecRequest(command=("echo", "still here")))
+    assert done.stdout == b"still here\n"

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from _docker_harness import BUSYBOX, DockerHarness
+from _socket_proxy import SocketProxy
 from conftest import adapter_config
 from pando_runtime_docker import DockerAdapter
 
@@ -54,6 +55,20 @@ def http_get(engine: Any, host: str, port: int) -> bytes:
     return data
 
 
+def get_line(host: str, port: int) -> str:
+    """A shell line for a busybox container: GET / from ``host:port`` through ``nc``."""
+    return f"printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {host} {port}"
+
+
+async def served(harness: DockerHarness, container: str, host: str, port: int) -> None:
+    """Wait until ``container`` gets the index from ``host:port`` (running is not listening)."""
+    with anyio.fail_after(30):
+        while INDEX.decode() not in await harness.docker(  # noqa: ASYNC110 - polls the server
+            "exec", container, "sh", "-c", get_line(host, port), check=False
+        ):
+            await anyio.sleep(0.05)
+
+
 def split(url: str) -> tuple[str, int]:
     host, _, port = url.removeprefix("http://").rpartition(":")
     return host, int(port)
@@ -75,7 +90,15 @@ async def test_address_mode_names_the_containers_address_on_its_network(
             networks = inspected["NetworkSettings"]["Networks"]
             assert address == networks[adapter.naming.network_name("upaddr")]["IPAddress"]
             assert before.url != upstream.url  # before the container: only its name is known
-            answer = await anyio.to_thread.run_sync(http_get, docker_engine, address, port)
+            answer = b""
+            with anyio.fail_after(30):  # running is not listening yet: poll the server itself
+                while not answer:
+                    try:
+                        answer = await anyio.to_thread.run_sync(
+                            http_get, docker_engine, address, port
+                        )
+                    except ConnectionRefusedError:
+                        await anyio.sleep(0.05)
             assert INDEX in answer
             # Control: the same address on a port nothing serves is refused.
             with pytest.raises(ConnectionRefusedError):
@@ -103,13 +126,14 @@ async def test_proxy_container_mode_joins_the_hosts_container_to_each_bundle_net
             await running(other, "upother")
             hostname, port = split(adapter.upstream(pr.WorkloadRef("upproxy", "web"), 8080).url)
             assert hostname == adapter.naming.container_name("upproxy", "web")
-            probe = f"printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {hostname} {port}"
-            answer = await harness.docker("exec", proxy, "sh", "-c", probe)
-            assert INDEX.decode() in answer
-            # Control: a bundle of an adapter without the proxy setting is not on its networks.
+            await served(harness, proxy, hostname, port)
+            # Control: a bundle of an adapter without the proxy setting serves (asked from its
+            # own container) but is not on the host container's networks.
             elsewhere = other.naming.container_name("upother", "web")
-            probe = f"printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {elsewhere} 8080"
-            missed = await harness.docker("exec", proxy, "sh", "-c", probe, check=False)
+            await served(harness, elsewhere, "127.0.0.1", 8080)
+            missed = await harness.docker(
+                "exec", proxy, "sh", "-c", get_line(elsewhere, 8080), check=False
+            )
             assert INDEX.decode() not in missed
             await adapter.destroy(pr.BundleRef("upproxy"))  # leaves the network first
             assert not (await adapter.observe(pr.BundleRef("upproxy"))).exists
@@ -150,5 +174,54 @@ async def test_a_daemon_restarted_mid_watch_is_missed_then_resynced_without_dupl
             assert again.workload("web").instance_id != first.workload("web").instance_id
             label = f"label=io.pando.owner={owner}"
             assert len((await harness.docker("ps", "-aq", "--filter", label)).split()) == 1
+        finally:
+            await harness.remove_owned(owner)
+
+
+async def test_a_connection_lost_mid_apply_leaves_no_duplicate_once_applied_again(
+    docker_host: str, owner: str, harness: DockerHarness, engine_proxy: SocketProxy | None
+) -> None:
+    if engine_proxy is None:
+        pytest.skip("the engine is not on a unix socket the test can proxy")
+    db = pr.WorkloadPlan(
+        name="db",
+        image=BUSYBOX,
+        command=SLEEP,
+        health=pr.HealthCheck(command=("true",), interval_seconds=1),
+    )
+    api = pr.WorkloadPlan(name="api", image=BUSYBOX, command=SLEEP, depends_on=("db",))
+    plan = pr.BundlePlan(bundle_id="midapply", workloads=(api, db))
+    label = f"label=io.pando.owner={owner}"
+    async with DockerAdapter(adapter_config(engine_proxy.host, owner)) as adapter:
+        try:
+            outcome: list[BaseException | None] = []
+
+            async def apply() -> None:
+                try:
+                    await adapter.apply(plan)
+                except pr.AdapterUnavailable as error:
+                    outcome.append(error)
+                else:
+                    outcome.append(None)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(apply)
+                # While apply waits for db's first health check, cut the connection.
+                with anyio.fail_after(60):
+                    while not (await harness.docker("ps", "-q", "--filter", label)).split():  # noqa: ASYNC110
+                        await anyio.sleep(0.05)
+                engine_proxy.cut()
+                with anyio.fail_after(60):
+                    while adapter.cache.connected:  # noqa: ASYNC110 - the adapter's real state
+                        await anyio.sleep(0.02)
+                engine_proxy.restore()
+            assert len(outcome) == 1  # it finished, one way or the other
+            await adapter.apply(plan)
+            observed = await running(adapter, "midapply")
+            assert {w.name for w in observed.workloads} == {"api", "db"}
+            names = await harness.docker("ps", "-a", "--format", "{{.Names}}", "--filter", label)
+            assert sorted(names.split()) == sorted(
+                adapter.naming.container_name("midapply", w) for w in ("api", "db")
+            )
         finally:
             await harness.remove_owned(owner)

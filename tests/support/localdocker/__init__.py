@@ -8,7 +8,9 @@ From Python::
     with DockerEngine(work_dir) as engine:
         engine.docker("run", "--rm", engine.busybox, "echo", "hi")
 
-The pytest plugin is :mod:`localdocker.pytest_plugin` (fixture ``docker_engine``). How the
+From a shell (as root): ``PYTHONPATH=tests/support python -m localdocker`` prints
+``DOCKER_HOST=...`` and runs until Ctrl-C. The pytest plugin is
+:mod:`localdocker.pytest_plugin` (fixture ``docker_engine``). How the
 engine is isolated, and what it changes on the host and undoes: ``docs/local-docker.md``.
 """
 

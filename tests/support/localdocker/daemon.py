@@ -117,9 +117,13 @@ def wrapper_script(files: DaemonFiles, mounts: list[tuple[str, str, str]]) -> st
         opts = f"-o {q(options)} " if options else ""
         lines += [f"mkdir -p {q(point)}", f"mount -t {fstype} {opts}{fstype} {q(point)}"]
     lines += [
+        # Where /etc/resolv.conf leads (a link into /run where systemd-resolved runs): made
+        # again on the fresh /run, so the bind below has a file to cover.
+        "resolv=$(readlink -m /etc/resolv.conf)",
         "mount -t tmpfs -o mode=755 run /run",
+        'mkdir -p "$(dirname "$resolv")" && { [ -e "$resolv" ] || : > "$resolv"; }',
         f"mount --bind {q(str(files.etc_docker))} /etc/docker",
-        f"mount --bind {q(str(files.resolv_conf))} /etc/resolv.conf",
+        f'mount --bind {q(str(files.resolv_conf))} "$resolv"',
         'exec "$@"',
     ]
     return "\n".join(lines) + "\n"

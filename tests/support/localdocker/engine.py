@@ -34,7 +34,7 @@ from localcluster.process import Component, tail
 from localcluster.realnode import netns
 
 from . import daemon, dns, outside, records
-from .api import DockerApi
+from .api import DockerApi, DockerApiError
 from .images import BUSYBOX, BuiltImage, busybox_image
 from .network import MAX_SLOTS, EngineNetwork, Outside
 
@@ -105,6 +105,7 @@ class DockerEngine:
         self._daemon: Component | None = None
         self._httpd: Component | None = None
         self._dns: Component | None = None
+        self._relays: dict[int, Component] = {}
         self._record: records.EngineRecord | None = None
         self._closed = False
 
@@ -172,10 +173,11 @@ class DockerEngine:
         )  # fmt: skip
 
     def reaches(
-        self, address: str, port: int | None = None, *, network: str = "bridge"
+        self, address: str, port: int | None = None, *, network: str = "bridge", timeout: int = 3
     ) -> outside.Reach:
-        """Whether a container on ``network`` gets a stand-in's answer from ``address``."""
-        script = outside.http_probe_script(address, port or self.outside.http_port)
+        """Whether a container on ``network`` gets a stand-in's answer from ``address``
+        (``nc -w timeout``: a dropped connection costs that many seconds)."""
+        script = outside.http_probe_script(address, port or self.outside.http_port, timeout)
         proc = self.run("sh", "-c", script, options=("--network", network))
         text = proc.stdout + proc.stderr
         return outside.Reach(outside.answered(proc.stdout), text)
@@ -212,6 +214,25 @@ class DockerEngine:
             raise
         sock.settimeout(None)
         return sock
+
+    def expose_host_port(self, port: int) -> str:
+        """Make the host's ``127.0.0.1:port`` (say, the ``image_registry`` fixture's) answer
+        at the same address inside the engine's namespace, through a relay process (nothing
+        is routed); returns that address. dockerd pulls from the namespace it runs in."""
+        if port not in self._relays:
+            started = time.monotonic()
+            relay, ready = outside.host_port_relay(self.netns, port, self.files.work_dir)
+            relay.start()
+            self._relays[port] = relay
+            self._await(f"relay of port {port}", ready.exists, started)
+        return f"127.0.0.1:{port}"
+
+    def trust_registry(self, address: str, ca_cert: Path) -> None:
+        """Have dockerd trust ``ca_cert`` for the registry at ``address`` (its private
+        ``/etc/docker/certs.d``, read at each pull: no restart needed)."""
+        folder = self.files.etc_docker / "certs.d" / address
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ca_cert, folder / "ca.crt")
 
     def load_image(self, archive: Path) -> list[str]:
         """Load a docker-archive tar through the API; the references loaded."""
@@ -292,8 +313,10 @@ class DockerEngine:
         self.timings[key] = round(time.monotonic() - started, 3)
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop dockerd as a host's shutdown would: SIGTERM (its containers get 2 s), then
-        wait for its containerd and shims to end; SIGKILL whatever is left after ``timeout``.
+        """Stop dockerd as a host's shutdown would: SIGTERM (it stops each container as
+        ``docker stop`` does: SIGTERM, then SIGKILL after the container's stop timeout, 10 s
+        unless ``--stop-timeout`` said otherwise), then wait for its containerd and shims to
+        end; SIGKILL whatever is left after ``timeout``.
 
         The namespaces, data and images stay: :meth:`start` brings the daemon back.
         """
@@ -318,13 +341,15 @@ class DockerEngine:
         self.start()
 
     def close(self) -> None:
-        """Stop everything and undo every change (see :mod:`.records`); idempotent."""
+        """Kill the running containers, stop dockerd (SIGTERM), stop the stand-ins, and undo
+        every change (see :mod:`.records`); idempotent."""
         if self._closed:
             return
         try:
             if self._record is not None:
+                self._kill_containers()
                 self.stop()
-                for server in (self._httpd, self._dns):
+                for server in (self._httpd, self._dns, *self._relays.values()):
                     if server is not None:
                         server.stop(5.0)
                 records.undo(self._record)
@@ -346,6 +371,16 @@ class DockerEngine:
 
     # ------------------------------------------------------------------ helpers
 
+    def _kill_containers(self) -> None:
+        """SIGKILL the running containers through the API (best effort): a container whose
+        PID 1 ignores SIGTERM (a shell, busybox) would hold the daemon's shutdown for its
+        stop timeout (10 s by default, whatever ``--shutdown-timeout`` says)."""
+        if self._daemon is None or not self._daemon.running():
+            return
+        with contextlib.suppress(OSError, ValueError, DockerApiError):
+            for container in self.api.checked("GET", "/containers/json").json():
+                self.api.request("POST", f"/containers/{container['Id']}/kill")
+
     def _stand_ins_up(self) -> bool:
         if not (self.files.work_dir / "dns.ready").exists():
             return False
@@ -358,7 +393,7 @@ class DockerEngine:
         return not netns.pids(self.netns)
 
     def _dead(self) -> str | None:
-        for component in (self._httpd, self._dns, self._daemon):
+        for component in (self._httpd, self._dns, self._daemon, *self._relays.values()):
             if component is not None and (code := component.exit_code()) is not None:
                 return f"{component.name} exited with code {code}:\n{component.tail(40)}"
         return None

@@ -82,6 +82,21 @@ def dns_server(space: str, work_dir: Path, outside: Outside) -> Component:
     return Component("stand-in-dns", netns.command(space, argv), work_dir / "dns.log", env=env)
 
 
+def host_port_relay(space: str, port: int, work_dir: Path) -> tuple[Component, Path]:
+    """A relay (:mod:`localcluster.realnode.relay`) listening on ``127.0.0.1:port`` inside
+    namespace ``space``, joined to the same port on the host's loopback (not yet started);
+    and the file it writes once it listens."""
+    config = work_dir / f"relay-{port}.json"
+    ready = work_dir / f"relay-{port}.ready"
+    ready.unlink(missing_ok=True)
+    address = f"127.0.0.1:{port}"
+    forward = {"listen_netns": space, "listen": address, "target": address}
+    config.write_text(json.dumps({"forwards": [forward], "ready_file": str(ready)}))
+    argv = [sys.executable, "-m", "localcluster.realnode.relay", str(config)]
+    env = {**os.environ, "PYTHONPATH": str(SUPPORT_DIR)}
+    return Component(f"relay-{port}", argv, work_dir / f"relay-{port}.log", env=env), ready
+
+
 def namespace_reaches(
     space: str, address: str, port: int = HTTP_PORT, timeout: float = 3.0
 ) -> Reach:

@@ -18,6 +18,8 @@ def missing() -> list[str]:
         absent.append("root (the engine makes namespaces, mounts and cgroups)")
     absent += [f"the command {c} (tools/debian/install.sh)" for c in COMMANDS
                if shutil.which(c) is None]  # fmt: skip
+    if not Path("/etc/docker").is_dir():
+        absent.append("the folder /etc/docker (docker.io makes it; the engine binds its own on it)")
     if not Path("/sys/fs/cgroup/memory/cgroup.procs").exists():
         absent.append("cgroup v1 hierarchies under /sys/fs/cgroup (the engine is set up for them)")
     return absent

@@ -12,6 +12,8 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+import anyio
+import httpcore
 import httpx
 
 __all__ = ["HijackedStream"]
@@ -30,13 +32,30 @@ class HijackedStream:
         self._closed = False
 
     async def receive(self, max_bytes: int = _READ) -> bytes:
-        """The next bytes the daemon sends; ``b""`` at the end of the stream."""
-        data: bytes = await self._stream.read(max_bytes)
+        """The next bytes the daemon sends; ``b""`` at the end (or once closed here)."""
+        if self._closed:
+            return b""
+        try:
+            data: bytes = await self._stream.read(max_bytes)
+        except (httpcore.NetworkError, OSError):
+            if self.closed:  # closed here while the read waited
+                return b""
+            raise
         return data
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called."""
+        return self._closed
+
     async def send(self, data: bytes) -> None:
-        """Write ``data`` to the command's stdin."""
-        await self._stream.write(data)
+        """Write ``data`` to the command's stdin (``BrokenResourceError`` once it ended)."""
+        if self._closed or self._write_closed:
+            raise anyio.ClosedResourceError
+        try:
+            await self._stream.write(data)
+        except (httpcore.NetworkError, OSError) as error:
+            raise anyio.BrokenResourceError from error
 
     def close_write(self) -> None:
         """End the command's stdin (half-close); its output can still be read."""

@@ -85,6 +85,8 @@ class ContainerCache:
         self.hub = BundleEventHub()
         self._containers: dict[str, ContainerView] = {}
         self._networks: dict[str, str] = {}  # bundle id -> network id
+        self.taken_subnets: set[str] = set()
+        """Subnets of every network on the daemon, as last listed (and as the adapter made)."""
         self._stuck: dict[tuple[str, str], Stuck] = {}
         self._confirmed: datetime | None = None
         self._connected = False
@@ -222,6 +224,20 @@ class ContainerCache:
             self._networks[bundle_id] = network_id
         self._notify()
 
+    def note_networks(self, networks: list[dict[str, Any]]) -> None:
+        """Take a listing of every network: this owner's bundle networks, all subnets taken."""
+        owned = {}
+        taken = set()
+        for network in networks:
+            labels = network.get("Labels") or {}
+            if labels.get(self._naming.owner_key) == self._naming.owner:
+                owned[labels.get(self._naming.bundle_key, "")] = str(network["Id"])
+            for config in (network.get("IPAM") or {}).get("Config") or []:
+                if config.get("Subnet"):
+                    taken.add(str(config["Subnet"]))
+        self._networks = owned
+        self.taken_subnets = taken
+
     def forget_bundle(self, bundle_id: str) -> None:
         """Drop what apply remembered of a destroyed bundle."""
         for key in [k for k in self._stuck if k[0] == bundle_id]:
@@ -352,11 +368,10 @@ class ContainerCache:
             view = await self._inspect(str(item["Id"]))
             if view is not None:
                 containers[view.id] = view
-        networks = await self._transport.get_json("/networks", params={"filters": filters})
+        # Every network, not only this owner's: the subnets taken are known without a call.
+        networks = await self._transport.get_json("/networks")
         self._containers = containers
-        self._networks = {
-            (n.get("Labels") or {}).get(self._naming.bundle_key, ""): str(n["Id"]) for n in networks
-        }
+        self.note_networks(networks)
         self.relists += 1
         _LOG.debug("relisted %d containers, %d networks", len(containers), len(networks))
 

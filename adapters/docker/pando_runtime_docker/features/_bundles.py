@@ -188,14 +188,14 @@ class Bundles:
 
     async def _create_network(self, bundle_id: str, *, internal: bool = False) -> None:
         tried: list[str] = []
+        listed = False
         for _ in range(_SUBNET_ATTEMPTS):
-            networks = await self._api.get_json("/networks")
-            taken = tried + [
-                config.get("Subnet", "")
-                for network in networks
-                for config in ((network.get("IPAM") or {}).get("Config") or [])
-            ]
+            taken = [*tried, *self._cache.taken_subnets]
             subnet = free_subnet(self._settings.subnet_pool, self._settings.subnet_prefix, taken)
+            if subnet is None and not listed:  # removed networks free theirs: list them now
+                self._cache.note_networks(await self._api.get_json("/networks"))
+                listed = True
+                continue
             if subnet is None:
                 raise AdapterFailed(
                     f"no free /{self._settings.subnet_prefix} is left in "
@@ -220,7 +220,9 @@ class Bundles:
                     raise write_failed(
                         error, "creating the bundle network", bundle_id=bundle_id
                     ) from None
-                tried.append(subnet)  # another writer took it meanwhile: carve the next one
+                tried.append(subnet)  # another writer took it meanwhile: see what is taken
+                self._cache.note_networks(await self._api.get_json("/networks"))
+                listed = True
         else:
             raise AdapterFailed(
                 "the bundle network's subnet was taken by other writers each time",
@@ -228,6 +230,7 @@ class Bundles:
             )
         network_id = str(answer.json()["Id"])
         self._cache.set_network(bundle_id, network_id)
+        self._cache.taken_subnets.add(subnet)
         if self._settings.proxy_container:
             await self._api.request(
                 "POST",

@@ -11,11 +11,14 @@ from anyio.abc import ByteSendStream, TaskGroup
 from pando_runtime import ExecRequest, ExecSession, NotFound, WorkloadRef
 from pando_runtime.plugin import MemoryByteSendStream, byte_stream_pair
 
+from .._log import logger
 from ..api import EngineError, EngineTransport, FrameDecoder, HijackedStream, StreamKind
 from ..cache import ContainerCache
 from ._logs import newest_container
 
 __all__ = ["open_exec"]
+
+_LOG = logger("exec")
 
 _EXIT_POLLS = 50
 
@@ -72,6 +75,8 @@ class DockerExecSession(ExecSession):
                         await _send(err if kind is StreamKind.STDERR else out, payload)
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the session was closed while reading
+        except Exception:  # noqa: BLE001 - a broken connection ends the output, as EOF does
+            _LOG.debug("an exec session's connection broke")
         finally:
             self._done.set()
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -135,3 +136,16 @@ def logged_names(log: Path) -> set[str]:
     from localdocker.dns import read_log  # noqa: PLC0415 - only with the harness
 
     return {entry["name"] for entry in read_log(log)}
+
+
+async def lookup_on_a_new_network(harness: DockerHarness, name: str, *, internal: bool) -> None:
+    """Look ``name`` up from a container on a network made for it (then removed)."""
+    network = f"pando-lookup-{uuid.uuid4().hex[:8]}"
+    await harness.docker("network", "create", *(["--internal"] if internal else []), network)
+    try:
+        await harness.docker(
+            "run", "--rm", "--pull", "never", "--network", network, BUSYBOX,
+            "nslookup", name, check=False,
+        )  # fmt: skip
+    finally:
+        await harness.docker("network", "rm", network, check=False)

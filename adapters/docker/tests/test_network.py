@@ -26,6 +26,7 @@ from _probes import (
     answered,
     fetch,
     logged_names,
+    lookup_on_a_new_network,
     loopback_resolver,
     probe,
     running,
@@ -211,15 +212,7 @@ async def test_an_internal_network_sends_no_lookup_out_when_the_resolver_is_not_
         )  # fmt: skip
         # Control: the same lookup from a network with a route reaches the stand-in server,
         # after the first one ended.
-        other = f"pando-open-{uuid.uuid4().hex[:8]}"
-        await harness.docker("network", "create", other)
-        try:
-            await harness.docker(
-                "run", "--rm", "--pull", "never", "--network", other, BUSYBOX,
-                "nslookup", control, check=False,
-            )  # fmt: skip
-        finally:
-            await harness.docker("network", "rm", other, check=False)
+        await lookup_on_a_new_network(harness, control, internal=False)
         with anyio.fail_after(30):
             while control not in {q["name"] for q in engine.dns_queries()}:  # noqa: ASYNC110
                 await anyio.sleep(0.1)
@@ -233,17 +226,9 @@ async def test_an_internal_network_leaks_lookups_when_the_resolver_is_on_loopbac
 ) -> None:
     """CVE-2024-29018 on Docker 20.10: with the daemon's resolver on loopback, the embedded
     DNS forwards an internal network's lookups from the daemon's namespace, and they leave."""
-    network = f"pando-leak-{uuid.uuid4().hex[:8]}"
     leaked = f"leak-{uuid.uuid4().hex[:8]}.example.org"
     with loopback_resolver(engine, tmp_path) as log:
-        await harness.docker("network", "create", "--internal", network)
-        try:
-            await harness.docker(
-                "run", "--rm", "--pull", "never", "--network", network, BUSYBOX,
-                "nslookup", leaked, check=False,
-            )  # fmt: skip
-            with anyio.fail_after(30):
-                while leaked not in logged_names(log):  # noqa: ASYNC110 - polls the log
-                    await anyio.sleep(0.1)
-        finally:
-            await harness.docker("network", "rm", network, check=False)
+        await lookup_on_a_new_network(harness, leaked, internal=True)
+        with anyio.fail_after(30):
+            while leaked not in logged_names(log):  # noqa: ASYNC110 - polls the log
+                await anyio.sleep(0.1)

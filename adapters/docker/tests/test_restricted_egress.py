@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _docker_harness import BUSYBOX, DockerHarness
+from _docker_harness import DockerHarness
 from _probes import (
     STAND_IN,
     address_on,
@@ -22,6 +22,7 @@ from _probes import (
     fetch,
     fetch_through,
     logged_names,
+    lookup_on_a_new_network,
     loopback_resolver,
     running,
     workload,
@@ -168,15 +169,7 @@ async def test_a_restricted_bundle_sends_no_lookup_out_even_with_a_loopback_reso
         assert (await address_on(harness, adapter, bundle, "peer")) in peer
         await harness.docker("exec", client, "nslookup", kept, check=False)
         # Control: an internal network the adapter did not make leaks on this daemon.
-        network = f"pando-leak-{uuid.uuid4().hex[:8]}"
-        await harness.docker("network", "create", "--internal", network)
-        try:
-            await harness.docker(
-                "run", "--rm", "--pull", "never", "--network", network, BUSYBOX,
-                "nslookup", control, check=False,
-            )  # fmt: skip
-        finally:
-            await harness.docker("network", "rm", network, check=False)
+        await lookup_on_a_new_network(harness, control, internal=True)
         with anyio.fail_after(30):
             while control not in logged_names(log):  # noqa: ASYNC110 - polls the log
                 await anyio.sleep(0.1)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -149,3 +151,37 @@ async def lookup_on_a_new_network(harness: DockerHarness, name: str, *, internal
         )  # fmt: skip
     finally:
         await harness.docker("network", "rm", network, check=False)
+
+
+HOST_PAGE = "pando host service"
+
+
+@contextlib.contextmanager
+def host_service(engine: Any) -> Iterator[int]:
+    """A TCP service in the daemon's own namespace (every address there), answering
+    :data:`HOST_PAGE` to each connection; yields its port."""
+    with engine.entered():
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("0.0.0.0", 0))  # noqa: S104 - inside the engine's namespace only
+    server.listen()
+    server.settimeout(0.1)
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.sendall(f"HTTP/1.0 200 OK\r\n\r\n{HOST_PAGE}\n".encode())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield int(server.getsockname()[1])
+    finally:
+        done.set()
+        thread.join(timeout=10)
+        server.close()

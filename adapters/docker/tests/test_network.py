@@ -20,11 +20,13 @@ import anyio
 import pytest
 from _docker_harness import BUSYBOX, DockerHarness
 from _probes import (
+    HOST_PAGE,
     PAGE,
     SERVE,
     address_on,
     answered,
     fetch,
+    host_service,
     logged_names,
     lookup_on_a_new_network,
     loopback_resolver,
@@ -63,10 +65,13 @@ def remove_guard_rules(engine: Any) -> Iterator[list[str]]:
     the whole pool, which every test shares)."""
     chains: list[str] = []
     yield chains
-    rules = engine.run_in_netns(["iptables", "-w", "-S", "DOCKER-USER"]).stdout.splitlines()
+    rules = [
+        *engine.run_in_netns(["iptables", "-w", "-S", "DOCKER-USER"]).stdout.splitlines(),
+        *engine.run_in_netns(["iptables", "-w", "-S", "INPUT"]).stdout.splitlines(),
+    ]
     for chain in chains:
         for rule in rules:
-            if rule.startswith("-A DOCKER-USER") and rule.endswith(f"-j {chain}"):
+            if rule.startswith("-A ") and rule.endswith(f"-j {chain}"):
                 engine.run_in_netns(["iptables", "-w", "-D", *rule.split()[1:]])
         engine.run_in_netns(["iptables", "-w", "-F", chain])
         engine.run_in_netns(["iptables", "-w", "-X", chain])
@@ -117,6 +122,9 @@ async def test_unguarded_default_egress_reaches_the_metadata_and_private_stand_i
     for address in (outside.internet[0], outside.metadata, outside.private):
         output = await fetch(harness, name, address)
         assert answered(output, "pando stand-in outside"), (address, output)
+    with host_service(engine) as port:
+        output = await fetch(harness, name, engine.network.engine_ip, port)
+        assert answered(output, HOST_PAGE), output
 
 
 async def test_the_guard_blocks_metadata_and_private_ranges_and_the_internet_answers(  # noqa: PLR0917 - fixtures
@@ -131,7 +139,7 @@ async def test_the_guard_blocks_metadata_and_private_ranges_and_the_internet_ans
     outside = engine.outside
     async with DockerAdapter(config) as adapter:
         assert adapter.egress_guard is not None
-        remove_guard_rules.append(adapter.egress_guard.chain)
+        remove_guard_rules.extend([adapter.egress_guard.chain, adapter.egress_guard.host_chain])
         try:
             plan = pr.BundlePlan(
                 bundle_id="guarded",
@@ -149,6 +157,15 @@ async def test_the_guard_blocks_metadata_and_private_ranges_and_the_internet_ans
             for blocked in (outside.metadata, outside.private):
                 output = await fetch(harness, client, blocked)
                 assert not answered(output, "stand-in"), (blocked, output)
+            # Nor does a service of the daemon's own namespace (the unguarded test's
+            # control reaches it), while the host still dials the workload (upstream).
+            with host_service(engine) as port:
+                output = await fetch(harness, client, engine.network.engine_ip, port)
+                assert not answered(output, HOST_PAGE), output
+            with engine.connect(web, 8080) as sock:
+                sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+                reply = b"".join(iter(lambda: sock.recv(65536), b"")).decode()
+            assert answered(reply, PAGE)
             # The daemon's namespace (not the bundle) still reaches them: only bundles are held.
             assert engine.namespace_reaches(outside.metadata)
             # One jump, however many bundles were applied.

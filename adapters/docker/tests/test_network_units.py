@@ -36,6 +36,8 @@ def test_the_guard_script_returns_the_pool_before_rejecting_and_jumps_once() -> 
     assert rejects
     assert all(i > returns for i in rejects), "the pool's own traffic returns first"
     assert any("-d 169.254.0.0/16 -j REJECT" in line for line in lines)
+    dns = lines.index("iptables -w -A PANDO-EGRESS-x -p udp --dport 53 -j RETURN")
+    assert dns < min(rejects), "lookups reach the daemon's resolver, wherever it is"
     # The jump is checked before it is inserted: running the script twice leaves one.
     assert lines[-1] == (
         "iptables -w -C DOCKER-USER -s 10.231.0.0/16 -j PANDO-EGRESS-x 2>/dev/null "
@@ -91,3 +93,15 @@ def test_gateway_objects_carry_labels_apart_from_the_bundles() -> None:
     assert naming.owner_key not in names.labels
     assert names.container == "pando.shop.egress.gateway"
     assert names.network != naming.network_name("shop")
+
+
+def test_the_host_chain_lets_replies_and_lookups_through_and_rejects_the_rest() -> None:
+    lines = guard_script("PANDO-EGRESS-x", "10.231.0.0/16", host="PANDO-HOST-x").splitlines()
+    own = [line for line in lines if "-A PANDO-HOST-x" in line]
+    assert "--ctstate ESTABLISHED,RELATED -j RETURN" in own[0], "upstream's replies pass"
+    assert "--dport 53 -j RETURN" in own[1]
+    assert own[-1].endswith("-j REJECT --reject-with icmp-host-prohibited")
+    assert lines[-1] == (
+        "iptables -w -C INPUT -s 10.231.0.0/16 -j PANDO-HOST-x 2>/dev/null "
+        "|| iptables -w -I INPUT -s 10.231.0.0/16 -j PANDO-HOST-x"
+    )

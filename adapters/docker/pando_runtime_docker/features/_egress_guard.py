@@ -13,7 +13,7 @@ from pando_runtime import AdapterFailed
 
 from .._log import logger
 from ..api import EngineError, EngineTransport, FrameDecoder, write_failed
-from ..manifests import Naming, guard_chain, guard_request, guard_script
+from ..manifests import Naming, guard_chain, guard_request, guard_script, host_chain
 from ._images import pull_image
 
 __all__ = ["EgressGuard"]
@@ -34,8 +34,13 @@ class EgressGuard:
 
     @property
     def chain(self) -> str:
-        """The iptables chain the rules live in."""
+        """The iptables chain of the forwarding rules (``DOCKER-USER``)."""
         return guard_chain(self._naming.owner, self._pool)
+
+    @property
+    def host_chain(self) -> str:
+        """The iptables chain that keeps bundles off the daemon's namespace (``INPUT``)."""
+        return host_chain(self._naming.owner, self._pool)
 
     async def ensure(self) -> None:
         """Install the rules unless this adapter did already (one helper run)."""
@@ -43,7 +48,7 @@ class EgressGuard:
             if self._installed:
                 return
             started = anyio.current_time()
-            await self._run(guard_script(self.chain, self._pool))
+            await self._run(guard_script(self.chain, self._pool, host=self.host_chain))
             self._installed = True
             _LOG.info(
                 "egress guard installed for %s in %.2f s",

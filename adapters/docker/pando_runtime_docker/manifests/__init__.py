@@ -8,7 +8,7 @@ from ._containers import (
     files_tar,
     health_test,
 )
-from ._egress import BLOCKED_RANGES, guard_chain, guard_request, guard_script
+from ._egress import BLOCKED_RANGES, guard_chain, guard_request, guard_script, host_chain
 from ._gateway import (
     GATEWAY_ALIAS,
     GATEWAY_PORT,
@@ -44,6 +44,7 @@ __all__ = [
     "guard_request",
     "guard_script",
     "health_test",
+    "host_chain",
     "network_request",
     "outbound_network_request",
     "proxy_env",

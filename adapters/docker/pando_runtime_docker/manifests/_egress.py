@@ -23,9 +23,11 @@ from ._labels import Naming
 __all__ = [
     "BLOCKED_RANGES",
     "GUARD_CHAIN_PREFIX",
+    "HOST_CHAIN_PREFIX",
     "guard_chain",
     "guard_request",
     "guard_script",
+    "host_chain",
 ]
 
 BLOCKED_RANGES = (
@@ -38,20 +40,37 @@ BLOCKED_RANGES = (
 """Private (RFC 1918), shared (RFC 6598) and link-local ranges (169.254.169.254 included)."""
 
 GUARD_CHAIN_PREFIX = "PANDO-EGRESS-"
+HOST_CHAIN_PREFIX = "PANDO-HOST-"
+
+
+def _digest(owner: str, pool: str) -> str:
+    return hashlib.sha256(f"{owner}\0{pool}".encode()).hexdigest()[:12]
 
 
 def guard_chain(owner: str, pool: str) -> str:
-    """The chain of one owner's pool (iptables allows 28 characters: a digest names it)."""
-    digest = hashlib.sha256(f"{owner}\0{pool}".encode()).hexdigest()[:12]
-    return GUARD_CHAIN_PREFIX + digest
+    """The forwarding chain of one owner's pool (at most 28 characters: a digest names it)."""
+    return GUARD_CHAIN_PREFIX + _digest(owner, pool)
 
 
-def guard_script(chain: str, pool: str, blocked: tuple[str, ...] = BLOCKED_RANGES) -> str:
+def host_chain(owner: str, pool: str) -> str:
+    """The chain that keeps one owner's pool off the daemon's own namespace.
+
+    That is its bridge gateways' addresses and whatever listens there.
+    """
+    return HOST_CHAIN_PREFIX + _digest(owner, pool)
+
+
+def guard_script(
+    chain: str, pool: str, blocked: tuple[str, ...] = BLOCKED_RANGES, *, host: str | None = None
+) -> str:
     """A shell script that (re)writes ``chain`` and jumps to it from ``DOCKER-USER`` once.
 
-    Idempotent: the chain is flushed and filled again, the jump added only when absent, so
-    two adapters (or two applies) running it leave one copy. ``REJECT`` rather than ``DROP``:
-    a blocked connection fails at once instead of hanging until the client's timeout.
+    With ``host`` (a chain name), also keeps the pool from opening connections to the
+    daemon's own namespace: ``INPUT`` jumps to ``host``, which lets replies through (the
+    host dialing a workload: ``upstream``) and rejects the rest. Idempotent: each chain is
+    flushed and filled again, each jump added only when absent, so two adapters (or two
+    applies) running it leave one copy. ``REJECT`` rather than ``DROP``: a blocked
+    connection fails at once instead of hanging until the client's timeout.
     """
     network = str(ipaddress.ip_network(pool, strict=False))
     chain_q, pool_q = shlex.quote(chain), shlex.quote(network)
@@ -60,6 +79,7 @@ def guard_script(chain: str, pool: str, blocked: tuple[str, ...] = BLOCKED_RANGE
         f"iptables -w -N {chain_q} 2>/dev/null || true",
         f"iptables -w -F {chain_q}",
         f"iptables -w -A {chain_q} -d {pool_q} -j RETURN",
+        *_dns_returns(chain_q),
     ]
     for cidr in blocked:
         target = shlex.quote(str(ipaddress.ip_network(cidr, strict=False)))
@@ -68,7 +88,28 @@ def guard_script(chain: str, pool: str, blocked: tuple[str, ...] = BLOCKED_RANGE
         )
     jump = f"DOCKER-USER -s {pool_q} -j {chain_q}"
     lines.append(f"iptables -w -C {jump} 2>/dev/null || iptables -w -I {jump}")
+    if host is not None:
+        host_q = shlex.quote(host)
+        lines += [
+            f"iptables -w -N {host_q} 2>/dev/null || true",
+            f"iptables -w -F {host_q}",
+            f"iptables -w -A {host_q} -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN",
+            *_dns_returns(host_q),
+            f"iptables -w -A {host_q} -j REJECT --reject-with icmp-host-prohibited",
+        ]
+        jump = f"INPUT -s {pool_q} -j {host_q}"
+        lines.append(f"iptables -w -C {jump} 2>/dev/null || iptables -w -I {jump}")
     return "\n".join(lines) + "\n"
+
+
+def _dns_returns(chain: str) -> list[str]:
+    """DNS (port 53) stays open to every address.
+
+    The daemon's resolver is often in a blocked range (a cloud's VPC resolver,
+    169.254.169.254 on some clouds, a resolver on the host itself), and the containers'
+    lookups are forwarded to it.
+    """
+    return [f"iptables -w -A {chain} -p {proto} --dport 53 -j RETURN" for proto in ("udp", "tcp")]
 
 
 def guard_request(naming: Naming, image: str, script: str) -> dict[str, Any]:

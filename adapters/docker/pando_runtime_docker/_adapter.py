@@ -55,6 +55,8 @@ from .cache import ContainerCache
 from .features import (
     Bundles,
     BundleSettings,
+    EgressBundles,
+    EgressGuard,
     EngineCapacity,
     EngineUsage,
     ImageImport,
@@ -118,6 +120,11 @@ class DockerAdapter(RuntimeAdapter):
             read_timeout=cfg.read_timeout,
         )
         self._capacity = EngineCapacity(self.transport, self.cache)
+        self.egress_guard = (
+            EgressGuard(self.transport, self.naming, cfg.egress_guard_image, cfg.subnet_pool)
+            if cfg.egress_guard_image
+            else None
+        )
         self._bundles = Bundles(
             self.transport,
             self.cache,
@@ -132,6 +139,17 @@ class DockerAdapter(RuntimeAdapter):
                 subnet_prefix=cfg.subnet_prefix,
                 proxy_container=cfg.proxy_container,
             ),
+            prepare=self.egress_guard.ensure if self.egress_guard else None,
+        )
+        self.egress = EgressBundles(
+            self.transport,
+            self.cache,
+            self.naming,
+            self._bundles,
+            image=cfg.egress_gateway_image,
+            subnet_pool=cfg.subnet_pool,
+            subnet_prefix=cfg.subnet_prefix,
+            stop_timeout=cfg.stop_timeout,
         )
         self._images = ImageImport(self.transport)
         self._usage = EngineUsage(self.transport, self.cache)
@@ -204,6 +222,8 @@ class DockerAdapter(RuntimeAdapter):
             write_observation=True,
             image_delivery=(ImageDelivery.IMPORT, ImageDelivery.REGISTRY),
             log_retention=LogRetention(supports_size_cap=True, min_bytes=1024),
+            egress_restriction=self.egress.enabled,
+            egress_host_names=self.egress.enabled,
         )
 
     # -- bundles -------------------------------------------------------------------------------
@@ -219,7 +239,7 @@ class DockerAdapter(RuntimeAdapter):
         await self._ready()
         await self._capacity.check_fits(plan)
         await self._volumes.ensure_for_plan(plan)
-        return await self._bundles.apply(plan)
+        return await self.egress.apply(plan)
 
     async def observe(
         self, ref: BundleRef, *, not_before: datetime | None = None
@@ -242,7 +262,7 @@ class DockerAdapter(RuntimeAdapter):
         """Remove the bundle's containers and network; its volumes only when asked."""
         await self._ready()
         options = options or DestroyOptions()
-        await self._bundles.destroy(ref, options)
+        await self.egress.destroy(ref, options)
         if not options.keep_volumes:
             await self._volumes.destroy_bundle_volumes(ref.bundle_id)
 

@@ -76,6 +76,21 @@ class DockerConfig:
         help="Name of the host's own container, joined to every bundle network "
         "(upstream_mode 'proxy_container').",
     )
+    egress_guard_image: str | None = setting(
+        default=None,
+        help="An image with sh and iptables (the host's backend: nft or legacy). When set, "
+        "the adapter runs it once, in the daemon's network namespace with NET_ADMIN, to "
+        "reject traffic from subnet_pool to private, shared and link-local ranges (the "
+        "cloud metadata address included) in DOCKER-USER. Unset: bundles reach whatever "
+        "the daemon's host reaches (see docs/docker.md, Networks).",
+    )
+    egress_gateway_image: str | None = setting(
+        default=None,
+        help="An image with squid on its PATH (Debian's package, for one). When set, plans "
+        "that restrict egress run: their workloads on an internal network, a gateway "
+        "container from this image passing only the plan's rules. Unset: such plans are "
+        "refused (egress_restriction is not declared).",
+    )
     log_max_bytes: int = setting(
         default=10 * 1024**2,
         minimum=1024,

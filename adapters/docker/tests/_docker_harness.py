@@ -121,8 +121,13 @@ class DockerHarness(ConformanceHarness):
         ids += (await self.docker("ps", "-aq", "--filter", helpers)).split()
         if ids:
             await self.docker("rm", "-f", "-v", *ids, check=False)
+        gateways = f"label=io.pando.egress-owner={owner}"  # a restricted bundle's gateway
+        ids = (await self.docker("ps", "-aq", "--filter", gateways)).split()
+        if ids:
+            await self.docker("rm", "-f", "-v", *ids, check=False)
         networks = (await self.docker("network", "ls", "-q", "--filter", label)).split()
         networks += (await self.docker("network", "ls", "-q", "--filter", helpers)).split()
+        networks += (await self.docker("network", "ls", "-q", "--filter", gateways)).split()
         if networks:
             await self.docker("network", "rm", *networks, check=False)
         volumes = (await self.docker("volume", "ls", "-q", "--filter", label)).split()

@@ -56,6 +56,20 @@ async def engine_proxy(docker_host: str) -> AsyncIterator[SocketProxy | None]:
 
 
 @pytest.fixture
+def gateway_image(request: pytest.FixtureRequest) -> str | None:
+    """The Squid image for restricted egress, loaded into the harness's engine once
+    (``None`` on an engine of one's own: restricted plans are then refused)."""
+    if os.environ.get(ENV_HOST):
+        return None
+    from localdocker import SQUID, squid_image  # noqa: PLC0415 - only with the harness
+
+    engine: Any = request.getfixturevalue("docker_engine")
+    if SQUID not in engine.api.image_names():
+        engine.load_image(squid_image().archive)
+    return str(SQUID)
+
+
+@pytest.fixture
 def owner() -> str:
     """An owner id of this test alone: what it makes is apart from every other test's."""
     return f"t{uuid.uuid4().hex[:10]}"

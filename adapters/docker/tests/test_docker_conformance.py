@@ -23,10 +23,20 @@ from pando_runtime.testing.conformance import ConformanceHarness, ConformanceSui
 class TestDockerConformance(ConformanceSuite):
     @pytest.fixture
     async def adapter(
-        self, docker_host: str, owner: str, engine_proxy: SocketProxy | None
+        self,
+        docker_host: str,
+        owner: str,
+        engine_proxy: SocketProxy | None,
+        gateway_image: str | None,
     ) -> AsyncIterator[DockerAdapter]:
         host = engine_proxy.host if engine_proxy else docker_host
-        config = adapter_config(host, owner, cache_max_staleness=2.0, cache_probe_interval=0.5)
+        config = adapter_config(
+            host,
+            owner,
+            cache_max_staleness=2.0,
+            cache_probe_interval=0.5,
+            egress_gateway_image=gateway_image,
+        )
         try:
             async with DockerAdapter(config) as adapter:
                 yield adapter

@@ -18,14 +18,25 @@ from __future__ import annotations
 
 from .api import DockerApi, DockerApiError, Response
 from .engine import DockerEngine, EngineError, docker_cli
-from .images import BUSYBOX, BuiltImage, build_image, busybox_image
+from .images import (
+    BUSYBOX,
+    IPTABLES,
+    SQUID,
+    BuiltImage,
+    build_image,
+    busybox_image,
+    iptables_image,
+    squid_image,
+)
 from .network import EngineNetwork, Outside
 from .outside import PAGE, Reach
 from .requirements import missing
 
 __all__ = [
     "BUSYBOX",
+    "IPTABLES",
     "PAGE",
+    "SQUID",
     "BuiltImage",
     "DockerApi",
     "DockerApiError",
@@ -38,5 +49,7 @@ __all__ = [
     "build_image",
     "busybox_image",
     "docker_cli",
+    "iptables_image",
     "missing",
+    "squid_image",
 ]

@@ -7,6 +7,7 @@ does), and an adapter's ``import_image`` can be handed one. Nothing is ever pull
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -15,8 +16,23 @@ from localcluster.images import BuiltImage, Content
 
 BUSYBOX = "pando.test/busybox:1"
 """A shell, ``nc``, ``httpd`` and every other busybox applet; ``sh`` by default."""
+SQUID = "pando.test/squid:1"
+"""Debian's Squid, as the Kubernetes harness builds it: the Docker adapter's
+``egress_gateway_image``."""
+IPTABLES = "pando.test/iptables:1"
+"""Busybox and the host's ``iptables`` (its backend, its extensions): the Docker adapter's
+``egress_guard_image``."""
 
-__all__ = ["BUSYBOX", "BuiltImage", "build_image", "busybox_image"]
+__all__ = [
+    "BUSYBOX",
+    "IPTABLES",
+    "SQUID",
+    "BuiltImage",
+    "build_image",
+    "busybox_image",
+    "iptables_image",
+    "squid_image",
+]
 
 
 def busybox_image(name: str = BUSYBOX, directory: Path | None = None) -> BuiltImage:
@@ -47,3 +63,39 @@ def build_image(
         base=images.busybox_spec(name),
         directory=directory,
     )
+
+
+def iptables_image(name: str = IPTABLES, directory: Path | None = None) -> BuiltImage:
+    """Busybox plus the host's ``iptables`` (the binary its alternative points at, its
+    libraries and every xtables extension), so the rules it writes are the engine's kind."""
+    found = shutil.which("iptables")
+    if found is None:
+        raise FileNotFoundError("iptables not found: apt-get install iptables")
+    binary = Path(found).resolve()
+    extensions_dir = next(
+        (d for d in (Path("/usr/lib/x86_64-linux-gnu/xtables"), Path("/usr/lib/xtables"))
+         if d.is_dir()),
+        None,
+    )  # fmt: skip
+    if extensions_dir is None:
+        raise FileNotFoundError("iptables' extensions (xtables) not found")
+    files: dict[str, images.Content] = {f"/usr/sbin/{binary.name}": binary}
+    files |= images.library_closure(binary)
+    extensions = sorted(extensions_dir.glob("*.so"))
+    files |= {str(e): e.resolve() for e in extensions}
+    files |= images.library_closure(*extensions)
+    symlinks = {"/usr/sbin/iptables": binary.name, "/sbin/iptables": f"/usr/sbin/{binary.name}"}
+    return images.build_image(
+        name,
+        files=files,
+        symlinks=symlinks,
+        dirs={"/run": images.Dir()},
+        base=images.busybox_spec(name),
+        directory=directory,
+    )
+
+
+def squid_image(name: str = SQUID, directory: Path | None = None) -> BuiltImage:
+    """Debian's Squid (``squid -N -f CONFIG`` as ``proxy``), built offline from the host's
+    package by :func:`localcluster.images.gateway_spec`."""
+    return images.build(images.gateway_spec(name), directory)

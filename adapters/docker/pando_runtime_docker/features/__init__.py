@@ -2,7 +2,9 @@
 
 from ._bundles import Bundles, BundleSettings
 from ._capacity import EngineCapacity
+from ._egress_guard import EgressGuard
 from ._exec import open_exec
+from ._gateway import EgressBundles
 from ._image_import import ImageImport
 from ._images import pull_image, registry_auth_header
 from ._logs import open_logs
@@ -14,6 +16,8 @@ from ._volumes import Volumes
 __all__ = [
     "BundleSettings",
     "Bundles",
+    "EgressBundles",
+    "EgressGuard",
     "EngineCapacity",
     "EngineUsage",
     "ImageImport",

@@ -7,7 +7,7 @@ right after another sees them. Re-applying the same plan makes no call at all.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 
 import anyio
@@ -79,8 +79,10 @@ class Bundles:
         cache: ContainerCache,
         naming: Naming,
         settings: BundleSettings,
+        prepare: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._api = transport
+        self._prepare = prepare  # runs before an apply's first write (the egress guard)
         self._cache = cache
         self._naming = naming
         self._settings = settings
@@ -116,8 +118,8 @@ class Bundles:
 
     # -- apply ---------------------------------------------------------------------------------
 
-    def requests(self, plan: BundlePlan) -> dict[str, ContainerRequest]:
-        """The create request of every workload of ``plan``."""
+    def requests(self, plan: BundlePlan, dns: tuple[str, ...] = ()) -> dict[str, ContainerRequest]:
+        """The create request of every workload of ``plan`` (``dns``: their resolvers)."""
         return {
             w.name: container_request(
                 plan,
@@ -126,13 +128,20 @@ class Bundles:
                 log_cap=self._settings.log_cap,
                 stop_timeout=self._settings.stop_timeout,
                 pids_limit=self._settings.pids_limit,
+                dns=dns,
             )
             for w in plan.workloads
         }
 
-    async def apply(self, plan: BundlePlan) -> BundleHandle:
-        """Converge the daemon onto ``plan`` (checked already) with the fewest calls."""
-        requests = self.requests(plan)
+    async def apply(
+        self, plan: BundlePlan, *, internal: bool = False, dns: tuple[str, ...] = ()
+    ) -> BundleHandle:
+        """Converge the daemon onto ``plan`` (checked already) with the fewest calls.
+
+        ``internal``: a network made now has no route out; ``dns``: the workloads' resolvers
+        (both for restricted egress).
+        """
+        requests = self.requests(plan, dns)
         view = self._cache.bundle(plan.bundle_id)
         current = view.newest()
         stale = [c for c in view.containers if c.workload not in requests]
@@ -151,10 +160,12 @@ class Bundles:
             len(changing),
             extra={"bundle_id": plan.bundle_id},
         )
+        if self._prepare is not None:
+            await self._prepare()
         await self._remove(stale)
         created_network = False
         if not view.network_id:
-            await self._create_network(plan.bundle_id)
+            await self._create_network(plan.bundle_id, internal=internal)
             created_network = True
         made: dict[str, str] = {}
         try:
@@ -176,7 +187,7 @@ class Bundles:
                 )
         return handle
 
-    async def _create_network(self, bundle_id: str) -> None:
+    async def _create_network(self, bundle_id: str, *, internal: bool = False) -> None:
         tried: list[str] = []
         listed = False
         for _ in range(_SUBNET_ATTEMPTS):
@@ -193,7 +204,7 @@ class Bundles:
                     remedy="Widen the 'subnet_pool' setting or destroy unused bundles.",
                     details={"bundle_id": bundle_id},
                 )
-            body = network_request(self._naming, bundle_id, subnet)
+            body = network_request(self._naming, bundle_id, subnet, internal=internal)
             # Held until the network exists (or its create failed): the other first applies of
             # this adapter, running meanwhile, carve around it instead of racing for it.
             self._subnets_in_flight.add(subnet)

@@ -8,17 +8,45 @@ from ._containers import (
     files_tar,
     health_test,
 )
+from ._egress import BLOCKED_RANGES, guard_chain, guard_request, guard_script, host_chain
+from ._gateway import (
+    GATEWAY_ALIAS,
+    GATEWAY_PORT,
+    UNROUTED_RESOLVER,
+    GatewayNames,
+    config_digest,
+    gateway_files,
+    gateway_request,
+    outbound_network_request,
+    proxy_env,
+    squid_config,
+)
 from ._labels import Naming
 from ._networks import free_subnet, network_request
 
 __all__ = [
+    "BLOCKED_RANGES",
+    "GATEWAY_ALIAS",
+    "GATEWAY_PORT",
+    "UNROUTED_RESOLVER",
     "ContainerRequest",
+    "GatewayNames",
     "LogCap",
     "Naming",
+    "config_digest",
     "container_request",
     "files_digest",
     "files_tar",
     "free_subnet",
+    "gateway_files",
+    "gateway_request",
+    "guard_chain",
+    "guard_request",
+    "guard_script",
     "health_test",
+    "host_chain",
     "network_request",
+    "outbound_network_request",
+    "proxy_env",
+    "squid_config",
 ]

@@ -112,6 +112,7 @@ def container_request(
     log_cap: LogCap,
     stop_timeout: int,
     pids_limit: int,
+    dns: tuple[str, ...] = (),
 ) -> ContainerRequest:
     """The create request of ``workload``; its labels carry the spec hash.
 
@@ -142,6 +143,8 @@ def container_request(
         ]
     if pids_limit:
         host_config["PidsLimit"] = pids_limit
+    if dns:  # the embedded DNS's upstream (restricted egress: see manifests._gateway)
+        host_config["Dns"] = list(dns)
     body: dict[str, Any] = {
         "Image": workload.image,
         "Cmd": list(workload.command) or None,

@@ -26,13 +26,18 @@ def free_subnet(pool: str, prefix: int, taken: Iterable[str]) -> str | None:
     return None
 
 
-def network_request(naming: Naming, bundle_id: str, subnet: str) -> dict[str, Any]:
-    """``POST /networks/create`` for the bundle's bridge network."""
+def network_request(
+    naming: Naming, bundle_id: str, subnet: str, *, internal: bool = False
+) -> dict[str, Any]:
+    """``POST /networks/create`` for the bundle's bridge network.
+
+    ``internal``: no route out (restricted egress).
+    """
     return {
         "Name": naming.network_name(bundle_id),
         "CheckDuplicate": True,
         "Driver": "bridge",
-        "Internal": False,
+        "Internal": internal,
         "Attachable": False,
         "Labels": naming.bundle_labels(bundle_id),
         "IPAM": {"Driver": "default", "Config": [{"Subnet": subnet}]},

@@ -267,10 +267,18 @@ async def test_workloads_find_each_other_by_name_and_not_another_apps(
 async def test_stop_keeps_containers_and_logs_destroy_removes_everything(
     docker_adapter: DockerAdapter, harness: DockerHarness, owner: str
 ) -> None:
-    command = ("sh", "-c", "echo booted; trap 'exit 143' TERM; while :; do sleep 0.2; done")
+    # "booted" is printed once the trap is set: a SIGTERM before it would kill the shell (137),
+    # which a busy machine showed; the stop waits for it instead of assuming the order.
+    command = ("sh", "-c", "trap 'exit 143' TERM; echo booted; while :; do sleep 0.2; done")
     plan = pr.BundlePlan(bundle_id="life", workloads=(workload("web", command=command),))
     await docker_adapter.apply(plan)
     await until(docker_adapter, "life", running, "the workload to run")
+    with anyio.fail_after(60):
+        while True:
+            async with docker_adapter.logs(pr.WorkloadRef("life", "web")) as stream:
+                if b"booted" in b"".join([chunk async for chunk in stream]):
+                    break
+            await anyio.sleep(0.1)
     await docker_adapter.stop(pr.BundleRef("life"))
     stopped = await docker_adapter.observe(pr.BundleRef("life"))
     assert not stopped.workload("web").running

@@ -70,10 +70,40 @@ def equal_pool(
 
 
 @pytest.fixture
-def equal_config(multi_config: dict[str, Any], equal_pool: str) -> dict[str, Any]:
-    """:func:`multi_config` placing apps on the equal pool's nodes only; apply does not wait
-    for a pod to be scheduled (the schedulers are paused)."""
-    pool = {"node_selector": {POOL_LABEL: equal_pool}, "schedule_wait": 0}
+async def emptied_pool(equal_pool: str, admin_api: Any, second_admin_api: Any) -> str:
+    """The equal pool once no pod is left on either of its nodes.
+
+    The tests destroy their apps at the end, but a destroyed app's pods stay on their node
+    until they are gone; on a busy machine the next test started while one cluster still
+    held some, so the two clusters' room was not equal and placement rightly favoured the
+    other (14 against 6). Waited for here, pod by pod: the count must keep falling.
+    """
+    from kubernetes import client  # noqa: PLC0415
+
+    selector = f"spec.nodeName=placement-{equal_pool}"
+
+    def left() -> int:
+        return sum(
+            len(client.CoreV1Api(api).list_pod_for_all_namespaces(field_selector=selector).items)
+            for api in (admin_api, second_admin_api)
+        )
+
+    fewest = await anyio.to_thread.run_sync(left)
+    quiet_since = anyio.current_time()
+    while fewest:
+        await anyio.sleep(0.2)
+        now_left = await anyio.to_thread.run_sync(left)
+        if now_left < fewest:
+            fewest, quiet_since = now_left, anyio.current_time()
+        assert anyio.current_time() - quiet_since < 60, f"{fewest} pods stay on the pool"
+    return equal_pool
+
+
+@pytest.fixture
+def equal_config(multi_config: dict[str, Any], emptied_pool: str) -> dict[str, Any]:
+    """:func:`multi_config` placing apps on the equal pool's nodes only, once they are empty;
+    apply does not wait for a pod to be scheduled (the schedulers are paused)."""
+    pool = {"node_selector": {POOL_LABEL: emptied_pool}, "schedule_wait": 0}
     return {**multi_config, "settings": {**multi_config["settings"], **pool}}
 
 

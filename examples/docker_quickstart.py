@@ -76,7 +76,12 @@ def runnable_plan(image: str) -> quickstart.PlanMaker:
 
 def run_on(host: str, image: str) -> int:
     """Run the quickstart's lifecycle through the Docker adapter on the engine at ``host``."""
-    settings = {"host": host, "owner": f"quickstart-{uuid.uuid4().hex[:6]}", "stop_timeout": 2}
+    settings = {
+        "host": host,
+        "owner": f"quickstart-{uuid.uuid4().hex[:6]}",
+        "stop_timeout": 2,
+        "helper_image": image,  # volume snapshots run in it (it has sh and tar): nothing to pull
+    }
     print(f"engine {host}; image {image}; owner label {settings['owner']}")
     return anyio.run(
         quickstart.main,

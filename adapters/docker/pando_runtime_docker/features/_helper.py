@@ -208,7 +208,10 @@ async def run_helper(
 async def _create(api: EngineTransport, body: dict[str, Any], job: HelperJob) -> str:
     for attempt in range(2):
         try:
-            answer = await api.request("POST", "/containers/create", body=body)
+            # Shielded: a create cancelled in flight still makes the container, and only its
+            # ID lets the caller remove it (a trial's port observer was left behind so).
+            with anyio.CancelScope(shield=True):
+                answer = await api.request("POST", "/containers/create", body=body)
             return str(answer.json()["Id"])
         except EngineError as error:
             if error.not_found and attempt == 0:

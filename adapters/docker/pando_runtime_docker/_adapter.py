@@ -26,6 +26,8 @@ from pando_runtime import (
     BundleUsage,
     Capacity,
     DestroyOptions,
+    EdgePlan,
+    EdgeState,
     ExecRequest,
     ExecSession,
     Fit,
@@ -55,6 +57,7 @@ from .cache import ContainerCache
 from .features import (
     Bundles,
     BundleSettings,
+    Edges,
     EgressBundles,
     EgressGuard,
     EngineCapacity,
@@ -66,7 +69,7 @@ from .features import (
     open_exec,
     open_logs,
 )
-from .manifests import LogCap, Naming
+from .manifests import EdgeNames, LogCap, Naming
 
 __all__ = ["DockerAdapter"]
 
@@ -140,6 +143,7 @@ class DockerAdapter(RuntimeAdapter):
                 proxy_container=cfg.proxy_container,
             ),
             prepare=self.egress_guard.ensure if self.egress_guard else None,
+            members=self._network_members,
         )
         self.egress = EgressBundles(
             self.transport,
@@ -155,10 +159,23 @@ class DockerAdapter(RuntimeAdapter):
         self._usage = EngineUsage(self.transport, self.cache)
         self._trials = Trials(self.transport, self.naming, cfg.helper_image)
         self._volumes = Volumes(self.transport, self.naming, cfg.helper_image)
+        self._edges = Edges(
+            self.transport,
+            self.cache,
+            EdgeNames(self.naming),
+            self._volumes,
+            log_cap=LogCap(max_bytes=cfg.log_max_bytes, files=cfg.log_max_files),
+            stop_timeout=cfg.stop_timeout,
+        )
         self._stack: contextlib.AsyncExitStack | None = None
         self._group: anyio.abc.TaskGroup | None = None
 
     # -- plumbing ------------------------------------------------------------------------------
+
+    def _network_members(self) -> tuple[str, ...]:
+        """Containers joined to every bundle network: the host's own one and the edges."""
+        own = (self.config.proxy_container,) if self.config.proxy_container else ()
+        return own + self._edges.containers
 
     @property
     def stats(self) -> TransportStats:
@@ -173,6 +190,7 @@ class DockerAdapter(RuntimeAdapter):
         try:
             await self.cache.ready()
             await self._volumes.relist()
+            await self._edges.relist()
         except BaseException:
             await self.aclose()
             raise
@@ -224,6 +242,7 @@ class DockerAdapter(RuntimeAdapter):
             log_retention=LogRetention(supports_size_cap=True, min_bytes=1024),
             egress_restriction=self.egress.enabled,
             egress_host_names=self.egress.enabled,
+            edge=True,
         )
 
     # -- bundles -------------------------------------------------------------------------------
@@ -311,6 +330,33 @@ class DockerAdapter(RuntimeAdapter):
         """Replace the volume's files with a tar stream, in place (created when absent)."""
         await self._ready()
         await self._volumes.restore_volume(handle, source)
+
+    # -- edge --------------------------------------------------------------------------------
+
+    async def apply_edge(self, plan: EdgePlan) -> None:
+        """Converge the edge: one container publishing its ports, on every bundle network."""
+        await self._ready()
+        await self._edges.apply_edge(plan)
+
+    async def observe_edge(self, name: str) -> EdgeState:
+        """Whether the edge's container runs, and why not in plain words (one inspect)."""
+        await self._ready()
+        return await self._edges.observe_edge(name)
+
+    async def remove_edge(self, name: str) -> None:
+        """Remove the edge's container; its volumes stay."""
+        await self._ready()
+        await self._edges.remove_edge(name)
+
+    async def edges(self) -> tuple[str, ...]:
+        """Names of this owner's edges."""
+        await self._ready()
+        return await self._edges.edges()
+
+    async def edge_volumes(self) -> tuple[VolumeHandle, ...]:
+        """Volumes the edges mount, for backups."""
+        await self._ready()
+        return await self._edges.edge_volumes()
 
     # -- images --------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from ._bundles import Bundles, BundleSettings
 from ._capacity import EngineCapacity
+from ._edge import Edges
 from ._egress_guard import EgressGuard
 from ._exec import open_exec
 from ._gateway import EgressBundles
@@ -16,6 +17,7 @@ from ._volumes import Volumes
 __all__ = [
     "BundleSettings",
     "Bundles",
+    "Edges",
     "EgressBundles",
     "EgressGuard",
     "EngineCapacity",

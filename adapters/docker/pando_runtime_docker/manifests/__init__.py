@@ -8,6 +8,7 @@ from ._containers import (
     files_tar,
     health_test,
 )
+from ._edge import CERT_DIR, EdgeNames, EdgeRequest, edge_network_request, edge_request
 from ._egress import BLOCKED_RANGES, guard_chain, guard_request, guard_script, host_chain
 from ._gateway import (
     GATEWAY_ALIAS,
@@ -26,15 +27,20 @@ from ._networks import free_subnet, network_request
 
 __all__ = [
     "BLOCKED_RANGES",
+    "CERT_DIR",
     "GATEWAY_ALIAS",
     "GATEWAY_PORT",
     "UNROUTED_RESOLVER",
     "ContainerRequest",
+    "EdgeNames",
+    "EdgeRequest",
     "GatewayNames",
     "LogCap",
     "Naming",
     "config_digest",
     "container_request",
+    "edge_network_request",
+    "edge_request",
     "files_digest",
     "files_tar",
     "free_subnet",

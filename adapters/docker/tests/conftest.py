@@ -18,10 +18,9 @@ from typing import Any
 
 import pytest
 from _docker_harness import BUSYBOX, DockerHarness
+from _docker_tests import ENV_HOST, adapter_config
 from _socket_proxy import SocketProxy
 from pando_runtime_docker import DockerAdapter
-
-ENV_HOST = "PANDO_DOCKER_TEST_HOST"
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -73,18 +72,6 @@ def gateway_image(request: pytest.FixtureRequest) -> str | None:
 def owner() -> str:
     """An owner id of this test alone: what it makes is apart from every other test's."""
     return f"t{uuid.uuid4().hex[:10]}"
-
-
-def adapter_config(host: str, owner: str, **more: Any) -> dict[str, Any]:
-    """Settings for a test's adapter: quick stops and dependency waits."""
-    return {
-        "host": host,
-        "owner": owner,
-        "stop_timeout": 1,
-        "dependency_wait": 30,
-        "helper_image": BUSYBOX,
-        **more,
-    }
 
 
 @pytest.fixture

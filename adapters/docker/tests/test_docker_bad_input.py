@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 from _docker_harness import BUSYBOX, DockerHarness
-from conftest import adapter_config
+from _docker_tests import adapter_config
 from pando_runtime_docker import DockerAdapter
 
 import pando_runtime as pr

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 from _docker_harness import DockerHarness
+from _docker_tests import adapter_config
 from _socket_proxy import SocketProxy
-from conftest import adapter_config
 from pando_runtime_docker import DockerAdapter
 
 from pando_runtime.testing.conformance import ConformanceHarness, ConformanceSuite

@@ -11,39 +11,13 @@ from datetime import UTC, datetime
 
 import anyio
 import pytest
-from _docker_harness import BUSYBOX, DockerHarness
+from _docker_harness import DockerHarness
+from _docker_tests import name_of, running, until, workload
 from pando_runtime_docker import DockerAdapter
 
 import pando_runtime as pr
 
 pytestmark = pytest.mark.anyio
-
-SLEEP = ("sh", "-c", "trap 'exit 143' TERM; while :; do sleep 0.2; done")
-
-
-def workload(name: str, **fields: object) -> pr.WorkloadPlan:
-    fields.setdefault("image", BUSYBOX)
-    fields.setdefault("command", SLEEP)
-    return pr.WorkloadPlan(name=name, **fields)  # type: ignore[arg-type]
-
-
-async def until(adapter: DockerAdapter, bundle_id: str, check, what: str) -> pr.ObservedBundle:  # type: ignore[no-untyped-def]
-    with anyio.fail_after(60):
-        while True:
-            observed = await adapter.observe(pr.BundleRef(bundle_id))
-            if check(observed):
-                return observed
-            await anyio.sleep(0.1)
-    msg = f"timed out waiting for {what}"
-    raise AssertionError(msg)
-
-
-def running(observed: pr.ObservedBundle) -> bool:
-    return observed.all_running and bool(observed.workloads)
-
-
-def name_of(adapter: DockerAdapter, bundle_id: str, workload_name: str) -> str:
-    return adapter.naming.container_name(bundle_id, workload_name)
 
 
 async def test_env_reaches_the_container_and_secrets_reach_nothing_else(

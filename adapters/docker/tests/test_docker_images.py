@@ -8,9 +8,9 @@ from pathlib import Path
 import anyio
 import pytest
 from _docker_harness import BUSYBOX, UNPULLABLE, DockerHarness
+from _docker_tests import running, until, workload
 from localdocker import build_image
 from pando_runtime_docker import DockerAdapter
-from test_effects import running, until, workload
 
 import pando_runtime as pr
 

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import pytest
 from _docker_harness import BUSYBOX, DockerHarness
+from _docker_tests import ENV_HOST, adapter_config
 from _probes import (
     HOST_PAGE,
     PAGE,
@@ -34,7 +35,6 @@ from _probes import (
     running,
     workload,
 )
-from conftest import ENV_HOST, adapter_config
 from localdocker import IPTABLES, iptables_image
 from pando_runtime_docker import DockerAdapter
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 from _docker_harness import DockerHarness
+from _docker_tests import running, until, workload
 from _registry_bridge import RegistryBridge
 from localcluster.registry import LocalRegistry
 from localdocker import build_image
 from pando_runtime_docker import DockerAdapter
-from test_effects import running, until, workload
 
 import pando_runtime as pr
 

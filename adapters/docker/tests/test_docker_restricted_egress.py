@@ -45,7 +45,7 @@ def engine(request: pytest.FixtureRequest, gateway_image: str | None) -> Any:
 async def restricting_adapter(
     docker_host: str, owner: str, gateway_image: str | None, harness: DockerHarness
 ) -> Any:
-    from conftest import adapter_config  # noqa: PLC0415 - the directory's settings
+    from _docker_tests import adapter_config  # noqa: PLC0415 - the directory's settings
 
     config = adapter_config(docker_host, owner, egress_gateway_image=gateway_image)
     async with DockerAdapter(config) as adapter:

@@ -11,8 +11,8 @@ from typing import Any
 import anyio
 import pytest
 from _docker_harness import BUSYBOX, DockerHarness
+from _docker_tests import adapter_config
 from _socket_proxy import SocketProxy
-from conftest import adapter_config
 from pando_runtime_docker import DockerAdapter
 
 import pando_runtime as pr

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from _docker_tests import running, until, workload
 from pando_runtime_docker import DockerAdapter
-from test_effects import running, until, workload
 
 import pando_runtime as pr
 

@@ -8,10 +8,10 @@ import tarfile
 import anyio
 import pytest
 from _docker_harness import BUSYBOX, DockerHarness
+from _docker_tests import running, until, workload
 from pando_runtime_docker import DockerAdapter
 from pando_runtime_docker.features._helper import HelperJob, run_helper
 from pando_runtime_docker.features._volumes import SNAPSHOT_CAPS
-from test_effects import running, until, workload
 
 import pando_runtime as pr
 from pando_runtime.testing import make_tar, read_tar

@@ -1,0 +1,58 @@
+"""What the Docker adapter's test modules share: settings, plans and waits.
+
+A module of its own (not ``conftest``): the whole suite collects every adapter's tests, and
+``conftest`` names the first one imported, the core's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from _docker_harness import BUSYBOX
+from pando_runtime_docker import DockerAdapter
+
+import pando_runtime as pr
+
+ENV_HOST = "PANDO_DOCKER_TEST_HOST"
+"""Points the tests at an engine of your own instead of the harness's."""
+
+
+def adapter_config(host: str, owner: str, **more: Any) -> dict[str, Any]:
+    """Settings for a test's adapter: quick stops and dependency waits."""
+    return {
+        "host": host,
+        "owner": owner,
+        "stop_timeout": 1,
+        "dependency_wait": 30,
+        "helper_image": BUSYBOX,
+        **more,
+    }
+
+
+SLEEP = ("sh", "-c", "trap 'exit 143' TERM; while :; do sleep 0.2; done")
+
+
+def workload(name: str, **fields: object) -> pr.WorkloadPlan:
+    fields.setdefault("image", BUSYBOX)
+    fields.setdefault("command", SLEEP)
+    return pr.WorkloadPlan(name=name, **fields)  # type: ignore[arg-type]
+
+
+async def until(adapter: DockerAdapter, bundle_id: str, check, what: str) -> pr.ObservedBundle:  # type: ignore[no-untyped-def]
+    with anyio.fail_after(60):
+        while True:
+            observed = await adapter.observe(pr.BundleRef(bundle_id))
+            if check(observed):
+                return observed
+            await anyio.sleep(0.1)
+    msg = f"timed out waiting for {what}"
+    raise AssertionError(msg)
+
+
+def running(observed: pr.ObservedBundle) -> bool:
+    return observed.all_running and bool(observed.workloads)
+
+
+def name_of(adapter: DockerAdapter, bundle_id: str, workload_name: str) -> str:
+    return adapter.naming.container_name(bundle_id, workload_name)

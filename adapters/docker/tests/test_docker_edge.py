@@ -12,8 +12,8 @@ import anyio
 import attrs
 import pytest
 from _docker_harness import BUSYBOX, DockerHarness
+from _docker_tests import adapter_config
 from _probes import PAGE, SERVE, address_on, answered, fetch, running
-from conftest import adapter_config
 from pando_runtime_docker import DockerAdapter
 
 import pando_runtime as pr

@@ -63,6 +63,7 @@ from .features import (
     EngineCapacity,
     EngineUsage,
     ImageImport,
+    PrivateNetworks,
     Trials,
     Volumes,
     docker_problems,
@@ -128,6 +129,19 @@ class DockerAdapter(RuntimeAdapter):
             if cfg.egress_guard_image
             else None
         )
+        # Exposed ports alone are open to the host (its namespace) and the edges: rules the
+        # guard's helper writes; a proxy_container on the bundle networks would pass them.
+        self.private = (
+            PrivateNetworks(
+                self.transport,
+                self.cache,
+                self.naming,
+                self.egress_guard,
+                wait=cfg.dependency_wait or cfg.read_timeout,
+            )
+            if self.egress_guard is not None and cfg.upstream_mode == UpstreamMode.ADDRESS
+            else None
+        )
         self._bundles = Bundles(
             self.transport,
             self.cache,
@@ -144,6 +158,7 @@ class DockerAdapter(RuntimeAdapter):
             ),
             prepare=self.egress_guard.ensure if self.egress_guard else None,
             members=self._network_members,
+            sealed=self.private.seal if self.private else None,
         )
         self.egress = EgressBundles(
             self.transport,
@@ -166,6 +181,7 @@ class DockerAdapter(RuntimeAdapter):
             self._volumes,
             log_cap=LogCap(max_bytes=cfg.log_max_bytes, files=cfg.log_max_files),
             stop_timeout=cfg.stop_timeout,
+            join_bundles=self.private is None,
         )
         self._stack: contextlib.AsyncExitStack | None = None
         self._group: anyio.abc.TaskGroup | None = None
@@ -175,7 +191,7 @@ class DockerAdapter(RuntimeAdapter):
     def _network_members(self) -> tuple[str, ...]:
         """Containers joined to every bundle network: the host's own one and the edges."""
         own = (self.config.proxy_container,) if self.config.proxy_container else ()
-        return own + self._edges.containers
+        return own + (self._edges.containers if self._edges.join_bundles else ())
 
     @property
     def stats(self) -> TransportStats:
@@ -243,6 +259,7 @@ class DockerAdapter(RuntimeAdapter):
             egress_restriction=self.egress.enabled,
             egress_host_names=self.egress.enabled,
             edge=True,
+            private_network=self.private is not None,
         )
 
     # -- bundles -------------------------------------------------------------------------------
@@ -258,7 +275,10 @@ class DockerAdapter(RuntimeAdapter):
         await self._ready()
         await self._capacity.check_fits(plan)
         await self._volumes.ensure_for_plan(plan)
-        return await self.egress.apply(plan)
+        handle = await self.egress.apply(plan)
+        if self.private is not None:
+            await self.private.sync(plan)
+        return handle
 
     async def observe(
         self, ref: BundleRef, *, not_before: datetime | None = None
@@ -282,6 +302,8 @@ class DockerAdapter(RuntimeAdapter):
         await self._ready()
         options = options or DestroyOptions()
         await self.egress.destroy(ref, options)
+        if self.private is not None:
+            self.private.forget(ref.bundle_id)
         if not options.keep_volumes:
             await self._volumes.destroy_bundle_volumes(ref.bundle_id)
 

@@ -10,6 +10,7 @@ from ._image_import import ImageImport
 from ._images import pull_image, registry_auth_header
 from ._logs import open_logs
 from ._plan_rules import docker_problems
+from ._private import PrivateNetworks
 from ._trial import Trials
 from ._usage import EngineUsage
 from ._volumes import Volumes
@@ -23,6 +24,7 @@ __all__ = [
     "EngineCapacity",
     "EngineUsage",
     "ImageImport",
+    "PrivateNetworks",
     "Trials",
     "Volumes",
     "docker_problems",

@@ -82,11 +82,13 @@ class Bundles:
         *,
         prepare: Callable[[], Awaitable[None]] | None = None,
         members: Callable[[], tuple[str, ...]] | None = None,
+        sealed: Callable[[str, str], Awaitable[None]] | None = None,
     ) -> None:
         self._api = transport
         # Containers joined to every bundle network: the host's own one, then the edges.
         own = (settings.proxy_container,) if settings.proxy_container else ()
         self._members = members or (lambda: own)
+        self._sealed = sealed  # closes a new network to its outside (private networks)
         self._prepare = prepare  # runs before an apply's first write (the egress guard)
         self._cache = cache
         self._naming = naming
@@ -242,6 +244,8 @@ class Bundles:
         network_id = str(answer.json()["Id"])
         self._cache.set_network(bundle_id, network_id)
         self._cache.taken_subnets.add(subnet)
+        if self._sealed is not None:
+            await self._sealed(bundle_id, subnet)
         for member in self._members():  # the host's own container, the edges
             await self._api.request(
                 "POST",

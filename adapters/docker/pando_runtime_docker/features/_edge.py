@@ -53,6 +53,7 @@ class Edges:
         *,
         log_cap: LogCap,
         stop_timeout: int,
+        join_bundles: bool = True,
     ) -> None:
         self._api = transport
         self._cache = cache
@@ -60,6 +61,8 @@ class Edges:
         self._volumes = volumes
         self._log_cap = log_cap
         self._stop_timeout = stop_timeout
+        # Private networks route edges to bundles through the daemon instead (see _private).
+        self.join_bundles = join_bundles
         self._containers: set[str] = set()  # this owner's edge containers, by name
         self._lock = anyio.Lock()
 
@@ -159,6 +162,8 @@ class Edges:
 
     async def _join_bundle_networks(self, container: dict[str, Any]) -> None:
         """Join every bundle network the container is not on yet."""
+        if not self.join_bundles:
+            return
         joined = {
             str(n.get("NetworkID"))
             for n in ((container.get("NetworkSettings") or {}).get("Networks") or {}).values()

@@ -24,6 +24,7 @@ from ._gateway import (
 )
 from ._labels import Naming
 from ._networks import free_subnet, network_request
+from ._private import Allowed, edge_bridge, private_chain, private_script
 
 __all__ = [
     "BLOCKED_RANGES",
@@ -31,6 +32,7 @@ __all__ = [
     "GATEWAY_ALIAS",
     "GATEWAY_PORT",
     "UNROUTED_RESOLVER",
+    "Allowed",
     "ContainerRequest",
     "EdgeNames",
     "EdgeRequest",
@@ -39,6 +41,7 @@ __all__ = [
     "Naming",
     "config_digest",
     "container_request",
+    "edge_bridge",
     "edge_network_request",
     "edge_request",
     "files_digest",
@@ -53,6 +56,8 @@ __all__ = [
     "host_chain",
     "network_request",
     "outbound_network_request",
+    "private_chain",
+    "private_script",
     "proxy_env",
     "squid_config",
 ]

@@ -21,6 +21,7 @@ from pando_runtime import CarriedFile, EdgePlan
 
 from ._containers import LogCap, files_digest
 from ._labels import Naming
+from ._private import edge_bridge
 
 __all__ = ["CERT_DIR", "EdgeNames", "EdgeRequest", "edge_network_request", "edge_request"]
 
@@ -81,6 +82,8 @@ def edge_network_request(names: EdgeNames) -> dict[str, Any]:
         "Driver": "bridge",
         "CheckDuplicate": True,
         "Labels": {names.owner_key: names.naming.owner},
+        # A bridge name of its own: private networks' rules name it before it exists.
+        "Options": {"com.docker.network.bridge.name": edge_bridge(names.naming.owner)},
     }
 
 

@@ -303,7 +303,7 @@ class DockerAdapter(RuntimeAdapter):
         options = options or DestroyOptions()
         await self.egress.destroy(ref, options)
         if self.private is not None:
-            self.private.forget(ref.bundle_id)
+            await self.private.release(ref.bundle_id)
         if not options.keep_volumes:
             await self._volumes.destroy_bundle_volumes(ref.bundle_id)
 

@@ -146,6 +146,13 @@ async def test_only_exposed_ports_answer_the_host_and_the_edge(  # noqa: PLR0917
             assert await reached(harness, edge, web, 8080)  # the control
             for address, port in ((web, 8081), (hidden, 8080)):
                 assert not answered(await fetch(harness, edge, address, port), PAGE)
+            # Destroy removes the bundle's chain and its jumps (present until then).
+            chain = private_chain(owner, "priv")
+            assert chain in engine.run_in_netns(["iptables", "-w", "-S", "OUTPUT"]).stdout
+            await adapter.destroy(pr.BundleRef("priv"))
+            for parent in ("OUTPUT", "DOCKER-USER"):
+                rules = engine.run_in_netns(["iptables", "-w", "-S", parent]).stdout
+                assert chain not in rules, rules
         finally:
             await harness.remove_owned(owner)
 

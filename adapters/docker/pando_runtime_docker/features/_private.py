@@ -9,12 +9,21 @@ egress guard's helper in the daemon's namespace.
 
 from __future__ import annotations
 
+import anyio
+
 from pando_runtime import AdapterFailed, BundlePlan
 
 from .._log import logger
 from ..api import EngineTransport
 from ..cache import ContainerCache
-from ..manifests import Allowed, Naming, edge_bridge, private_chain, private_script
+from ..manifests import (
+    Allowed,
+    Naming,
+    edge_bridge,
+    private_chain,
+    private_script,
+    release_script,
+)
 from ._egress_guard import EgressGuard
 
 __all__ = ["PrivateNetworks"]
@@ -45,11 +54,17 @@ class PrivateNetworks:
         if self._installed.get(bundle_id) == (subnet, allowed):
             return
         chain = private_chain(self._naming.owner, bundle_id)
+        started = anyio.current_time()
         await self._guard.run(
             private_script(chain, subnet, edge_bridge(self._naming.owner), allowed)
         )
         self._installed[bundle_id] = (subnet, allowed)
-        _LOG.info("bundle %s: %d exposed ports open", bundle_id, len(allowed))
+        _LOG.info(
+            "bundle %s: %d exposed ports open (rules written in %.2f s)",
+            bundle_id,
+            len(allowed),
+            anyio.current_time() - started,
+        )
 
     async def seal(self, bundle_id: str, subnet: str) -> None:
         """Reject everything from outside a new bundle network (before its workloads run)."""
@@ -97,6 +112,7 @@ class PrivateNetworks:
         data = await self._api.get_json("/networks/{id}", args={"id": network_id})
         return str(((data.get("IPAM") or {}).get("Config") or [{}])[0].get("Subnet"))
 
-    def forget(self, bundle_id: str) -> None:
-        """The bundle is destroyed: its next network is sealed anew."""
+    async def release(self, bundle_id: str) -> None:
+        """The bundle is destroyed: its chain and jumps go (its next network is sealed anew)."""
         self._installed.pop(bundle_id, None)
+        await self._guard.run(release_script(private_chain(self._naming.owner, bundle_id)))

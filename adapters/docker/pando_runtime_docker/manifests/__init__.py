@@ -24,7 +24,7 @@ from ._gateway import (
 )
 from ._labels import Naming
 from ._networks import free_subnet, network_request
-from ._private import Allowed, edge_bridge, private_chain, private_script
+from ._private import Allowed, edge_bridge, private_chain, private_script, release_script
 
 __all__ = [
     "BLOCKED_RANGES",
@@ -59,5 +59,6 @@ __all__ = [
     "private_chain",
     "private_script",
     "proxy_env",
+    "release_script",
     "squid_config",
 ]

@@ -18,7 +18,14 @@ import shlex
 
 import attrs
 
-__all__ = ["EDGE_BRIDGE_PREFIX", "Allowed", "edge_bridge", "private_chain", "private_script"]
+__all__ = [
+    "EDGE_BRIDGE_PREFIX",
+    "Allowed",
+    "edge_bridge",
+    "private_chain",
+    "private_script",
+    "release_script",
+]
 
 PRIVATE_CHAIN_PREFIX = "PANDO-X-"
 EDGE_BRIDGE_PREFIX = "pando-e"
@@ -85,4 +92,19 @@ def private_script(chain: str, subnet: str, bridge: str, allowed: tuple[Allowed,
     reply = f"DOCKER-USER -o {bridge_q} -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT"
     lines.append(f"iptables -w -D {reply} 2>/dev/null || true")
     lines.append(f"iptables -w -I {reply}")
+    return "\n".join(lines) + "\n"
+
+
+def release_script(chain: str) -> str:
+    """A shell script that removes a bundle's chain and every jump to it (idempotent)."""
+    chain_q = shlex.quote(chain)
+    lines = [
+        f"iptables -w -S {parent} | grep -e {shlex.quote(f'-j {chain}$')} | sed 's/^-A/-D/' "
+        "| while read -r rule; do eval iptables -w $rule; done"
+        for parent in ("OUTPUT", "DOCKER-USER")
+    ]
+    lines += [
+        f"iptables -w -F {chain_q} 2>/dev/null || true",
+        f"iptables -w -X {chain_q} 2>/dev/null || true",
+    ]
     return "\n".join(lines) + "\n"

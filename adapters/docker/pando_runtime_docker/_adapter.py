@@ -26,6 +26,8 @@ from pando_runtime import (
     BundleUsage,
     Capacity,
     DestroyOptions,
+    EdgePlan,
+    EdgeState,
     ExecRequest,
     ExecSession,
     Fit,
@@ -55,18 +57,20 @@ from .cache import ContainerCache
 from .features import (
     Bundles,
     BundleSettings,
+    Edges,
     EgressBundles,
     EgressGuard,
     EngineCapacity,
     EngineUsage,
     ImageImport,
+    PrivateNetworks,
     Trials,
     Volumes,
     docker_problems,
     open_exec,
     open_logs,
 )
-from .manifests import LogCap, Naming
+from .manifests import EdgeNames, LogCap, Naming
 
 __all__ = ["DockerAdapter"]
 
@@ -125,6 +129,19 @@ class DockerAdapter(RuntimeAdapter):
             if cfg.egress_guard_image
             else None
         )
+        # Exposed ports alone are open to the host (its namespace) and the edges: rules the
+        # guard's helper writes; a proxy_container on the bundle networks would pass them.
+        self.private = (
+            PrivateNetworks(
+                self.transport,
+                self.cache,
+                self.naming,
+                self.egress_guard,
+                wait=cfg.dependency_wait or cfg.read_timeout,
+            )
+            if self.egress_guard is not None and cfg.upstream_mode == UpstreamMode.ADDRESS
+            else None
+        )
         self._bundles = Bundles(
             self.transport,
             self.cache,
@@ -140,6 +157,8 @@ class DockerAdapter(RuntimeAdapter):
                 proxy_container=cfg.proxy_container,
             ),
             prepare=self.egress_guard.ensure if self.egress_guard else None,
+            members=self._network_members,
+            sealed=self.private.seal if self.private else None,
         )
         self.egress = EgressBundles(
             self.transport,
@@ -155,10 +174,24 @@ class DockerAdapter(RuntimeAdapter):
         self._usage = EngineUsage(self.transport, self.cache)
         self._trials = Trials(self.transport, self.naming, cfg.helper_image)
         self._volumes = Volumes(self.transport, self.naming, cfg.helper_image)
+        self._edges = Edges(
+            self.transport,
+            self.cache,
+            EdgeNames(self.naming),
+            self._volumes,
+            log_cap=LogCap(max_bytes=cfg.log_max_bytes, files=cfg.log_max_files),
+            stop_timeout=cfg.stop_timeout,
+            join_bundles=self.private is None,
+        )
         self._stack: contextlib.AsyncExitStack | None = None
         self._group: anyio.abc.TaskGroup | None = None
 
     # -- plumbing ------------------------------------------------------------------------------
+
+    def _network_members(self) -> tuple[str, ...]:
+        """Containers joined to every bundle network: the host's own one and the edges."""
+        own = (self.config.proxy_container,) if self.config.proxy_container else ()
+        return own + (self._edges.containers if self._edges.join_bundles else ())
 
     @property
     def stats(self) -> TransportStats:
@@ -173,6 +206,7 @@ class DockerAdapter(RuntimeAdapter):
         try:
             await self.cache.ready()
             await self._volumes.relist()
+            await self._edges.relist()
         except BaseException:
             await self.aclose()
             raise
@@ -224,6 +258,8 @@ class DockerAdapter(RuntimeAdapter):
             log_retention=LogRetention(supports_size_cap=True, min_bytes=1024),
             egress_restriction=self.egress.enabled,
             egress_host_names=self.egress.enabled,
+            edge=True,
+            private_network=self.private is not None,
         )
 
     # -- bundles -------------------------------------------------------------------------------
@@ -239,7 +275,10 @@ class DockerAdapter(RuntimeAdapter):
         await self._ready()
         await self._capacity.check_fits(plan)
         await self._volumes.ensure_for_plan(plan)
-        return await self.egress.apply(plan)
+        handle = await self.egress.apply(plan)
+        if self.private is not None:
+            await self.private.sync(plan)
+        return handle
 
     async def observe(
         self, ref: BundleRef, *, not_before: datetime | None = None
@@ -263,6 +302,8 @@ class DockerAdapter(RuntimeAdapter):
         await self._ready()
         options = options or DestroyOptions()
         await self.egress.destroy(ref, options)
+        if self.private is not None:
+            await self.private.release(ref.bundle_id)
         if not options.keep_volumes:
             await self._volumes.destroy_bundle_volumes(ref.bundle_id)
 
@@ -311,6 +352,33 @@ class DockerAdapter(RuntimeAdapter):
         """Replace the volume's files with a tar stream, in place (created when absent)."""
         await self._ready()
         await self._volumes.restore_volume(handle, source)
+
+    # -- edge --------------------------------------------------------------------------------
+
+    async def apply_edge(self, plan: EdgePlan) -> None:
+        """Converge the edge: one container publishing its ports, on every bundle network."""
+        await self._ready()
+        await self._edges.apply_edge(plan)
+
+    async def observe_edge(self, name: str) -> EdgeState:
+        """Whether the edge's container runs, and why not in plain words (one inspect)."""
+        await self._ready()
+        return await self._edges.observe_edge(name)
+
+    async def remove_edge(self, name: str) -> None:
+        """Remove the edge's container; its volumes stay."""
+        await self._ready()
+        await self._edges.remove_edge(name)
+
+    async def edges(self) -> tuple[str, ...]:
+        """Names of this owner's edges."""
+        await self._ready()
+        return await self._edges.edges()
+
+    async def edge_volumes(self) -> tuple[VolumeHandle, ...]:
+        """Volumes the edges mount, for backups."""
+        await self._ready()
+        return await self._edges.edge_volumes()
 
     # -- images --------------------------------------------------------------------------------
 

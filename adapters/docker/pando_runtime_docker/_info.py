@@ -81,8 +81,10 @@ class DockerConfig:
         help="An image with sh and iptables (the host's backend: nft or legacy). When set, "
         "the adapter runs it once, in the daemon's network namespace with NET_ADMIN, to "
         "reject traffic from subnet_pool to private, shared and link-local ranges (the "
-        "cloud metadata address included) in DOCKER-USER. Unset: bundles reach whatever "
-        "the daemon's host reaches (see docs/docker.md, Networks).",
+        "cloud metadata address included) in DOCKER-USER; in upstream_mode 'address' it "
+        "also opens only exposed workloads' listed ports to the daemon's namespace and the "
+        "edges (private_network). Unset: bundles reach whatever the daemon's host reaches, "
+        "and every port is open to it (see docs/docker.md, Networks).",
     )
     egress_gateway_image: str | None = setting(
         default=None,

@@ -122,12 +122,15 @@ class DockerHarness(ConformanceHarness):
         if ids:
             await self.docker("rm", "-f", "-v", *ids, check=False)
         gateways = f"label=io.pando.egress-owner={owner}"  # a restricted bundle's gateway
+        edges = f"label=io.pando.edge-owner={owner}"
         ids = (await self.docker("ps", "-aq", "--filter", gateways)).split()
+        ids += (await self.docker("ps", "-aq", "--filter", edges)).split()
         if ids:
             await self.docker("rm", "-f", "-v", *ids, check=False)
         networks = (await self.docker("network", "ls", "-q", "--filter", label)).split()
         networks += (await self.docker("network", "ls", "-q", "--filter", helpers)).split()
         networks += (await self.docker("network", "ls", "-q", "--filter", gateways)).split()
+        networks += (await self.docker("network", "ls", "-q", "--filter", edges)).split()
         if networks:
             await self.docker("network", "rm", *networks, check=False)
         volumes = (await self.docker("volume", "ls", "-q", "--filter", label)).split()

@@ -37,6 +37,7 @@ from _probes import (
 )
 from localdocker import IPTABLES, iptables_image
 from pando_runtime_docker import DockerAdapter
+from pando_runtime_docker.manifests import private_chain
 
 import pando_runtime as pr
 
@@ -68,6 +69,7 @@ def remove_guard_rules(engine: Any) -> Iterator[list[str]]:
     rules = [
         *engine.run_in_netns(["iptables", "-w", "-S", "DOCKER-USER"]).stdout.splitlines(),
         *engine.run_in_netns(["iptables", "-w", "-S", "INPUT"]).stdout.splitlines(),
+        *engine.run_in_netns(["iptables", "-w", "-S", "OUTPUT"]).stdout.splitlines(),
     ]
     for chain in chains:
         for rule in rules:
@@ -140,10 +142,20 @@ async def test_the_guard_blocks_metadata_and_private_ranges_and_the_internet_ans
     async with DockerAdapter(config) as adapter:
         assert adapter.egress_guard is not None
         remove_guard_rules.extend([adapter.egress_guard.chain, adapter.egress_guard.host_chain])
+        remove_guard_rules.extend(private_chain(owner, b) for b in ("guarded", "guarded-two"))
         try:
             plan = pr.BundlePlan(
                 bundle_id="guarded",
-                workloads=(workload("web", SERVE), workload("client")),
+                workloads=(
+                    pr.WorkloadPlan(
+                        name="web",
+                        image=BUSYBOX,
+                        command=SERVE,
+                        ports=(pr.Port(8080),),
+                        exposed=True,  # the guard declares private_network: the host dials it
+                    ),
+                    workload("client"),
+                ),
             )
             second = pr.BundlePlan(bundle_id="guarded-two", workloads=(workload("web"),))
             await running(adapter, plan, second)

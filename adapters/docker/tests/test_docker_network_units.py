@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from pando_runtime_docker.manifests import (
     GATEWAY_ALIAS,
+    Allowed,
     GatewayNames,
     Naming,
+    edge_bridge,
     guard_chain,
     guard_request,
     guard_script,
+    private_chain,
+    private_script,
     proxy_env,
     squid_config,
 )
@@ -105,3 +109,25 @@ def test_the_host_chain_lets_replies_and_lookups_through_and_rejects_the_rest() 
         "iptables -w -C INPUT -s 10.231.0.0/16 -j PANDO-HOST-x 2>/dev/null "
         "|| iptables -w -I INPUT -s 10.231.0.0/16 -j PANDO-HOST-x"
     )
+
+
+def test_private_names_fit_iptables_and_linux() -> None:
+    assert len(private_chain("a" * 32, "b" * 63)) <= 28  # iptables' limit
+    assert private_chain("pando", "one") != private_chain("pando", "two")
+    assert private_chain("pando", "one") != private_chain("other", "one")
+    assert len(edge_bridge("a" * 32)) <= 15  # IFNAMSIZ - 1
+    assert edge_bridge("pando") != edge_bridge("other")
+
+
+def test_the_private_script_opens_only_the_listed_ports() -> None:
+    script = private_script(
+        "PANDO-X-1", "10.231.4.0/24", "pando-e1", (Allowed("10.231.4.2", 8080, "tcp"),)
+    )
+    lines = script.splitlines()
+    accept = "iptables -w -A PANDO-X-1 -d 10.231.4.2 -p tcp --dport 8080 -j ACCEPT"
+    reject = "iptables -w -A PANDO-X-1 -p tcp -j REJECT --reject-with tcp-reset"
+    assert lines.index(accept) < lines.index(reject)  # accepts before the reject
+    assert "-I OUTPUT -d 10.231.4.0/24 -j PANDO-X-1" in script
+    assert "-I DOCKER-USER -i pando-e1 -d 10.231.4.0/24 -j PANDO-X-1" in script
+    sealed = private_script("PANDO-X-1", "10.231.4.0/24", "pando-e1", ())
+    assert "ACCEPT" not in sealed.replace("ESTABLISHED,RELATED -j ACCEPT", "")

@@ -224,6 +224,10 @@ class ContainerCache:
             self._networks[bundle_id] = network_id
         self._notify()
 
+    def network_ids(self) -> tuple[str, ...]:
+        """Ids of this owner's bundle networks, as the cache knows them."""
+        return tuple(self._networks.values())
+
     def note_networks(self, networks: list[dict[str, Any]]) -> None:
         """Take a listing of every network: this owner's bundle networks, all subnets taken."""
         owned = {}

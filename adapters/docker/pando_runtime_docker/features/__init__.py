@@ -2,6 +2,7 @@
 
 from ._bundles import Bundles, BundleSettings
 from ._capacity import EngineCapacity
+from ._edge import Edges
 from ._egress_guard import EgressGuard
 from ._exec import open_exec
 from ._gateway import EgressBundles
@@ -9,6 +10,7 @@ from ._image_import import ImageImport
 from ._images import pull_image, registry_auth_header
 from ._logs import open_logs
 from ._plan_rules import docker_problems
+from ._private import PrivateNetworks
 from ._trial import Trials
 from ._usage import EngineUsage
 from ._volumes import Volumes
@@ -16,11 +18,13 @@ from ._volumes import Volumes
 __all__ = [
     "BundleSettings",
     "Bundles",
+    "Edges",
     "EgressBundles",
     "EgressGuard",
     "EngineCapacity",
     "EngineUsage",
     "ImageImport",
+    "PrivateNetworks",
     "Trials",
     "Volumes",
     "docker_problems",

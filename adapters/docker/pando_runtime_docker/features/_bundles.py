@@ -79,9 +79,16 @@ class Bundles:
         cache: ContainerCache,
         naming: Naming,
         settings: BundleSettings,
+        *,
         prepare: Callable[[], Awaitable[None]] | None = None,
+        members: Callable[[], tuple[str, ...]] | None = None,
+        sealed: Callable[[str, str], Awaitable[None]] | None = None,
     ) -> None:
         self._api = transport
+        # Containers joined to every bundle network: the host's own one, then the edges.
+        own = (settings.proxy_container,) if settings.proxy_container else ()
+        self._members = members or (lambda: own)
+        self._sealed = sealed  # closes a new network to its outside (private networks)
         self._prepare = prepare  # runs before an apply's first write (the egress guard)
         self._cache = cache
         self._naming = naming
@@ -237,12 +244,14 @@ class Bundles:
         network_id = str(answer.json()["Id"])
         self._cache.set_network(bundle_id, network_id)
         self._cache.taken_subnets.add(subnet)
-        if self._settings.proxy_container:
+        if self._sealed is not None:
+            await self._sealed(bundle_id, subnet)
+        for member in self._members():  # the host's own container, the edges
             await self._api.request(
                 "POST",
                 "/networks/{id}/connect",
                 args={"id": network_id},
-                body={"Container": self._settings.proxy_container},
+                body={"Container": member},
             )
 
     async def _create(
@@ -364,13 +373,13 @@ class Bundles:
         network_id = self._cache.bundle(bundle_id).network_id
         if network_id is None:
             return
-        if self._settings.proxy_container:  # a network with an endpoint cannot be removed
+        for member in self._members():  # a network with an endpoint cannot be removed
             try:
                 await self._api.request(
                     "POST",
                     "/networks/{id}/disconnect",
                     args={"id": network_id},
-                    body={"Container": self._settings.proxy_container, "Force": True},
+                    body={"Container": member, "Force": True},
                 )
             except EngineError as error:
                 if not error.not_found and error.status != 403:  # noqa: PLR2004 - not on it

@@ -48,7 +48,7 @@ class EgressGuard:
             if self._installed:
                 return
             started = anyio.current_time()
-            await self._run(guard_script(self.chain, self._pool, host=self.host_chain))
+            await self.run(guard_script(self.chain, self._pool, host=self.host_chain))
             self._installed = True
             _LOG.info(
                 "egress guard installed for %s in %.2f s",
@@ -56,7 +56,8 @@ class EgressGuard:
                 anyio.current_time() - started,
             )
 
-    async def _run(self, script: str) -> None:
+    async def run(self, script: str) -> None:
+        """Run ``script`` once in the daemon's network namespace; its failure is raised."""
         body = guard_request(self._naming, self._image, script)
         container_id = await self._create(body)
         try:

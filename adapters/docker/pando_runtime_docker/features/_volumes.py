@@ -168,6 +168,11 @@ class Volumes:
             )
         self._known[volume_id] = entry
 
+    async def ensure_edge_volume(self, volume_id: str) -> None:
+        """Create a volume an edge mounts unless this adapter knows it (no bundle label)."""
+        if volume_id not in self._known:
+            await self._ensure(volume_id, None, volume_id, None)
+
     async def ensure_for_plan(self, plan: BundlePlan) -> None:
         """Create the plan's volumes this adapter does not know yet (apply, before containers).
 

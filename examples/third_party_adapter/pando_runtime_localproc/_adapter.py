@@ -333,7 +333,9 @@ class LocalProcessAdapter(pr.RuntimeAdapter):
         state = {}
         for bundle_id, bundle in self._bundles.items():
             for workload_plan in bundle.plan.start_order():
-                instance = bundle.workloads[workload_plan.name].instance
+                # A workload waiting for its dependencies during an apply has no entry yet.
+                workload = bundle.workloads.get(workload_plan.name)
+                instance = workload.instance if workload is not None else None
                 if instance is not None:
                     key = (bundle_id, workload_plan.name)
                     state[key] = (instance.instance_id, instance.exit_code)

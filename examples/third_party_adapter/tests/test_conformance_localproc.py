@@ -81,3 +81,31 @@ def test_listed_without_importing_the_adapter_module() -> None:
     )
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.strip() == "pando-runtime-localproc"
+
+
+@pytest.mark.anyio
+async def test_events_flow_while_a_workload_waits_for_its_dependency(tmp_path: Path) -> None:
+    # While db's health check has not passed yet, api has no instance at all: the event poll
+    # met that window on a busy machine and failed with a KeyError. A slow check widens it.
+    slow = pr.HealthCheck(command=(sys.executable, "-c", "import time; time.sleep(1)"))
+    db = pr.WorkloadPlan(
+        name="db", image="example/ignored:1", command=LocalProcessHarness.command, health=slow
+    )
+    api = pr.WorkloadPlan(
+        name="api", image="example/ignored:1", command=LocalProcessHarness.command,
+        depends_on=("db",),
+    )  # fmt: skip
+    plan = pr.BundlePlan(bundle_id="waits", workloads=(api, db))
+    config = {"root": str(tmp_path), "poll_seconds": 0.01}
+    async with pr.load_adapter("localproc", config) as adapter, adapter.watch_bundles() as events:
+        assert (await anext(events)).kind is pr.BundleEventKind.WATCHING
+        await adapter.apply(plan)
+        started: list[str] = []
+        with anyio.fail_after(20):
+            async for event in events:
+                if event.kind is pr.BundleEventKind.STARTED and event.workload:
+                    started.append(event.workload)
+                if len(started) == 2:
+                    break
+        assert started == ["db", "api"]
+        await adapter.destroy(pr.BundleRef("waits"))

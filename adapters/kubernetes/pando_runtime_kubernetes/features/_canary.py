@@ -45,6 +45,8 @@ SERVER, ADMITTED_PROBE, DENIED_PROBE = "server", "admitted", "denied"
 EGRESS_PROBE = "egress-denied"
 PROBES = ((ADMITTED_PROBE, True, False), (DENIED_PROBE, False, False), (EGRESS_PROBE, True, True))
 """Each probe: its name, whether ingress admits it, whether egress denies it."""
+PROBE_TRIES = 15
+"""Fetches a probe makes a second apart: the policy controller's lag on a busy machine."""
 
 
 def _pod(
@@ -146,13 +148,27 @@ def probe(
     egress_denied: bool = False,
     placement: workload_objects.PodSettings | None = None,
 ) -> dict[str, Any]:
-    """A pod that exits 0 when it can fetch from the server."""
+    """A pod that exits 0 when it can fetch from the server.
+
+    A policy controller puts a new pod's address into its rules a moment after the pod
+    starts, and on a busy machine the first fetch came before that. So an admitted probe tries
+    again until it gets through, and the egress-denied one until it is refused: it exits 0
+    only when every try of :data:`PROBE_TRIES` got through, as where egress is not enforced
+    (one try got through on a busy real node that enforces it). The ingress-denied probe tries
+    once: the server's policy is in place before any probe exists.
+    """
     labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_ROLE: ROLE_CANARY}
     if admitted:
         labels[ADMITTED] = "true"
     if egress_denied:
         labels[EGRESS_DENIED] = "true"
-    script = f"wget -q -T 5 -O /dev/null http://{address}:{PORT}/"
+    fetch = f"wget -q -T 5 -O /dev/null http://{address}:{PORT}/"
+    if egress_denied:
+        script = f"for i in $(seq {PROBE_TRIES}); do {fetch} || exit 1; sleep 1; done"
+    elif admitted:
+        script = f"for i in $(seq {PROBE_TRIES}); do {fetch} && exit 0; sleep 1; done; exit 1"
+    else:
+        script = fetch
     return _pod(
         ns,
         name,

@@ -69,6 +69,25 @@ def gateway_image(request: pytest.FixtureRequest) -> str | None:
 
 
 @pytest.fixture
+def engine(request: pytest.FixtureRequest) -> Any:
+    """The harness's engine (its namespace and stand-in outside world), or a skip on an engine
+    of one's own."""
+    if os.environ.get(ENV_HOST):
+        pytest.skip("these tests need the harness's engine: its namespace and stand-in world")
+    return request.getfixturevalue("docker_engine")
+
+
+@pytest.fixture
+def guard_image(engine: Any) -> str:
+    """The iptables image, built offline from the host's packages and loaded once."""
+    from localdocker import IPTABLES, iptables_image  # noqa: PLC0415 - only with the harness
+
+    if IPTABLES not in engine.api.image_names():
+        engine.load_image(iptables_image().archive)
+    return str(IPTABLES)
+
+
+@pytest.fixture
 def owner() -> str:
     """An owner id of this test alone: what it makes is apart from every other test's."""
     return f"t{uuid.uuid4().hex[:10]}"

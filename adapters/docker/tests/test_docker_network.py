@@ -10,7 +10,6 @@ starts.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 from _docker_harness import BUSYBOX, DockerHarness
-from _docker_tests import ENV_HOST, adapter_config
+from _docker_tests import adapter_config
 from _probes import (
     HOST_PAGE,
     PAGE,
@@ -35,29 +34,12 @@ from _probes import (
     running,
     workload,
 )
-from localdocker import IPTABLES, iptables_image
 from pando_runtime_docker import DockerAdapter
 from pando_runtime_docker.manifests import private_chain
 
 import pando_runtime as pr
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def engine(request: pytest.FixtureRequest) -> Any:
-    """The harness's engine (its stand-in outside world), or a skip on an engine of one's own."""
-    if os.environ.get(ENV_HOST):
-        pytest.skip("network tests need the harness's stand-in outside world")
-    return request.getfixturevalue("docker_engine")
-
-
-@pytest.fixture
-def guard_image(engine: Any) -> str:
-    """The iptables image, built offline from the host's packages and loaded once."""
-    if IPTABLES not in engine.api.image_names():
-        engine.load_image(iptables_image().archive)
-    return str(IPTABLES)
 
 
 @pytest.fixture

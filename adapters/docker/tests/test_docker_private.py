@@ -9,16 +9,14 @@ need the harness's engine (its namespace to dial from, the iptables image it bui
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import pytest
 from _docker_harness import BUSYBOX, DockerHarness
-from _docker_tests import ENV_HOST, adapter_config
+from _docker_tests import adapter_config
 from _probes import PAGE, address_on, answered, fetch, running, workload
-from localdocker import IPTABLES, iptables_image
 from pando_runtime_docker import DockerAdapter
 from pando_runtime_docker.manifests import edge_bridge, private_chain
 
@@ -35,20 +33,6 @@ TWO_PORTS = (
     ),
 )
 """A server on 8080 (listed in the plan) and on 8081 (not listed)."""
-
-
-@pytest.fixture
-def engine(request: pytest.FixtureRequest) -> Any:
-    if os.environ.get(ENV_HOST):
-        pytest.skip("private network tests need the harness's engine namespace")
-    return request.getfixturevalue("docker_engine")
-
-
-@pytest.fixture
-def guard_image(engine: Any) -> str:
-    if IPTABLES not in engine.api.image_names():
-        engine.load_image(iptables_image().archive)
-    return str(IPTABLES)
 
 
 @pytest.fixture

@@ -190,20 +190,6 @@ class Edges:
         for container in self.containers:
             await self.join(network_id, container)
 
-    async def leave_all(self, network_id: str) -> None:
-        """Disconnect every edge from a bundle network about to be removed."""
-        for container in self.containers:
-            try:
-                await self._api.request(
-                    "POST",
-                    "/networks/{id}/disconnect",
-                    args={"id": network_id},
-                    body={"Container": container, "Force": True},
-                )
-            except EngineError as error:
-                if not error.not_found and error.status != 403:  # noqa: PLR2004 - not on it
-                    raise write_failed(error, "leaving a bundle network") from None
-
     # -- observe and remove --------------------------------------------------------------------
 
     async def observe_edge(self, name: str) -> EdgeState:

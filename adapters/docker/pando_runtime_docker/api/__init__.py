@@ -3,6 +3,7 @@
 from ._errors import EngineError, unreachable, write_failed
 from ._frames import FrameDecoder, StreamKind
 from ._hijack import HijackedStream
+from ._progress import progress_message
 from ._transport import EngineTransport, TransportStats, parse_host
 from ._version import NEWEST_API, OLDEST_API, negotiate_version, parse_version
 
@@ -18,6 +19,7 @@ __all__ = [
     "negotiate_version",
     "parse_host",
     "parse_version",
+    "progress_message",
     "unreachable",
     "write_failed",
 ]

@@ -9,7 +9,6 @@ start.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterable, AsyncIterator
 
@@ -18,7 +17,7 @@ from anyio.abc import ByteReceiveStream
 from pando_runtime import InvalidInput, Problem
 
 from .._log import logger
-from ..api import EngineError, EngineTransport, write_failed
+from ..api import EngineError, EngineTransport, progress_message, write_failed
 
 __all__ = ["ImageImport"]
 
@@ -96,13 +95,8 @@ def _loaded(text: str, sent: int) -> list[str]:
     """The references the load's JSON lines name; a reported error is a bad archive."""
     loaded: list[str] = []
     for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            message = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(message, dict):
+        message = progress_message(line)
+        if message is None:
             continue
         if message.get("error") or message.get("errorDetail"):
             detail = (message.get("errorDetail") or {}).get("message") or message.get("error")

@@ -7,7 +7,7 @@ import json
 
 from pando_runtime import RegistryAuth
 
-from ..api import EngineError, EngineTransport
+from ..api import EngineError, EngineTransport, progress_message
 
 __all__ = ["pull_image", "registry_auth_header"]
 
@@ -39,13 +39,8 @@ async def pull_image(api: EngineTransport, image: str, auth: RegistryAuth | None
             follow=True,
         ) as response:
             async for line in response.aiter_lines():
-                if not line.strip():
-                    continue
-                try:
-                    message = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(message, dict) and message.get("error"):
+                message = progress_message(line)
+                if message is not None and message.get("error"):
                     return str(message["error"])[:300]
     except EngineError as error:
         return error.message or f"the daemon refused the pull ({error.status})"

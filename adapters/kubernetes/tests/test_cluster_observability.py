@@ -8,6 +8,7 @@ on ``pando_runtime`` at DEBUG, which every logger of the core and of the adapter
 from __future__ import annotations
 
 import logging
+import socket
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -15,8 +16,10 @@ from typing import Any
 
 import anyio
 import pytest
+from kubernetes.client import Configuration
 from observing import Otel, assert_no_secret, capturing, otel_sdk
 from pando_runtime_kubernetes import Cluster, KubernetesAdapter, KubeTransport
+from pando_runtime_kubernetes.api._errors import ApiError
 
 import pando_runtime as pr
 
@@ -216,3 +219,30 @@ async def test_debug_logs_and_spans_of_a_plan_with_secrets_hold_none_of_them(
     assert applied.levelno == logging.INFO
     assert applied.writes > 0  # type: ignore[attr-defined]
     assert_no_secret(captured, secrets, otel.spans.get_finished_spans())
+
+
+async def test_the_transport_counts_the_calls_the_api_server_answered(kube_cluster: Any) -> None:
+    # Whether the server is there is learned from every call (the cache's probe is only one).
+    transport = KubeTransport.for_cluster(
+        Cluster.load(kube_cluster.kubeconfig, kube_cluster.context)
+    )
+    try:
+        await transport.get("/version")
+        with pytest.raises(ApiError) as missing:
+            await transport.get(f"/api/v1/namespaces/absent-{uuid.uuid4().hex[:8]}")
+        assert missing.value.status == 404  # an answer too
+        await transport.probe(10)
+        assert transport.answers == 3
+    finally:
+        transport.close()
+    with socket.socket() as closed:  # a loopback port nothing listens on: refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    nobody = KubeTransport(Configuration(host=f"https://127.0.0.1:{port}"), connect_timeout=2)
+    try:
+        with pytest.raises(ApiError) as refused:
+            await nobody.probe(2)
+        assert refused.value.status == 0
+        assert nobody.answers == 0
+    finally:
+        nobody.close()

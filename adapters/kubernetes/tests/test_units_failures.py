@@ -157,6 +157,41 @@ async def test_a_failing_probe_says_why_once_then_when_it_answers_again(
     assert all(SERVER_TEXT not in r.getMessage() for r in caplog.records)
 
 
+async def test_any_answer_after_a_failed_probe_shows_the_api_server_reachable() -> None:
+    # Killed mid-apply and back: the probe failed during the outage, the next one is seconds
+    # away, and the watches have not caught up yet. The writes it answers meanwhile prove it
+    # there; the cache must not refuse with "the API server does not answer".
+    answered = 0
+
+    async def probe(bound: float) -> None:
+        raise ApiError(0, "ConnectionRefusedError: down")
+
+    informer = Informer(
+        None,
+        sources={"pods": QuietSource()},
+        kinds=("pods",),
+        probe=probe,
+        probe_interval=0.02,
+        max_staleness=0.1,
+        answers=lambda: answered,
+    )
+    async with informer.running():
+        with anyio.fail_after(5):
+            await informer.loops["pods"].synced.wait()
+            while informer.reachable or informer.unconfirmed_for() <= informer.max_staleness:  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+        refused = informer.stale_error()
+        assert refused is not None
+        assert "does not answer" in refused.message
+        answered += 1  # a write the server answered (any status: it is there)
+        assert informer.reachable
+        assert informer.stale_error() is None, "read the API directly instead"
+        with anyio.fail_after(5):  # the next failed probe counts from its own moment
+            while informer.reachable:  # noqa: ASYNC110 - no event says so
+                await anyio.sleep(0.02)
+        assert informer.stale_error() is not None
+
+
 async def test_a_probe_failing_for_another_reason_than_no_answer_is_not_swallowed() -> None:
     async def probe(bound: float) -> None:
         raise TypeError("a bug in the probe")

@@ -97,6 +97,7 @@ class _Counts:
     calls: int = 0
     calls_by_kind: Counter[str] = attrs.field(factory=Counter)
     probes: int = 0
+    answers: int = 0
     retries: int = 0
     bytes_received: int = 0
     in_flight: int = 0
@@ -211,6 +212,14 @@ class KubeTransport:
     def probes(self) -> int:
         """Liveness probes of the cache (``GET /readyz``), not in :attr:`calls`."""
         return self._counts.probes
+
+    @property
+    def answers(self) -> int:
+        """Requests, probes and opened streams the API server answered (any status).
+
+        Whether the server answers is learned from every call, not only the cache's probe.
+        """
+        return self._counts.answers
 
     @property
     def retries(self) -> int:
@@ -387,6 +396,10 @@ class KubeTransport:
             )
         return response.status, decode(data)
 
+    def _heard(self, status: int) -> None:
+        if status:  # 0: no answer (refused, reset, timed out)
+            self._counts.answers += 1
+
     def _received(self, size: int) -> None:
         with self._received_lock:  # worker threads add concurrently
             self._counts.bytes_received += size
@@ -461,9 +474,11 @@ class KubeTransport:
                 abandon_on_cancel=method == "GET",
             )
         except ApiError as error:
+            self._heard(error.status)
             if not probing:
                 self._observed(call, started, error.status, error.retry_after)
             raise
+        self._heard(status)
         if not probing:
             self._observed(call, started, status)
         return answer
@@ -544,8 +559,10 @@ class KubeTransport:
                 abandon_on_cancel=True,
             )
         except ApiError as error:
+            self._heard(error.status)
             self._observed(call, started, error.status, error.retry_after)
             raise
+        self._heard(response.status)
         self._observed(call, started, response.status)
         watch = call[1] if call[0] == "watch" else None
         if watch:

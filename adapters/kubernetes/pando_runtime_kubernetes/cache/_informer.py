@@ -69,7 +69,9 @@ class Informer:
 
     ``probe`` (optional) asks the API server whether it answers; it raises
     :class:`ApiError` when it does not (anything else is a bug, and is not taken for an
-    outage). The first failed probe is logged (WARNING, on ``.watch``) with its reason,
+    outage). ``answers`` (optional) counts the calls the API server has answered, any of
+    them: an answer after a failed probe shows it reachable again before the next probe does.
+    The first failed probe is logged (WARNING, on ``.watch``) with its reason,
     repeats at most every :data:`PROBE_REPEAT_LOG_INTERVAL` seconds, the return at INFO.
     """
 
@@ -85,6 +87,7 @@ class Informer:
         probe_interval: float = 5.0,
         max_staleness: float = 30.0,
         newest_version: NewestVersion | None = None,
+        answers: Callable[[], int] | None = None,
     ) -> None:
         self.pods = PodStore()
         self.gateways = GatewayStore()
@@ -136,8 +139,9 @@ class Informer:
         self._probe = probe
         self.probe_interval = probe_interval
         self.max_staleness = max_staleness
-        self.reachable = True
-        """False while the last probe of the API server got no answer."""
+        self._answers = answers
+        self._unanswered_at: int | None = None
+        """``answers`` when a probe last got no answer; ``None`` once one is answered."""
         self.probes = 0
         self._probe_failures = 0
         self._probe_warned_at: float | None = None
@@ -281,6 +285,17 @@ class Informer:
         return False
 
     @property
+    def reachable(self) -> bool:
+        """False while the API server has answered nothing since a probe it did not answer.
+
+        A probe's failure is a fact about one moment: a write or a read answered since then
+        (the server restarted, say) proves it back, though the next probe is seconds away.
+        """
+        if self._unanswered_at is None:
+            return True
+        return self._answers is not None and self._answers() > self._unanswered_at
+
+    @property
     def fresh(self) -> bool:
         """Synced, and proved current within the staleness bound."""
         return self.synced and self.unconfirmed_for() <= self.max_staleness
@@ -288,8 +303,9 @@ class Informer:
     def stale_error(self) -> AdapterUnavailable | None:
         """Why the cache must not answer and the API cannot either, or ``None``.
 
-        Stale past the bound while the API server does not answer its probe: a direct read
-        would only wait for its timeout, so the outage is reported at once.
+        Stale past the bound while the API server does not answer (its probe failed and no
+        call has been answered since): a direct read would only wait for its timeout, so the
+        outage is reported at once.
         """
         stale_for = self.unconfirmed_for()
         if self.reachable or stale_for <= self.max_staleness:
@@ -332,7 +348,7 @@ class Informer:
 
     def _probe_failed(self, error: ApiError) -> None:
         """No answer: say why at the first failure, then at most every few minutes."""
-        self.reachable = False
+        self._unanswered_at = self._answers() if self._answers is not None else 0
         self._probe_failures += 1
         now = anyio.current_time()
         last = self._probe_warned_at
@@ -351,7 +367,7 @@ class Informer:
             _LOG.debug("the cache's probe failed again (%s)", why(error), extra=extra)
 
     def _probe_answered(self) -> None:
-        self.reachable = True
+        self._unanswered_at = None
         if self._probe_failures:
             _LOG.info(
                 "the API server answers the cache's probe again, after %d failed probes",

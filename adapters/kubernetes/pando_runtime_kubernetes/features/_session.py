@@ -246,6 +246,7 @@ class ClusterSession:
             probe=api.probe,
             probe_interval=self.config.cache_probe_interval,
             max_staleness=self.config.cache_max_staleness,
+            answers=lambda: api.answers,
         )
         if self.config.cache_dir:
             disk = DiskCache(Path(self.config.cache_dir), self.name or api.cluster)

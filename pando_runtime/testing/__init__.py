@@ -9,9 +9,9 @@
 from __future__ import annotations
 
 from ._clock import FakeClock
-from ._fake import FakeAdapter, FakeConfig, FakeNode, ImageBehaviour
+from ._fake import FakeAdapter, FakeConfig, FakeNode, FakeReplica, ImageBehaviour
 from ._fake_exec import ExecContext, ExecHandler, scripted
-from ._fake_membership import FakeLeaseStore, FakeReplica
+from ._fake_membership import FakeLeaseStore
 from ._faults import Faults
 from ._memory_catalog import MemoryCatalog
 from ._tar import make_tar, read_tar

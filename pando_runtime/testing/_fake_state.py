@@ -13,32 +13,55 @@ import os
 import tempfile
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._convert import structure, unstructure
 from .._edge import EdgePlan
 from .._observed import WorkloadProblem
 from .._plans import BundlePlan
 from .._volumes import VolumeRequest
+from ._fake_world import Bundle, Edge, FakeWorld, Instance, Volume, Workload
 
-if TYPE_CHECKING:
-    from ._fake import FakeAdapter
-
-__all__ = ["load_state", "save_state"]
+__all__ = ["FakeStateFile"]
 
 VERSION = 2
 """2: a plan's carried files are written as ``content`` (text) or ``content_base64``."""
 
 
-def save_state(fake: FakeAdapter, path: str, *, unless: str | None = None) -> str:
-    """Write the fake's world to ``path`` atomically; returns the text written.
+class FakeStateFile:
+    """The file that keeps one fake world between processes.
 
-    Nothing is written when the text equals ``unless`` (what was loaded): a
-    process that only read, a follower of logs for one, never puts back a world
-    that another process changed meanwhile.
+    It remembers the text it read or wrote last, and writes nothing when the world
+    still reads the same: a process that only read, a follower of logs for one,
+    never puts back a world that another process changed meanwhile.
     """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._known: str | None = None
+
+    def load(self, world: FakeWorld) -> None:
+        """Fill ``world`` from the file, when the file exists."""
+        self._known = _load(world, self.path)
+
+    def save(self, world: FakeWorld) -> None:
+        """Write ``world`` to the file atomically, unless it reads as the file does."""
+        text = _dump(world)
+        if text == self._known:
+            return
+        target = Path(self.path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(
+            "w", dir=target.parent, delete=False, suffix=".tmp"
+        ) as out:
+            out.write(text)
+        Path(out.name).replace(target)
+        self._known = text
+
+
+def _dump(world: FakeWorld) -> str:
     bundles = []
-    for bundle in fake._bundles.values():  # noqa: SLF001 - the fake's own persistence
+    for bundle in world.bundles.values():
         instances = {}
         for name, workload in bundle.workloads.items():
             instance = workload.instance
@@ -60,26 +83,18 @@ def save_state(fake: FakeAdapter, path: str, *, unless: str | None = None) -> st
         bundles.append({"plan": unstructure(bundle.plan), "instances": instances})
     data = {
         "version": VERSION,
-        "instances": fake._instances,  # noqa: SLF001
+        "instances": world.instances_started,
         "bundles": bundles,
         "volumes": [
             {
                 "request": unstructure(volume.request),
                 "files": {p: base64.b64encode(c).decode() for p, c in volume.files.items()},
             }
-            for volume in fake._volumes.values()  # noqa: SLF001
+            for volume in world.volumes.values()
         ],
-        "edges": [unstructure(edge.plan) for edge in fake._edges.values()],  # noqa: SLF001
+        "edges": [unstructure(edge.plan) for edge in world.edges.values()],
     }
-    text = json.dumps(data)
-    if text == unless:
-        return text
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=target.parent, delete=False, suffix=".tmp") as out:
-        out.write(text)
-    Path(out.name).replace(target)
-    return text
+    return json.dumps(data)
 
 
 def _carried_content_was_base64(data: dict[str, Any]) -> None:
@@ -89,25 +104,23 @@ def _carried_content_was_base64(data: dict[str, Any]) -> None:
                 carried["content_base64"] = carried.pop("content")
 
 
-def load_state(fake: FakeAdapter, path: str) -> str | None:
-    """Read the fake's world from ``path`` when it exists; returns the text read."""
-    from ._fake import _Bundle, _Edge, _Instance, _Volume, _Workload  # noqa: PLC0415
-
+def _load(world: FakeWorld, path: str) -> str | None:
+    """Read the world from ``path`` when it exists; returns the text read."""
     if not os.path.exists(path):  # noqa: PTH110 - plain str config
         return None
     text = Path(path).read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     if data.get("version") == 1:
         _carried_content_was_base64(data)
-    fake._instances = data["instances"]  # noqa: SLF001
+    world.instances_started = data["instances"]
     for saved in data["bundles"]:
         plan = structure(saved["plan"], BundlePlan)
         workloads = {}
         for workload_plan in plan.workloads:
-            workload = _Workload(plan=workload_plan)
+            workload = Workload(plan=workload_plan)
             state = saved["instances"].get(workload_plan.name)
             if state is not None:
-                instance = _Instance(
+                instance = Instance(
                     number=state["number"],
                     digest=state["digest"],
                     node=state["node"],
@@ -126,12 +139,12 @@ def load_state(fake: FakeAdapter, path: str) -> str | None:
                     instance.log.close()
                 workload.instance = instance
             workloads[workload_plan.name] = workload
-        fake._bundles[plan.bundle_id] = _Bundle(plan=plan, workloads=workloads)  # noqa: SLF001
+        world.bundles[plan.bundle_id] = Bundle(plan=plan, workloads=workloads)
     for saved in data["volumes"]:
         request = structure(saved["request"], VolumeRequest)
         files = {p: base64.b64decode(c) for p, c in saved["files"].items()}
-        fake._volumes[request.volume_id] = _Volume(request=request, files=files)  # noqa: SLF001
+        world.volumes[request.volume_id] = Volume(request=request, files=files)
     for saved in data["edges"]:
         plan_edge = structure(saved, EdgePlan)
-        fake._edges[plan_edge.name] = _Edge(plan=plan_edge)  # noqa: SLF001
+        world.edges[plan_edge.name] = Edge(plan=plan_edge)
     return text

@@ -102,21 +102,22 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
     ) -> None:
         super().__init__(config)
         cfg: FakeConfig = self.config
-        self.world = new_world(cfg, clock=clock, nodes=nodes, capabilities=capabilities)
-        self.link = ReplicaLink(self.world.lease_store)
-        """This replica's path to the leases (the fake is the first replica)."""
-        self.closed = False
-        self._owns_world = True
-        self._state_file = FakeStateFile(cfg.state_file) if cfg.state_file else None
-        if self._state_file is not None:
-            self._state_file.load(self.world)
+        world = new_world(cfg, clock=clock, nodes=nodes, capabilities=capabilities)
+        state_file = FakeStateFile(cfg.state_file) if cfg.state_file else None
+        if state_file is not None:
+            state_file.load(world)
+        self._attach(world, owner=True, state_file=state_file)
 
-    def _join_world(self, world: FakeWorld) -> None:
-        """Become another client of ``world`` (a replica): the world is not this adapter's."""
+    def _attach(
+        self, world: FakeWorld, *, owner: bool, state_file: FakeStateFile | None = None
+    ) -> None:
+        """Become a client of ``world``: its ``owner`` (the fake that made it) or a replica."""
         self.world = world
         self.link = ReplicaLink(world.lease_store)
-        self._owns_world = False
-        self._state_file = None
+        """This replica's own path to the runtime's leases (the fake is the first replica)."""
+        self.closed = False
+        self._owns_world = owner
+        self._state_file = state_file
 
     # -- replicas ---------------------------------------------------------------------------
 
@@ -589,5 +590,4 @@ class FakeReplica(FakeAdapter):
         RuntimeAdapter.__init__(self, fake.config)
         self.fake = fake
         """The fake whose runtime this replica shares."""
-        self.closed = False
-        self._join_world(fake.world)
+        self._attach(fake.world, owner=False)

@@ -2,7 +2,9 @@
 
 A method the contract gains fails these tests until each wrapper and facade takes it up (or
 says why it need not). The Kubernetes adapters are checked in their own suite
-(``test_units_contract_coverage.py``), with the same helper.
+(``test_units_contract_coverage.py``), with the same helper. Another class joins with one line
+in ``COVERING``: the fake's replica, for one, as ``"FakeReplica": (FakeReplica,
+CONTRACT_DEFAULTS, {})`` (today it lacks its own ``check_plan`` and ``aclose``).
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ async def test_a_superseded_pod_that_cannot_be_deleted_is_logged_when_given_up(
         with anyio.move_on_after(6):
             while not _records(caplog, logging.WARNING, "web-old"):  # noqa: ASYNC110 - a log
                 await anyio.sleep(0.05)
-    assert len(tries) > informer.queue.max_retries, "retried, then given up"
+    assert len(tries) > informer.collector.queue.max_retries, "retried, then given up"
     warnings = _records(caplog, logging.WARNING, "web-old")
     assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
     record = warnings[0]
@@ -143,10 +143,10 @@ async def test_a_failing_probe_says_why_once_then_when_it_answers_again(
         with anyio.fail_after(5):
             while probes < 10:  # noqa: ASYNC110 - no event says so
                 await anyio.sleep(0.02)
-        assert not informer.reachable
+        assert not informer.liveness.reachable
         failing = False
         with anyio.fail_after(5):
-            while not informer.reachable:  # noqa: ASYNC110 - no event says so
+            while not informer.liveness.reachable:  # noqa: ASYNC110 - no event says so
                 await anyio.sleep(0.02)
     warnings = [
         r for r in caplog.records if r.levelno == logging.WARNING and "probe" in r.getMessage()
@@ -178,18 +178,19 @@ async def test_any_answer_after_a_failed_probe_shows_the_api_server_reachable() 
     async with informer.running():
         with anyio.fail_after(5):
             await informer.loops["pods"].synced.wait()
-            while informer.reachable or informer.unconfirmed_for() <= informer.max_staleness:  # noqa: ASYNC110
+            staleness, liveness = informer.staleness, informer.liveness
+            while liveness.reachable or staleness.unconfirmed_for() <= staleness.max_staleness:  # noqa: ASYNC110
                 await anyio.sleep(0.02)
-        refused = informer.stale_error()
+        refused = informer.staleness.stale_error()
         assert refused is not None
         assert "does not answer" in refused.message
         answered += 1  # a write the server answered (any status: it is there)
-        assert informer.reachable
-        assert informer.stale_error() is None, "read the API directly instead"
+        assert informer.liveness.reachable
+        assert informer.staleness.stale_error() is None, "read the API directly instead"
         with anyio.fail_after(5):  # the next failed probe counts from its own moment
-            while informer.reachable:  # noqa: ASYNC110 - no event says so
+            while informer.liveness.reachable:  # noqa: ASYNC110 - no event says so
                 await anyio.sleep(0.02)
-        assert informer.stale_error() is not None
+        assert informer.staleness.stale_error() is not None
 
 
 async def test_a_probe_failing_for_another_reason_than_no_answer_is_not_swallowed() -> None:
@@ -207,7 +208,7 @@ async def test_a_probe_failing_for_another_reason_than_no_answer_is_not_swallowe
     except* TypeError as group:
         raised += group.exceptions
     assert raised, "a bug is not taken for an API server that does not answer"
-    assert informer.reachable
+    assert informer.liveness.reachable
 
 
 # -- 3. the trial's log ----------------------------------------------------------------------

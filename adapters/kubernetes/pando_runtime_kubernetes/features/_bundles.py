@@ -133,7 +133,9 @@ class Bundles:
         if informer is None:
             read_at = datetime.now(UTC)  # read from the API: confirmed as it is read
             return attrs.evolve(await self._observe(ref, ns), confirmed_at=read_at)
-        confirmed_at = informer.confirmed_at()  # before the reads: never later than the truth
+        confirmed_at = (
+            informer.staleness.confirmed_at()
+        )  # before the reads: never later than the truth
         kept = informer.observed.get(ns)
         if kept is None or kept.bundle_id != ref.bundle_id:
             since = informer.observed.changes

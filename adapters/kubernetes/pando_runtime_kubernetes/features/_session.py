@@ -283,7 +283,7 @@ class ClusterSession:
         """Within the block, reads may answer from a warm start's saved cache at once.
 
         Only while every watch is caught up or holds a saved state confirmed within
-        ``cache_max_staleness`` (see :attr:`Informer.serves_saved`); otherwise reads wait as
+        ``cache_max_staleness`` (see :attr:`Staleness.serves_saved`); otherwise reads wait as
         outside the block. Writes never run inside it.
         """
         token = _SAVED_OK.set(True)
@@ -296,7 +296,9 @@ class ClusterSession:
         """A warm start's saved cache may answer now, confirmed at or after ``not_before``."""
         informer = self._informer
         return (
-            informer is not None and informer.serves_saved and informer.confirmed_at() >= not_before
+            informer is not None
+            and informer.staleness.serves_saved
+            and informer.staleness.confirmed_at() >= not_before
         )
 
     async def confirmed(self, not_before: datetime) -> Informer | None:
@@ -308,10 +310,13 @@ class ClusterSession:
         informer = self._informer
         if informer is None:
             return None
-        at = informer.monotonic(not_before)
-        if await informer.confirm(at, self.config.read_timeout) and informer.fresh:
+        at = informer.clock.monotonic(not_before)
+        if (
+            await informer.staleness.confirm(at, self.config.read_timeout)
+            and informer.staleness.fresh
+        ):
             return informer
-        error = informer.stale_error()
+        error = informer.staleness.stale_error()
         if error is not None:
             raise self.down(error.message, remedy=error.remedy, details=error.details)
         return None
@@ -349,13 +354,13 @@ class ClusterSession:
         informer = self._informer
         if informer is None:
             return None
-        if not informer.synced and _SAVED_OK.get() and informer.serves_saved:
+        if not informer.synced and _SAVED_OK.get() and informer.staleness.serves_saved:
             return informer
         if (informer.synced or await informer.wait_synced(self.config.read_timeout)) and (
-            informer.fresh
+            informer.staleness.fresh
         ):
             return informer
-        error = informer.stale_error()
+        error = informer.staleness.stale_error()
         if error is not None:
             raise self.down(error.message, remedy=error.remedy, details=error.details)
         return None

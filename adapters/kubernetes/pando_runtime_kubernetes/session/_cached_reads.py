@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio
@@ -92,13 +92,11 @@ class CachedReads:
         ns: str,
         check: Callable[[list[PodFacts]], T | None],
         timeout: float,  # noqa: ASYNC109 - a bound on polling, not a call timeout
-        pods: Callable[[str], Awaitable[list[PodFacts]]] | None = None,
     ) -> T | None:
         """Poll ``check`` on the namespace's pods (woken by the cache) until it answers."""
-        read = pods or self.pods
         with anyio.move_on_after(timeout):
             while True:
-                result = check(await read(ns))
+                result = check(await self.pods(ns))
                 if result is not None:
                     return result
                 informer = self._cache.informer

@@ -16,6 +16,7 @@ import attrs
 
 from ._config import ConfigField, EmptyConfig, config_fields, config_json_schema
 from ._frozen import frozen_mapping
+from ._plugin_kinds import install_hint
 
 __all__ = [
     "CATALOG_NODE",
@@ -125,6 +126,4 @@ class CatalogInfo:
     @property
     def hint(self) -> str:
         """What to run to install this backend's code."""
-        if self.distribution:
-            return f"pip install {self.distribution}"
-        return "install the distribution that provides this catalog backend"
+        return install_hint(self.distribution, "catalog backend")

@@ -31,7 +31,7 @@ from ._catalog_sync import CatalogSyncer, SyncChange
 from ._convert import load_bundle_file, unstructure
 from ._errors import InvalidInput, PandoRuntimeError, Problem
 from ._membership import MembershipSettings
-from ._registry import import_attr, plugin_targets
+from ._plugin_kinds import import_attr, plugin_targets
 
 __all__ = ["SOURCE_ENTRY_POINT_GROUP", "catalog_command"]
 

@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 
 from ._config import ConfigField, EmptyConfig, config_fields, config_json_schema
+from ._plugin_kinds import install_hint
 from ._version import API_VERSION
 
 __all__ = ["AdapterInfo"]
@@ -44,8 +45,4 @@ class AdapterInfo:
     @property
     def hint(self) -> str:
         """What to run to install this adapter's code."""
-        if self.install_hint:
-            return self.install_hint
-        if self.distribution:
-            return f"pip install {self.distribution}"
-        return "install the distribution that provides this adapter"
+        return install_hint(self.distribution, "adapter", self.install_hint)

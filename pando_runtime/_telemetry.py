@@ -1,8 +1,8 @@
 """Traces, metrics and logs of contract operations: :func:`instrument` wraps any adapter.
 
-The wrapper is an adapter itself, delegating every call to the one it wraps (as
-an httpx client composes over a transport), so instrumentation needs nothing
-from an adapter and works the same on all of them. Per operation (``apply``,
+The wrapper is a :class:`~pando_runtime.plugin.DelegatingAdapter`: every call reaches the
+adapter it wraps, so instrumentation needs nothing from an adapter and works the same on all
+of them. Per operation (``apply``,
 ``observe``, ``destroy``, ...) it makes:
 
 - a span ``pando_runtime <operation>`` with ``pando.operation``, ``pando.adapter``
@@ -19,19 +19,12 @@ from an adapter and works the same on all of them. Per operation (``apply``,
 
 An adapter that talks to an API of its own (:class:`~pando_runtime.plugin.ObservableApi`, as
 the Kubernetes adapter) is also given an :class:`~pando_runtime.plugin.ApiObserver` bound to
-the same meter, so its calls are measured too:
-
-- ``pando_runtime.api.calls`` (counter) and ``pando_runtime.api.duration``
-  (histogram, seconds) by ``pando.api.verb``, ``pando.api.resource`` and
-  ``http.response.status_code`` (0: nothing answered);
-- ``pando_runtime.api.watch_restarts`` (counter) by resource and ``pando.reason``;
-- ``pando_runtime.cache.objects`` and ``pando_runtime.api.watches`` (observable
-  gauges) of cached objects and open watches, by resource, read at each export;
-
-each with ``pando.adapter`` and, for a named cluster, ``pando.cluster``.
+the same meter, so its calls, cache and watches are measured too (``pando_runtime.api.*``,
+``pando_runtime.cache.objects``: see ``_telemetry_otel``), each with ``pando.adapter`` and,
+for a named cluster, ``pando.cluster``.
 
 Metrics and traces go through the OpenTelemetry API (``pip install
-'pando-runtime[otel]'``), imported only here and only when :func:`instrument`
+'pando-runtime[otel]'``), imported only by ``_telemetry_otel`` and only when :func:`instrument`
 is called; it is a no-op until the host installs an SDK. Without the API
 installed the wrapper still logs.
 """
@@ -42,8 +35,7 @@ import contextlib
 import functools
 import logging
 import time
-import weakref
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
@@ -51,29 +43,25 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from anyio.abc import ByteReceiveStream
 
 from ._adapter import RuntimeAdapter
-from ._api_observer import ApiObserver, ApiState, ApiStateSource, ObservableApi
+from ._api_observer import ObservableApi
 from ._capabilities import RuntimeCapabilities
 from ._capacity import BundleUsage, Capacity, Fit, InUse
+from ._delegating import DelegatingAdapter
 from ._edge import EdgePlan, EdgeState
 from ._errors import PandoRuntimeError
 from ._events import BundleEvent
 from ._exec import ExecRequest, ExecResult, ExecSession
-from ._info import AdapterInfo
 from ._log import logger
 from ._logs import LogOptions
-from ._member import Membership
-from ._membership import MembershipSettings
 from ._observed import ObservedBundle
 from ._plans import BundlePlan
-from ._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
+from ._refs import BundleHandle, BundleRef, DestroyOptions, WorkloadRef
+from ._telemetry_otel import Instruments
 from ._trial import TrialRequest, TrialResult
-from ._version import __version__
 from ._volumes import VolumeHandle, VolumeRequest
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
-    from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
+    from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
 
 __all__ = ["InstrumentedAdapter", "instrument"]
@@ -81,9 +69,6 @@ __all__ = ["InstrumentedAdapter", "instrument"]
 T = TypeVar("T")
 
 _LOG = logger("operations")
-
-DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
-"""Histogram bounds in seconds: an observe served from a cache to an apply that pulls images."""
 
 _DEGRADED = frozenset({"ADAPTER_UNAVAILABLE", "RATE_LIMITED", "ADAPTER_FAILED"})
 """Codes that say the runtime, not the request, is in trouble: logged as warnings."""
@@ -93,164 +78,14 @@ def _code(error: BaseException) -> str:
     return error.code if isinstance(error, PandoRuntimeError) else type(error).__qualname__
 
 
-def _opentelemetry() -> tuple[ModuleType, ModuleType] | None:
-    """OpenTelemetry's ``metrics`` and ``trace`` API modules, or ``None`` when not installed.
-
-    The one place the library imports OpenTelemetry, on first use only.
-    """
-    try:
-        from opentelemetry import metrics, trace  # noqa: PLC0415 - optional, on use
-    except ImportError:
-        return None
-    return metrics, trace
-
-
-class _Instruments:
-    """The OpenTelemetry tracer and instruments, or nothing when the API is not installed."""
-
-    def __init__(
-        self, tracer_provider: TracerProvider | None, meter_provider: MeterProvider | None
-    ) -> None:
-        api = _opentelemetry()
-        if api is None:
-            self.enabled = False
-            return
-        metrics, trace = api
-        self.enabled = True
-        self._trace = trace
-        self._metrics = metrics
-        self.tracer = trace.get_tracer("pando_runtime", __version__, tracer_provider)
-        self.meter = meter = metrics.get_meter("pando_runtime", __version__, meter_provider)
-        self.duration = meter.create_histogram(
-            "pando_runtime.operation.duration",
-            unit="s",
-            description="How long each contract operation took, by operation and adapter.",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )
-        self.errors = meter.create_counter(
-            "pando_runtime.operation.errors",
-            unit="{error}",
-            description="Contract operations that failed, by operation, adapter and code.",
-        )
-        self.streams = meter.create_up_down_counter(
-            "pando_runtime.streams.open",
-            unit="{stream}",
-            description="Open event, log, exec and snapshot streams.",
-        )
-
-    def api_observer(self, adapter: str) -> ApiObserver:
-        """An observer of an adapter's API calls that records them on this meter."""
-        return _ApiMetrics(_ApiInstruments(self.meter, self._metrics), {"pando.adapter": adapter})
-
-    @contextlib.contextmanager
-    def span(self, attributes: Mapping[str, str]) -> Iterator[Any]:
-        if not self.enabled:
-            yield None
-            return
-        with self.tracer.start_as_current_span(
-            f"pando_runtime {attributes['pando.operation']}",
-            kind=self._trace.SpanKind.CLIENT,
-            attributes=dict(attributes),
-            # Messages stay out of traces, as out of logs: the code says what happened.
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            yield span
-
-    def failed(self, span: Any, code: str) -> None:
-        if span is not None:
-            span.set_attribute("error.type", code)
-            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, code))
-
-
-class _ApiInstruments:
-    """The instruments of API calls on one meter, and the state sources its gauges read."""
-
-    def __init__(self, meter: Meter, metrics: ModuleType) -> None:
-        self._observation: Callable[[int, Mapping[str, Any]], Observation] = metrics.Observation
-        self.calls = meter.create_counter(
-            "pando_runtime.api.calls",
-            unit="{call}",
-            description="Calls an adapter made to its runtime's API, by verb, resource, status.",
-        )
-        self.duration = meter.create_histogram(
-            "pando_runtime.api.duration",
-            unit="s",
-            description="How long each call to the runtime's API took.",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )
-        self.restarts = meter.create_counter(
-            "pando_runtime.api.watch_restarts",
-            unit="{restart}",
-            description="Watches that started over, by resource and reason.",
-        )
-        # Sources are held weakly: a closed adapter's session is never kept alive by a meter.
-        self.sources: weakref.WeakKeyDictionary[ApiStateSource, dict[str, str]] = (
-            weakref.WeakKeyDictionary()
-        )
-        meter.create_observable_gauge(
-            "pando_runtime.cache.objects",
-            callbacks=[self._cached],
-            unit="{object}",
-            description="Objects an adapter holds in its cache, by resource.",
-        )
-        meter.create_observable_gauge(
-            "pando_runtime.api.watches",
-            callbacks=[self._watches],
-            unit="{watch}",
-            description="Watches an adapter holds open, by resource.",
-        )
-
-    def _states(self) -> Iterator[tuple[dict[str, str], ApiState]]:
-        for source, labels in list(self.sources.items()):
-            yield labels, source.api_state()
-
-    def _cached(self, options: CallbackOptions) -> Iterable[Observation]:
-        for labels, state in self._states():
-            for resource, count in state.cached_objects.items():
-                yield self._observation(count, {**labels, "pando.api.resource": resource})
-
-    def _watches(self, options: CallbackOptions) -> Iterable[Observation]:
-        for labels, state in self._states():
-            for resource, count in state.open_watches.items():
-                yield self._observation(count, {**labels, "pando.api.resource": resource})
-
-
-class _ApiMetrics:
-    """An :class:`ApiObserver` recording on OpenTelemetry instruments, with fixed labels."""
-
-    def __init__(self, instruments: _ApiInstruments, labels: Mapping[str, str]) -> None:
-        self._instruments = instruments
-        self._labels = dict(labels)
-
-    def call(self, verb: str, resource: str, status: int, seconds: float) -> None:
-        labels: dict[str, str | int] = {
-            **self._labels,
-            "pando.api.verb": verb,
-            "pando.api.resource": resource,
-            "http.response.status_code": status,
-        }
-        self._instruments.calls.add(1, labels)
-        self._instruments.duration.record(seconds, labels)
-
-    def watch_restarted(self, resource: str, reason: str) -> None:
-        labels = {**self._labels, "pando.api.resource": resource, "pando.reason": reason}
-        self._instruments.restarts.add(1, labels)
-
-    def track(self, source: ApiStateSource) -> None:
-        self._instruments.sources[source] = self._labels
-
-    def bind(self, **attributes: str) -> ApiObserver:
-        named = {f"pando.{key}": value for key, value in attributes.items()}
-        return _ApiMetrics(self._instruments, {**self._labels, **named})
-
-
-class InstrumentedAdapter(RuntimeAdapter):
+class InstrumentedAdapter(DelegatingAdapter):
     """An adapter that traces, measures and logs each operation of the one it wraps.
 
     Made by :func:`instrument`; :attr:`adapter` is the wrapped adapter, for its
     own methods (a fake's test controls, for one). ``kind``, ``description``
-    and ``Config`` are the wrapped adapter's.
+    and ``Config`` are the wrapped adapter's. What is computed without I/O or hands back
+    a context of the adapter's own (``configure``, ``info``, ``upstream``, ``read_scope``,
+    ``membership``) is forwarded unmeasured, as :class:`DelegatingAdapter` does.
     """
 
     kind = "instrumented"
@@ -262,10 +97,8 @@ class InstrumentedAdapter(RuntimeAdapter):
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
     ) -> None:
-        # No super().__init__: the settings are the wrapped adapter's, already taken.
-        self.adapter = adapter
-        self.config = adapter.config
-        self._otel = _Instruments(tracer_provider, meter_provider)
+        super().__init__(adapter)
+        self._otel = Instruments(tracer_provider, meter_provider)
         if self._otel.enabled and isinstance(adapter, ObservableApi):
             adapter.observe_api(self._otel.api_observer(adapter.kind))
 
@@ -332,16 +165,6 @@ class InstrumentedAdapter(RuntimeAdapter):
 
     # -- identity & health --------------------------------------------------------------------
 
-    def configure(self, config: Mapping[str, Any] | Any | None) -> None:
-        """Reconfigure the wrapped adapter."""
-        self.adapter.configure(config)
-        self.config = self.adapter.config
-
-    @property
-    def info(self) -> AdapterInfo:
-        """The wrapped adapter's info."""
-        return self.adapter.info
-
     async def health_check(self) -> None:
         with self._operation("health_check"):
             await self.adapter.health_check()
@@ -396,9 +219,6 @@ class InstrumentedAdapter(RuntimeAdapter):
         with self._operation("destroy", bundle_id=ref.bundle_id):
             await self.adapter.destroy(ref, options)
 
-    def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
-        return self.adapter.upstream(ref, port)  # computed, no I/O: nothing to measure
-
     # -- capacity -------------------------------------------------------------------------------
 
     async def capacity(self) -> Capacity:
@@ -416,14 +236,6 @@ class InstrumentedAdapter(RuntimeAdapter):
     async def in_use(self) -> InUse:
         with self._operation("in_use"):
             return await self.adapter.in_use()
-
-    def read_scope(self) -> contextlib.AbstractAsyncContextManager[None]:
-        return self.adapter.read_scope()
-
-    def membership(
-        self, replica: str, settings: MembershipSettings | None = None
-    ) -> contextlib.AbstractAsyncContextManager[Membership]:
-        return self.adapter.membership(replica, settings)
 
     # -- events, logs and exec --------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from ._capacity import BundleUsage, Capacity, Fit, InUse
 from ._edge import EdgePlan, EdgeState
 from ._events import BundleEvent
 from ._exec import ExecRequest, ExecResult
+from ._info import AdapterInfo
 from ._logs import LogOptions
 from ._observed import ObservedBundle
 from ._plans import BundlePlan
@@ -48,6 +49,12 @@ class BlockingRuntime:
 
     Use as ``with``: entering starts the event loop thread, leaving closes the
     adapter and stops the thread. ``backend`` is ``"asyncio"`` or ``"trio"``.
+
+    Three parts of the contract have no blocking form, since what they hand back lives on
+    the adapter's event loop: an interactive ``exec`` session (use :meth:`run`), a
+    ``membership`` (its methods are async) and a ``read_scope`` (it holds within one task,
+    and each blocking call is a task of its own). A host that needs them enters them on the
+    loop: ``runtime.portal.wrap_async_context_manager(runtime.adapter.membership("a"))``.
     """
 
     def __init__(self, adapter: RuntimeAdapter, *, backend: str = "asyncio") -> None:
@@ -88,6 +95,15 @@ class BlockingRuntime:
         return self._portal
 
     # -- identity, bundles, capacity ------------------------------------------------------
+
+    def configure(self, config: Mapping[str, Any] | Any | None) -> None:
+        """See :meth:`RuntimeAdapter.configure` (settings only; no loop round trip)."""
+        self.adapter.configure(config)
+
+    @property
+    def info(self) -> AdapterInfo:
+        """The adapter's :class:`AdapterInfo`."""
+        return self.adapter.info
 
     def health_check(self) -> None:
         """See :meth:`RuntimeAdapter.health_check`."""
@@ -187,7 +203,7 @@ class BlockingRuntime:
         """See :meth:`RuntimeAdapter.run`."""
         return self.portal.call(lambda: self.adapter.run(ref, request, stdin=stdin))
 
-    # -- volumes, trial, edge -------------------------------------------------------------
+    # -- volumes, images, trial, edge -----------------------------------------------------
 
     def create_volume(self, request: VolumeRequest) -> VolumeHandle:
         """See :meth:`RuntimeAdapter.create_volume`."""
@@ -210,6 +226,14 @@ class BlockingRuntime:
         """Replace the volume's contents with ``tar``."""
         self.portal.call(self.adapter.restore_volume, handle, BytesReceiveStream(tar))
 
+    def has_image(self, reference: str) -> bool:
+        """See :meth:`RuntimeAdapter.has_image`."""
+        return self.portal.call(self.adapter.has_image, reference)
+
+    def import_image(self, archive: bytes) -> str:
+        """Load the image archive ``archive``; see :meth:`RuntimeAdapter.import_image`."""
+        return self.portal.call(self.adapter.import_image, BytesReceiveStream(archive))
+
     def trial(self, request: TrialRequest) -> TrialResult:
         """See :meth:`RuntimeAdapter.trial`."""
         return self.portal.call(self.adapter.trial, request)
@@ -229,3 +253,7 @@ class BlockingRuntime:
     def edges(self) -> tuple[str, ...]:
         """See :meth:`RuntimeAdapter.edges`."""
         return self.portal.call(self.adapter.edges)
+
+    def edge_volumes(self) -> tuple[VolumeHandle, ...]:
+        """See :meth:`RuntimeAdapter.edge_volumes`."""
+        return self.portal.call(self.adapter.edge_volumes)

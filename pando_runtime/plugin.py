@@ -3,7 +3,9 @@
 The contract itself (:class:`~pando_runtime.RuntimeAdapter`, the plans, the observed state,
 the errors) is in :mod:`pando_runtime`, which hosts use; this namespace holds what only an
 adapter needs: registration under the entry-point group (:data:`ENTRY_POINT_GROUP`,
-:func:`register_adapter`), its settings (:func:`setting`), the validation helpers the contract's
+:func:`register_adapter`), its settings (:func:`setting`), the base of a wrapper
+(:class:`DelegatingAdapter`) and the check that a class covers the whole contract
+(:func:`missing_contract_methods`), the validation helpers the contract's
 rules are written with, the membership's lease store and write guard, the bundle event hub,
 read scopes, byte streams for logs and exec, and the API observer. See ``docs/plugins.md``.
 """
@@ -23,6 +25,12 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     )
     from ._capacity import roomiest
     from ._config import ConfigField, EmptyConfig, setting
+    from ._contract_coverage import (
+        CONTRACT_DEFAULTS,
+        contract_methods,
+        missing_contract_methods,
+    )
+    from ._delegating import DelegatingAdapter
     from ._events import BundleEventHub, bundle_event_channel
     from ._helper_scripts import (
         RESTORE_SCRIPT,
@@ -64,6 +72,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "_capacity": ("roomiest",),
     "_config": ("ConfigField", "EmptyConfig", "setting"),
+    "_contract_coverage": ("CONTRACT_DEFAULTS", "contract_methods", "missing_contract_methods"),
+    "_delegating": ("DelegatingAdapter",),
     "_events": ("BundleEventHub", "bundle_event_channel"),
     "_helper_scripts": (
         "RESTORE_SCRIPT",
@@ -96,6 +106,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 }
 
 __all__ = [
+    "CONTRACT_DEFAULTS",
     "ENTRY_POINT_GROUP",
     "MAX_CARRIED_FILES_BYTES",
     "NO_API_OBSERVER",
@@ -107,6 +118,7 @@ __all__ = [
     "ApiStateSource",
     "BundleEventHub",
     "ConfigField",
+    "DelegatingAdapter",
     "EmptyConfig",
     "IteratorByteStream",
     "LeaseConflict",
@@ -120,9 +132,11 @@ __all__ = [
     "api_compatible",
     "bundle_event_channel",
     "byte_stream_pair",
+    "contract_methods",
     "in_read_scope",
     "is_valid_image",
     "listening_ports",
+    "missing_contract_methods",
     "raise_problems",
     "read_scope",
     "register_adapter",

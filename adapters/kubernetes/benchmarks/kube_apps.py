@@ -85,7 +85,11 @@ def plan(
 
 
 def _writes(adapter: KubernetesAdapter) -> int:
-    return sum(n for kind, n in adapter.session.calls_by_kind.items() if not kind.startswith("GET"))
+    return sum(
+        n
+        for kind, n in adapter.session.connection.calls_by_kind.items()
+        if not kind.startswith("GET")
+    )
 
 
 async def measure_variant(
@@ -96,7 +100,7 @@ async def measure_variant(
     async with KubernetesAdapter(config) as adapter:
         assert adapter.cache is not None
         await adapter.cache.wait_synced(30)
-        api = await adapter.session.transport()
+        api = await adapter.session.connection.transport()
         # The nodes' pod slots come back only once the first apps' deleted pods are gone.
         with anyio.move_on_after(SAMPLE_WAIT):
             while (await api.get("/api/v1/pods", labelSelector=MANAGED_SELECTOR))["items"]:  # noqa: ASYNC110 - polls the cluster

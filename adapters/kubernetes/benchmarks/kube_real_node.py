@@ -380,10 +380,10 @@ class Bench:
         t0 = time.monotonic()
         for t in phase.timings:
             calls = self.adapter.api_calls
-            kinds = Counter(self.adapter.session.calls_by_kind)
+            kinds = Counter(self.adapter.session.connection.calls_by_kind)
             await self.apply(t)
             t.calls = self.adapter.api_calls - calls
-            t.kinds = Counter(self.adapter.session.calls_by_kind) - kinds
+            t.kinds = Counter(self.adapter.session.connection.calls_by_kind) - kinds
             phase.observe_calls += await self.until_running([t])
         phase.seconds = time.monotonic() - t0
         phase.calls = sum(t.calls for t in phase.timings)

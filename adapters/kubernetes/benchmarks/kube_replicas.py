@@ -297,8 +297,8 @@ async def at_rest(cluster: Any, replicas: int, seconds: float, apps: int = 0) ->
 
             group.start_soon(drain)
         await anyio.sleep(2 * DEFAULTS[2])  # every replica has read the others
-        transports = [await a.session.transport() for a in adapters]
-        before = [Counter(a.session.calls_by_kind) for a in adapters]
+        transports = [await a.session.connection.transport() for a in adapters]
+        before = [Counter(a.session.connection.calls_by_kind) for a in adapters]
         received = sum(t.bytes_received for t in transports)
         server_before = server_leases(cluster)
         await anyio.sleep(seconds)
@@ -306,7 +306,7 @@ async def at_rest(cluster: Any, replicas: int, seconds: float, apps: int = 0) ->
         received = sum(t.bytes_received for t in transports) - received
         kinds: Counter[str] = Counter()
         for adapter, counted in zip(adapters, before, strict=True):
-            kinds.update(Counter(adapter.session.calls_by_kind) - counted)
+            kinds.update(Counter(adapter.session.connection.calls_by_kind) - counted)
         group.cancel_scope.cancel()
     return {
         "replicas": replicas,

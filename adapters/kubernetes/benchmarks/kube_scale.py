@@ -71,7 +71,7 @@ def plan(i: int) -> Any:
 async def transport(adapter: Any) -> Any:
     """The adapter's transport (its call and byte counters)."""
     session = getattr(adapter, "session", None)
-    return await (session.transport() if session is not None else adapter._api())
+    return await (session.connection.transport() if session is not None else adapter._api())
 
 
 def adapter_config(kubeconfig: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -154,8 +154,8 @@ def child_start(kubeconfig: str, cache_dir: str | None, apps: int, mode: str) ->
                 assert answer.confirmed_at is not None
                 ages.append((started - answer.confirmed_at).total_seconds())
             pass_seconds = time.perf_counter() - pass_start
-            report = adapter.session.start_report()
-            calls = adapter.session.calls_by_kind
+            report = adapter.session.cache.start_report()
+            calls = adapter.session.connection.calls_by_kind
             # Caught up (the event stream opens once it is): what the start cost in all.
             with anyio.fail_after(300):
                 async with adapter.watch_bundles():
@@ -170,7 +170,7 @@ def child_start(kubeconfig: str, cache_dir: str | None, apps: int, mode: str) ->
                 "caught_up": caught_up,
                 "calls": adapter.api_calls,
                 "lists": sum(calls.get(kind, 0) for kind in LISTS),
-                "bytes": (await adapter.session.transport()).bytes_received,
+                "bytes": (await adapter.session.connection.transport()).bytes_received,
                 "start": report["start"],
                 "replayed": report["replayed"],
                 "rss_kib": rss_kib(),

@@ -68,12 +68,12 @@ from .features._images import RegistryImages
 from .features._membership import KubeMembership
 from .features._namespaces import AppNamespaces
 from .features._plan_rules import PlanRules
-from .features._session import ClusterSession
 from .features._trial import Trials
 from .features._usage import Usage
 from .features._volumes import Volumes
 from .features._workload_io import WorkloadIO
 from .manifests._network import AppNetwork
+from .session._session import ClusterSession
 
 __all__ = ["KubernetesAdapter"]
 
@@ -129,7 +129,7 @@ class KubernetesAdapter(RuntimeAdapter):
     @property
     def api_calls(self) -> int:
         """API calls made so far (every request and every opened stream)."""
-        return self.session.api_calls
+        return self.session.connection.api_calls
 
     @property
     def canary_runs(self) -> int:
@@ -154,7 +154,7 @@ class KubernetesAdapter(RuntimeAdapter):
     @property
     def cache(self) -> Informer | None:
         """The lean cache, while the adapter runs as ``async with``."""
-        return self.session.cache
+        return self.session.cache.informer
 
     def observe_api(self, observer: ApiObserver) -> None:
         """Report every API call, the cache's size and the open watches to ``observer``.
@@ -164,14 +164,14 @@ class KubernetesAdapter(RuntimeAdapter):
         self.session.observe_api(observer)
 
     async def __aenter__(self) -> Self:
-        await self.session.start(collect=self._bundles.collect_superseded)
+        await self.session.cache.start(collect=self._bundles.collect_superseded)
         try:
             # What the cluster offers is learnt on connecting, not charged to a first apply.
             await self._usage.served()
         except BaseException:
             # Whatever ends the start (an error, a cancellation), no watch outlives it. Not
             # shielded: the watches' task group must close in the scope it was opened in.
-            await self.session.stop()
+            await self.session.cache.stop()
             raise
         return self
 
@@ -237,7 +237,7 @@ class KubernetesAdapter(RuntimeAdapter):
             egress = "enforced"
         else:
             egress = "not verified"
-        start = self.session.start_report()
+        start = self.session.cache.start_report()
         return {
             **self._network.details(),
             "egress_restriction": egress,
@@ -253,17 +253,17 @@ class KubernetesAdapter(RuntimeAdapter):
         egress enforcement is not known).
         """
         session = self.session
-        await session.get("/version", "reach the API server")
+        await session.api.get("/version", "reach the API server")
         await self._usage.served(fresh=True)
         if self.config.runtime_class:
             name = self.config.runtime_class
             # Other failures are the session's own (unavailable, throttled), naming the read.
-            found = await session.find(
+            found = await session.api.find(
                 api_path(None, "runtimeclasses", name, "node.k8s.io/v1"),
                 f"read RuntimeClass {name!r}",
             )
             if found is None:
-                raise session.down(
+                raise session.errors.down(
                     f"RuntimeClass {name!r} is not usable: it does not exist",
                     remedy="Install the RuntimeClass or unset 'runtime_class'.",
                     status=404,
@@ -271,7 +271,7 @@ class KubernetesAdapter(RuntimeAdapter):
         if not self.config.trust_network_policy:
             problem = await self._canary.problem()
             if problem is not None:
-                raise session.down(
+                raise session.errors.down(
                     problem,
                     remedy="Run a CNI that enforces NetworkPolicy; on a cluster known to "
                     "enforce it, 'trust_network_policy: true' skips the canary.",
@@ -356,7 +356,7 @@ class KubernetesAdapter(RuntimeAdapter):
 
         From the cache when it is synced, else one read; ``AdapterUnavailable`` when neither.
         """
-        facts = await self.session.namespace(namespace_for(bundle_id))
+        facts = await self.session.reads.namespace(namespace_for(bundle_id))
         return facts is not None and not facts.terminating and facts.bundle_id == bundle_id
 
     def known_to_hold(self, bundle_id: str) -> bool:
@@ -364,7 +364,7 @@ class KubernetesAdapter(RuntimeAdapter):
 
         ``False`` also while there is no cache (before the adapter is entered).
         """
-        cache = self.session.cache
+        cache = self.session.cache.informer
         facts = cache.namespaces.by_name.get(namespace_for(bundle_id)) if cache else None
         return facts is not None and facts.bundle_id == bundle_id
 
@@ -378,7 +378,7 @@ class KubernetesAdapter(RuntimeAdapter):
         From the running cache (empty without one): what this cluster's own view counts of
         placements made here, by this process or any other.
         """
-        cache = self.session.cache
+        cache = self.session.cache.informer
         return cache.pods.requests_by_bundle() if cache else {}
 
     # -- capacity and usage ------------------------------------------------------------------

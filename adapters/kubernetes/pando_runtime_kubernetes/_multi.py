@@ -74,9 +74,9 @@ from ._merged_events import merged_events
 from ._names import upstream_for
 from ._placement import Reservations, choose, largest_request, room_left, total_request, waiting
 from .api._clusters import ApiRate
-from .features._connect import transport_to
-from .features._session import ClusterSession
 from .features._volumes import parse_handle
+from .session._connect import transport_to
+from .session._session import ClusterSession
 
 __all__ = ["MultiClusterAdapter"]
 

@@ -109,7 +109,7 @@ class KubeHarness(ConformanceHarness):
         member, hooks = await self._where(adapter, ref.bundle_id)
         pods = [
             p
-            for p in await member.session.pods(namespace_for(ref.bundle_id))
+            for p in await member.session.reads.pods(namespace_for(ref.bundle_id))
             if p.workload == ref.workload
         ]
         return max(pods, key=lambda p: p.created).name, hooks.admin_api
@@ -173,19 +173,19 @@ class KubeHarness(ConformanceHarness):
 
     async def cause_event_gap(self, adapter: RuntimeAdapter) -> None:
         if isinstance(adapter, KubernetesAdapter):
-            adapter.session.force_relist()
+            adapter.session.cache.force_relist()
             return
         # A gap in one member's stream, the one that holds none of the test's bundles: the
         # merged stream must still report it.
         assert isinstance(adapter, MultiClusterAdapter)
         others = [m for n, m in adapter.members.items() if n != adapter.default_cluster]
-        (others or list(adapter.members.values()))[0].session.force_relist()
+        (others or list(adapter.members.values()))[0].session.cache.force_relist()
 
 
 async def _refuses(member: KubernetesAdapter) -> bool:
     """Whether the member's cache refuses to answer, as ``observe`` would find it."""
     try:
-        await member.session.synced()
+        await member.session.cache.synced()
     except AdapterUnavailable as error:
         return "confirmed_at" in error.details
     return False

@@ -111,7 +111,7 @@ class RealNodeHarness(ConformanceHarness):
 
     async def cause_event_gap(self, adapter: RuntimeAdapter) -> None:
         assert isinstance(adapter, KubernetesAdapter)
-        adapter.session.force_relist()
+        adapter.session.cache.force_relist()
 
     # -- the cache, through the proxy ---------------------------------------------------
 
@@ -141,7 +141,7 @@ class RealNodeHarness(ConformanceHarness):
 
         assert isinstance(adapter, KubernetesAdapter)
         ns = namespace_for(ref.bundle_id)
-        pods = [p for p in await adapter.session.pods(ns) if p.workload == ref.workload]
+        pods = [p for p in await adapter.session.reads.pods(ns) if p.workload == ref.workload]
         name = max(pods, key=lambda p: p.created).name
         core = client.CoreV1Api(self.admin_api)
         return await anyio.to_thread.run_sync(lambda: core.read_namespaced_pod(name, ns))

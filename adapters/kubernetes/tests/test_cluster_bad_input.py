@@ -80,7 +80,9 @@ def test_refused_plans_write_nothing(
         return
     if isinstance(refused, pr.InvalidInput):
         assert_refused_well(refused)
-    writes = {k: n for k, n in adapter.session.calls_by_kind.items() if k.startswith(WRITES)}
+    writes = {
+        k: n for k, n in adapter.session.connection.calls_by_kind.items() if k.startswith(WRITES)
+    }
     assert writes == {}, f"a refused apply wrote: {writes}"
     assert existed or not _namespace_exists(admin_api, namespace)
 

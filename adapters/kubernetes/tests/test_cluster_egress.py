@@ -364,7 +364,7 @@ async def test_host_rules_get_a_gateway_that_follows_the_plan(
         # An unchanged plan writes nothing (and, from the cache, reads nothing).
         calls = adapter.api_calls
         await adapter.apply(plan)
-        assert adapter.api_calls == calls, adapter.session.calls_by_kind
+        assert adapter.api_calls == calls, adapter.session.connection.calls_by_kind
         # Two workloads' 12, plus the gateway's Service, ConfigMap, policy and pod.
         assert first <= 16, f"first apply of a restricted plan: {first} calls"
         # A changed host rule: a new gateway pod with the new configuration; apps follow.
@@ -387,7 +387,7 @@ async def test_an_ended_gateway_is_replaced_by_the_next_apply(
         ended = await _assert_gateway(admin_api, ns, bundle_id, (HOST,))
         await _end(admin_api, ns, ended["metadata"]["name"])
         with anyio.fail_after(15):
-            while any(g.live for g in await adapter.session.gateways(ns)):
+            while any(g.live for g in await adapter.session.reads.gateways(ns)):
                 await anyio.sleep(0.1)
         await adapter.apply(plan)
         revived = await _assert_gateway(admin_api, ns, bundle_id, (HOST,))

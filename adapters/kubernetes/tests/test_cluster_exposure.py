@@ -83,18 +83,21 @@ async def _cost(
     a new RoleBinding (403), and one the server throttled.
     """
     caplog.clear()
-    before, retries = dict(adapter.session.calls_by_kind), adapter.session.api_retries
+    before, retries = (
+        dict(adapter.session.connection.calls_by_kind),
+        adapter.session.connection.api_retries,
+    )
     await act()
     made = {
         kind: count - before.get(kind, 0)
-        for kind, count in adapter.session.calls_by_kind.items()
+        for kind, count in adapter.session.connection.calls_by_kind.items()
         if count != before.get(kind, 0) and not kind.startswith("STREAM ")
     }
     refused = sum(
         getattr(r, "status", None) == 403 and r.name == "pando_runtime.kubernetes.session"
         for r in caplog.records
     )
-    return sum(made.values()) - refused - (adapter.session.api_retries - retries), made
+    return sum(made.values()) - refused - (adapter.session.connection.api_retries - retries), made
 
 
 async def _until_running(adapter: KubernetesAdapter, bundle_id: str) -> dict[str, str | None]:

@@ -30,7 +30,7 @@ from pando_runtime_kubernetes._names import (
     namespace_for,
 )
 from pando_runtime_kubernetes.api._paths import api_path
-from pando_runtime_kubernetes.features._session_errors import WriteConflict
+from pando_runtime_kubernetes.session._errors import WriteConflict
 
 import pando_runtime as pr
 
@@ -111,11 +111,11 @@ async def _two_replicas(
 
 async def _calls_of(adapter: KubernetesAdapter, call: Awaitable[Any]) -> dict[str, int]:
     """The API calls ``call`` made, by kind (not the watches', nor the membership's Leases)."""
-    before = dict(adapter.session.calls_by_kind)
+    before = dict(adapter.session.connection.calls_by_kind)
     await call
     return {
         kind: n - before.get(kind, 0)
-        for kind, n in adapter.session.calls_by_kind.items()
+        for kind, n in adapter.session.connection.calls_by_kind.items()
         if n != before.get(kind, 0) and not kind.startswith("STREAM") and kind[-7:] != " leases"
     }
 
@@ -158,7 +158,7 @@ async def test_a_write_stuck_in_flight_past_the_lease_is_refused_when_it_lands(
 
             # Every byte a sends now waits at the proxy (until the toxic goes): its renewals,
             # and the write of its next apply, made while it still owns the app.
-            sent_before = a.session.calls_by_kind.get("PATCH secrets", 0)
+            sent_before = a.session.connection.calls_by_kind.get("PATCH secrets", 0)
             await anyio.to_thread.run_sync(
                 lambda: toxiproxy.add_toxic(
                     proxy, "latency", name="stall", stream="upstream", latency=600_000
@@ -176,7 +176,9 @@ async def test_a_write_stuck_in_flight_past_the_lease_is_refused_when_it_lands(
 
             async with anyio.create_task_group() as group:
                 group.start_soon(stalled_apply)
-                await until(lambda: a.session.calls_by_kind.get("PATCH secrets", 0) > sent_before)
+                await until(
+                    lambda: a.session.connection.calls_by_kind.get("PATCH secrets", 0) > sent_before
+                )
                 # a's lease expires unrenewed; b owns the app, stamps it and writes it.
                 await until(lambda: mb.owns(bundle_id))
                 assert not ma.owns(bundle_id), "a stopped at its renew deadline"
@@ -201,7 +203,7 @@ async def test_a_write_stuck_in_flight_past_the_lease_is_refused_when_it_lands(
                 await b.destroy(pr.BundleRef(bundle_id))
             # Nothing a sent may land after it left (a held Lease write would bring it back
             # as a member in the next test's eyes).
-            transport = await a.session.transport()
+            transport = await a.session.connection.transport()
             await until(lambda: transport.in_flight == 0)
     finally:
         toxiproxy.reset()
@@ -316,7 +318,7 @@ async def test_of_two_stamps_made_on_one_version_one_wins(
         assert (await _annotations(admin_api, "read_namespace", ns))[ANN_FENCE] == "1/race-a"
         # A delete made on the version before the stamp fails too (a fenced destroy's shape).
         with pytest.raises(WriteConflict):
-            await b.session.delete(None, "namespaces", ns, version=version)
+            await b.session.writer.delete(None, "namespaces", ns, version=version)
         namespace = await core_call(admin_api, "read_namespace", ns)
         assert namespace.metadata.deletion_timestamp is None
         await a.destroy(pr.BundleRef(bundle_id))

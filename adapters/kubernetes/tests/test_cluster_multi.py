@@ -166,7 +166,7 @@ async def test_placement_by_room_is_recorded_on_the_clusters(
         # Found, not placed again: no member's nodes are read (placement reads them).
         assert (await restarted.apply(big)).details["cluster"] == first
         for member in restarted.members.values():
-            assert "GET nodes" not in member.session.calls_by_kind
+            assert "GET nodes" not in member.session.connection.calls_by_kind
         # Unknown and not a first deploy: the default cluster of each adapter.
         unknown = _plan("unknown")
         made.append(unknown)
@@ -203,7 +203,7 @@ async def test_one_event_stream_carries_every_member(
         while started != {there.bundle_id, plain.bundle_id}:
             event = await _next(events, BundleEventKind.STARTED)
             started.add(str(event.bundle_id))
-        fleet.members[first].session.force_relist()  # a gap in one member's stream
+        fleet.members[first].session.cache.force_relist()  # a gap in one member's stream
         missed = await _next(events, BundleEventKind.MISSED)
         assert missed.bundle_id is None
 
@@ -305,7 +305,7 @@ async def test_a_warm_restart_of_the_fleet_resumes_every_member(
         details = fleet.health_details()
         for name in (first, second):
             assert details[f"{name}.cache_start"] == "warm", details
-            calls = fleet.members[name].session.calls_by_kind
+            calls = fleet.members[name].session.connection.calls_by_kind
             assert calls.get("GET pods", 0) == 0, f"{name} listed its pods: {calls}"
         assert (await fleet.observe(BundleRef(kept.bundle_id))).all_running
         assert (await fleet.observe(BundleRef(new.bundle_id))).all_running

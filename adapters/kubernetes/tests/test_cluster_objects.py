@@ -135,16 +135,19 @@ async def test_second_apply_writes_only_the_pull_secret(
     plan = _plan(bundle_id, pull_auth=auth)
     assert adapter.cache is not None
     assert await adapter.cache.wait_synced(10)
-    kinds_before, retries_before = adapter.session.calls_by_kind, adapter.session.api_retries
+    kinds_before, retries_before = (
+        adapter.session.connection.calls_by_kind,
+        adapter.session.connection.api_retries,
+    )
     await adapter.apply(plan)
     try:
-        made = _calls_since(kinds_before, adapter.session.calls_by_kind)
+        made = _calls_since(kinds_before, adapter.session.connection.calls_by_kind)
         # A write refused while RBAC catches up with the new RoleBinding is made again, as is
         # one the server throttled; the cache's own watches reconnect on their own clock.
         first_cost = (
             sum(made.values())
             - _refused_writes(caplog)
-            - (adapter.session.api_retries - retries_before)
+            - (adapter.session.connection.api_retries - retries_before)
         )
         await _until_running(adapter, bundle_id)
         before = adapter.api_calls
@@ -174,7 +177,7 @@ async def test_foreign_namespace_is_refused(adapter: KubernetesAdapter, admin_ap
 
 async def test_the_transport_counts_the_bytes_it_receives(adapter_config: dict[str, Any]) -> None:
     unwatched = KubernetesAdapter(adapter_config)  # no watches: only these calls receive bytes
-    api = await unwatched.session.transport()
+    api = await unwatched.session.connection.transport()
     before = api.bytes_received
     body = await api.get("/version")
     counted = api.bytes_received - before

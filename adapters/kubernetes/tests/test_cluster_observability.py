@@ -114,7 +114,7 @@ async def test_an_apply_then_observe_shows_the_calls_by_verb_and_status(
             assert cached["services"] >= 1
             loop = adapter.cache.loops["pods"]
             lists = loop.lists
-            adapter.session.force_relist()  # as after a gap in the pod watch
+            adapter.session.cache.force_relist()  # as after a gap in the pod watch
             with anyio.fail_after(10):
                 while loop.lists == lists:
                     await anyio.sleep(0.05)

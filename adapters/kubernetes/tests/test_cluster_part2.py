@@ -361,7 +361,7 @@ async def test_the_network_policy_canary_cannot_verify_a_cluster_without_network
         assert connected.levelname == "INFO"
         assert "trust_network_policy" in (refused.value.remedy or "")
         assert (await untrusting.capabilities()).private_network is False
-        api = await untrusting.session.transport()  # what the canary left behind
+        api = await untrusting.session.connection.transport()  # what the canary left behind
         left = await api.get(
             "/api/v1/namespaces", labelSelector="pando.dev/role=network-policy-canary"
         )

@@ -93,7 +93,7 @@ async def test_usage_reports_what_each_workload_uses_with_its_limits(
     assert (await adapter.capabilities()).reports_usage
     await adapter.apply(plan)
     try:
-        pods = {p.workload: p.name for p in await adapter.session.pods(ns)}
+        pods = {p.workload: p.name for p in await adapter.session.reads.pods(ns)}
         body = {
             "metadata": {
                 "annotations": {USAGE_CPU_ANNOTATION: "120m", USAGE_MEMORY_ANNOTATION: "200Mi"}

@@ -69,7 +69,7 @@ def _store(config: dict[str, Any]) -> Path:
 
 
 def _lists(adapter: KubernetesAdapter) -> dict[str, int]:
-    calls = adapter.session.calls_by_kind
+    calls = adapter.session.connection.calls_by_kind
     return {kind: calls.get(kind, 0) for kind in (*CACHED, "GET namespaces")}
 
 
@@ -129,7 +129,7 @@ async def test_a_warm_restart_lists_nothing_and_reports_what_changed_while_down(
 
 
 def _writes(adapter: KubernetesAdapter) -> int:
-    calls = adapter.session.calls_by_kind
+    calls = adapter.session.connection.calls_by_kind
     return sum(n for kind, n in calls.items() if kind.split()[0] in WRITE_VERBS)
 
 
@@ -214,7 +214,7 @@ async def test_an_expired_version_relists_and_says_missed(
         lists, _ = await _first_events(second, {(BundleEventKind.MISSED, None)})
         assert lists["GET pods"] >= 1
         assert second.health_details()["cache_start"] == "relisted"
-        assert set(second.session.start_report()["watches"].values()) == {"relisted"}
+        assert set(second.session.cache.start_report()["watches"].values()) == {"relisted"}
         assert (await second.observe(BundleRef(bundle_id))).all_running
         await second.destroy(BundleRef(bundle_id))
 
@@ -252,11 +252,11 @@ async def test_the_server_tells_its_newest_version_in_one_watch_call(
     try:
         namespace = await core_call(admin_api, "read_namespace", namespace_for(bundle_id))
         written = namespace.metadata.resource_version
-        before = dict(other.session.calls_by_kind)
+        before = dict(other.session.connection.calls_by_kind)
         newest = await ApiListWatch(
-            await other.session.transport(), "/api/v1/pods"
+            await other.session.connection.transport(), "/api/v1/pods"
         ).newest_version()
-        after = other.session.calls_by_kind
+        after = other.session.connection.calls_by_kind
         made = {k: n - before.get(k, 0) for k, n in after.items() if n != before.get(k, 0)}
         assert newest is not None, "the API server answers a streaming list"
         assert at_or_past(newest, written), (newest, written)
@@ -303,7 +303,7 @@ async def _until_the_cache_agrees(after: KubernetesAdapter, core: Any, ns: str) 
                 lambda: core.list_namespaced_pod(ns, label_selector=selector)
             )
             truth = _pod_keys(listed.items)
-            cached = {(p.name, p.uid, p.deleting) for p in await after.session.pods(ns)}
+            cached = {(p.name, p.uid, p.deleting) for p in await after.session.reads.pods(ns)}
             if cached == truth:
                 return
             now = anyio.current_time()

@@ -535,12 +535,12 @@ async def test_confirmation_without_a_new_proof_is_the_same_instant() -> None:
     informer.loops["pods"].alive_at = anyio.current_time()
     answers = set()
     for _ in range(50):
-        answers.add(informer.confirmed_at())
+        answers.add(informer.staleness.confirmed_at())
         await anyio.lowlevel.checkpoint()
     assert len(answers) == 1, "never earlier, never later, until the cache is proved again"
     await anyio.sleep(0.01)
     informer.loops["pods"].alive_at = anyio.current_time()  # proved again
-    assert informer.confirmed_at() > answers.pop()
+    assert informer.staleness.confirmed_at() > answers.pop()
 
 
 def test_a_connection_cut_while_a_body_is_read_is_a_coded_api_error() -> None:

@@ -168,11 +168,15 @@ def test_a_namespace_that_exposes_nothing_is_written_as_before() -> None:
 
 
 class _Session:
-    """What ``AppNamespaces.converge`` asks of a session, recorded (the namespace exists)."""
+    """What ``AppNamespaces.converge`` asks of a session, recorded (the namespace exists).
+
+    Its reads (``reads.namespace``) and its writes (``writer.apply``, ``writer.delete``).
+    """
 
     def __init__(self) -> None:
         self.facts: NamespaceFacts | None = None
         self.writes: list[str] = []
+        self.reads = self.writer = self
 
     async def namespace(self, ns: str) -> NamespaceFacts | None:
         return self.facts

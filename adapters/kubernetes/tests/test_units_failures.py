@@ -27,8 +27,9 @@ from pando_runtime_kubernetes.api._errors import ApiError
 from pando_runtime_kubernetes.cache._informer import Informer
 from pando_runtime_kubernetes.cache._projections import project_pod
 from pando_runtime_kubernetes.features._bundles import Bundles
-from pando_runtime_kubernetes.features._session import ClusterSession
 from pando_runtime_kubernetes.features._trial import Trials
+from pando_runtime_kubernetes.session._cluster_cache import ClusterCache
+from pando_runtime_kubernetes.session._session import ClusterSession
 
 from pando_runtime import AdapterFailed, AdapterUnavailable, RateLimited, TrialRequest
 
@@ -94,13 +95,19 @@ async def test_a_superseded_pod_that_cannot_be_deleted_is_logged_when_given_up(
         tries.append(name)
         raise AdapterFailed(f"cannot delete pods/{name}: {SERVER_TEXT}", details={"status": 500})
 
-    stub = SimpleNamespace(_session=SimpleNamespace(delete=delete, log_name="c1", cache=None))
+    cache = SimpleNamespace(informer=None)
+    session = SimpleNamespace(
+        writer=SimpleNamespace(delete=delete),
+        connection=SimpleNamespace(log_name="c1"),
+        cache=cache,
+    )
+    stub = SimpleNamespace(_session=session)
     collect: Callable[[tuple[str, str]], Awaitable[None]] = functools.partial(
         Bundles.collect_superseded,
         stub,  # type: ignore[arg-type]
     )
     informer = Informer(None, sources={"pods": QuietSource()}, kinds=("pods",), collect=collect)
-    stub._session.cache = informer
+    cache.informer = informer
     async with informer.running():
         with anyio.fail_after(5):
             await informer.loops["pods"].synced.wait()
@@ -109,7 +116,7 @@ async def test_a_superseded_pod_that_cannot_be_deleted_is_logged_when_given_up(
         with anyio.move_on_after(6):
             while not _records(caplog, logging.WARNING, "web-old"):  # noqa: ASYNC110 - a log
                 await anyio.sleep(0.05)
-    assert len(tries) > informer.queue.max_retries, "retried, then given up"
+    assert len(tries) > informer.collector.queue.max_retries, "retried, then given up"
     warnings = _records(caplog, logging.WARNING, "web-old")
     assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
     record = warnings[0]
@@ -143,10 +150,10 @@ async def test_a_failing_probe_says_why_once_then_when_it_answers_again(
         with anyio.fail_after(5):
             while probes < 10:  # noqa: ASYNC110 - no event says so
                 await anyio.sleep(0.02)
-        assert not informer.reachable
+        assert not informer.liveness.reachable
         failing = False
         with anyio.fail_after(5):
-            while not informer.reachable:  # noqa: ASYNC110 - no event says so
+            while not informer.liveness.reachable:  # noqa: ASYNC110 - no event says so
                 await anyio.sleep(0.02)
     warnings = [
         r for r in caplog.records if r.levelno == logging.WARNING and "probe" in r.getMessage()
@@ -178,18 +185,19 @@ async def test_any_answer_after_a_failed_probe_shows_the_api_server_reachable() 
     async with informer.running():
         with anyio.fail_after(5):
             await informer.loops["pods"].synced.wait()
-            while informer.reachable or informer.unconfirmed_for() <= informer.max_staleness:  # noqa: ASYNC110
+            staleness, liveness = informer.staleness, informer.liveness
+            while liveness.reachable or staleness.unconfirmed_for() <= staleness.max_staleness:  # noqa: ASYNC110
                 await anyio.sleep(0.02)
-        refused = informer.stale_error()
+        refused = informer.staleness.stale_error()
         assert refused is not None
         assert "does not answer" in refused.message
         answered += 1  # a write the server answered (any status: it is there)
-        assert informer.reachable
-        assert informer.stale_error() is None, "read the API directly instead"
+        assert informer.liveness.reachable
+        assert informer.staleness.stale_error() is None, "read the API directly instead"
         with anyio.fail_after(5):  # the next failed probe counts from its own moment
-            while informer.reachable:  # noqa: ASYNC110 - no event says so
+            while informer.liveness.reachable:  # noqa: ASYNC110 - no event says so
                 await anyio.sleep(0.02)
-        assert informer.stale_error() is not None
+        assert informer.staleness.stale_error() is not None
 
 
 async def test_a_probe_failing_for_another_reason_than_no_answer_is_not_swallowed() -> None:
@@ -207,7 +215,7 @@ async def test_a_probe_failing_for_another_reason_than_no_answer_is_not_swallowe
     except* TypeError as group:
         raised += group.exceptions
     assert raised, "a bug is not taken for an API server that does not answer"
-    assert informer.reachable
+    assert informer.liveness.reachable
 
 
 # -- 3. the trial's log ----------------------------------------------------------------------
@@ -223,10 +231,10 @@ async def test_a_trial_log_that_cannot_be_read_is_an_error_not_an_empty_log() ->
 
     async def read_log(ns: str, pod: str, container: str, limit: int) -> bytes:
         error = ApiError(500, "Internal Server Error", {"message": SERVER_TEXT})
-        raise session.unavailable(error, f"read the log of {pod}")  # as the session does
+        raise session.errors.unavailable(error, f"read the log of {pod}")  # as the session does
 
-    session.get = get  # type: ignore[method-assign]
-    session.read_log = read_log  # type: ignore[method-assign]
+    session.api.get = get  # type: ignore[method-assign]
+    session.streams.read_log = read_log  # type: ignore[method-assign]
     trials = Trials(session, KubernetesConfig(), network=None)  # type: ignore[arg-type]
     request = TrialRequest(trial_id="t1", image="busybox", timeout_seconds=1)
     with pytest.raises(AdapterUnavailable) as caught:
@@ -239,26 +247,37 @@ async def test_a_trial_log_that_cannot_be_read_is_an_error_not_an_empty_log() ->
 # -- 4. an adapter whose start fails ---------------------------------------------------------
 
 
-class _ScriptedSession(ClusterSession):
-    """A session whose watches run on quiet sources and whose reads do what the test says."""
+class _QuietCache(ClusterCache):
+    """A cache whose watches run on quiet sources (the pods only)."""
 
-    def __init__(self, read: Callable[[], Awaitable[dict[str, Any]]]) -> None:
-        super().__init__(KubernetesConfig())
-        self._read = read
+    def __init__(self, session: ClusterSession) -> None:
+        super().__init__(session.config, session.connection, session.api, session.errors)
         self.started: Informer | None = None
-
-    async def transport(self) -> Any:
-        return SimpleNamespace(cluster=None)
 
     async def _start(self, api: Any, stack: AsyncExitStack, collect: Any) -> None:
         informer = Informer(None, sources={"pods": QuietSource()}, kinds=("pods",))
         await stack.enter_async_context(informer.running())
         self._stack, self._informer, self.started = stack, informer, informer
 
-    async def get(self, path: str, what: str, **query: Any) -> dict[str, Any]:
+
+class _ScriptedSession(ClusterSession):
+    """A session whose watches run on quiet sources and whose reads do what the test says."""
+
+    def __init__(self, read: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        super().__init__(KubernetesConfig())
+        self._read = read
+        self.connection.transport = self._transport  # type: ignore[method-assign]
+        self.api.get = self._get  # type: ignore[method-assign]
+        self.api.status_of = self._status_of  # type: ignore[method-assign]
+        self.cache = self.quiet = _QuietCache(self)
+
+    async def _transport(self) -> Any:
+        return SimpleNamespace(cluster=None)
+
+    async def _get(self, path: str, what: str, **query: Any) -> dict[str, Any]:
         return await self._read()
 
-    async def status_of(self, path: str) -> int:  # the start's probe of the metrics API
+    async def _status_of(self, path: str) -> int:  # the start's probe of the metrics API
         await self._read()
         return 200
 
@@ -271,9 +290,9 @@ async def test_the_watches_stop_when_the_start_fails_after_them() -> None:
     adapter = KubernetesAdapter(KubernetesConfig(), session=session)
     with pytest.raises(RateLimited):
         await adapter.__aenter__()
-    assert session.started is not None, "the watches were started"
-    assert not session.started.active, "and stopped before the error left"
-    assert session.cache is None
+    assert session.quiet.started is not None, "the watches were started"
+    assert not session.quiet.started.active, "and stopped before the error left"
+    assert session.cache.informer is None
 
 
 async def test_the_watches_stop_when_the_start_is_cancelled() -> None:
@@ -286,9 +305,9 @@ async def test_the_watches_stop_when_the_start_is_cancelled() -> None:
     with anyio.move_on_after(0.3) as scope:
         await adapter.__aenter__()
     assert scope.cancelled_caught
-    assert session.started is not None, "the watches were started"
-    assert not session.started.active, "and stopped before the cancellation left"
-    assert session.cache is None
+    assert session.quiet.started is not None, "the watches were started"
+    assert not session.quiet.started.active, "and stopped before the cancellation left"
+    assert session.cache.informer is None
 
 
 # -- 5. kubeconfig files the adapters cannot use ---------------------------------------------
@@ -338,7 +357,7 @@ async def test_a_kubeconfig_path_list_merges_as_kubeconfig_does(tmp_path: Path) 
     assert list(adapter.members) == ["east", "west"], "both files, the first's current first"
     assert adapter.default_cluster == "east"
     single = KubernetesAdapter({"kubeconfig": listed, "context": "west"})
-    transport = await single.session.transport()
+    transport = await single.session.connection.transport()
     assert transport.cluster == "west"
     assert transport.configuration.host == "https://127.0.0.1:9", "west as the second file has it"
     await single.aclose()
@@ -350,6 +369,6 @@ async def test_the_single_cluster_adapter_names_a_kubeconfig_that_does_not_exist
     missing = tmp_path / "nowhere.yaml"
     adapter = KubernetesAdapter({"kubeconfig": str(missing)})
     with pytest.raises(AdapterUnavailable) as caught:
-        await adapter.session.transport()
+        await adapter.session.connection.transport()
     assert f"{missing}: file does not exist" in caught.value.message
     assert caught.value.details["problems"] == [f"{missing}: file does not exist"]

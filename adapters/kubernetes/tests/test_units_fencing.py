@@ -10,7 +10,9 @@ import pytest
 from pando_runtime_kubernetes._info import KubernetesConfig
 from pando_runtime_kubernetes._names import ANN_FENCE, ANN_WRITTEN_UNDER
 from pando_runtime_kubernetes.api._errors import ApiError
-from pando_runtime_kubernetes.features._fence_token import (
+from pando_runtime_kubernetes.features._fencing import FENCE_MANAGER, Fences
+from pando_runtime_kubernetes.session._errors import WriteConflict
+from pando_runtime_kubernetes.session._fence_token import (
     FenceToken,
     creation_stamp,
     next_stamp,
@@ -19,9 +21,7 @@ from pando_runtime_kubernetes.features._fence_token import (
     with_token,
     writing_under,
 )
-from pando_runtime_kubernetes.features._fencing import FENCE_MANAGER, Fences
-from pando_runtime_kubernetes.features._session import ClusterSession
-from pando_runtime_kubernetes.features._session_errors import WriteConflict
+from pando_runtime_kubernetes.session._session import ClusterSession
 
 from pando_runtime import AdapterUnavailable, NotOwner
 from pando_runtime.plugin import MembershipSlot
@@ -138,7 +138,7 @@ async def test_a_refused_write_is_not_owner_at_once_never_retried_as_a_403() -> 
     refused = ApiError(403, "Forbidden", {"message": REFUSAL})
     session, transport = _session([refused, {"kind": "Secret"}])
     with pytest.raises(NotOwner) as caught:
-        await session.apply(_secret("pando-app"))
+        await session.writer.apply(_secret("pando-app"))
     assert caught.value.details["owner"] == "replica-b"
     assert len(transport.calls) == 1, "an RBAC-propagation 403 is retried; a refusal is not"
 
@@ -221,7 +221,7 @@ async def test_a_members_namespace_delete_is_made_on_its_stamped_version() -> No
         ]
     )
     with writing_under(FenceToken("pando-app", "4/a")), pytest.raises(NotOwner) as caught:
-        await session.delete(None, "namespaces", "pando-app")
+        await session.writer.delete(None, "namespaces", "pando-app")
     assert caught.value.details["owner"] == "b"
     method, _, body, _ = transport.calls[1]
     assert method == "DELETE"
@@ -231,5 +231,5 @@ async def test_a_members_namespace_delete_is_made_on_its_stamped_version() -> No
 async def test_a_members_namespace_delete_under_another_stamp_is_not_sent() -> None:
     session, transport = _session([_namespace("10", "5/b")])
     with writing_under(FenceToken("pando-app", "4/a")), pytest.raises(NotOwner):
-        await session.delete(None, "namespaces", "pando-app")
+        await session.writer.delete(None, "namespaces", "pando-app")
     assert [c[0] for c in transport.calls] == ["GET"]

@@ -11,8 +11,8 @@ from pathlib import Path
 import yaml
 from pando_runtime_kubernetes._info import KubernetesConfig
 from pando_runtime_kubernetes.api._errors import ApiError
-from pando_runtime_kubernetes.features._refusals import SHIPPED_ROLES, explain
-from pando_runtime_kubernetes.features._session_errors import ClusterErrors, named_namespaces
+from pando_runtime_kubernetes.session._errors import ClusterErrors, named_namespaces
+from pando_runtime_kubernetes.session._refusals import SHIPPED_ROLES, explain
 
 from pando_runtime import AdapterFailed, AdapterUnavailable
 

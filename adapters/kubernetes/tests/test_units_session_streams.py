@@ -18,8 +18,8 @@ from kubernetes.client import Configuration
 from pando_runtime_kubernetes import KubeTransport
 from pando_runtime_kubernetes._info import KubernetesConfig
 from pando_runtime_kubernetes.api._errors import ApiError
-from pando_runtime_kubernetes.features._session_errors import ClusterErrors
-from pando_runtime_kubernetes.features._session_streams import SessionStreams
+from pando_runtime_kubernetes.session._errors import ClusterErrors
+from pando_runtime_kubernetes.session._streams import SessionStreams
 
 from pando_runtime import AdapterUnavailable, NotFound
 

@@ -15,6 +15,7 @@ from pando_runtime_kubernetes.api._errors import ApiError
 from pando_runtime_kubernetes.cache._informer import Informer
 from pando_runtime_kubernetes.cache._list_watch import ApiListWatch, SharedAnswer
 from pando_runtime_kubernetes.cache._projections import project_namespace, project_pod
+from pando_runtime_kubernetes.cache._resume import resume, snapshot
 from pando_runtime_kubernetes.cache._warm import SCHEMA, DiskCache, WarmCache
 from pando_runtime_kubernetes.cache._watch import WatchLoop, at_or_past
 from pando_runtime_kubernetes.cache._write_through import remember
@@ -241,7 +242,7 @@ async def test_a_second_process_on_the_same_file_is_refused(tmp_path: Path) -> N
 
 async def test_a_resumed_loop_watches_from_its_version_and_syncs_on_the_bookmark() -> None:
     informer = _filled()
-    state = informer.state()
+    state = snapshot(informer)
     source = ScriptedSource(
         [
             [
@@ -251,7 +252,7 @@ async def test_a_resumed_loop_watches_from_its_version_and_syncs_on_the_bookmark
         ]
     )
     resumed = _informer({"pods": source})
-    resumed.resume(state)
+    resume(resumed, state)
     loop = resumed.loops["pods"]
     async with resumed.running():
         assert not resumed.synced
@@ -267,10 +268,10 @@ async def test_a_resumed_loop_watches_from_its_version_and_syncs_on_the_bookmark
 
 
 async def test_an_expired_version_relists_and_says_missed() -> None:
-    state = _filled().state()
+    state = snapshot(_filled())
     source = ScriptedSource([[{"type": "ERROR", "object": {"code": 410, "message": "too old"}}]])
     resumed = _informer({"pods": source})
-    resumed.resume(state)
+    resume(resumed, state)
     async with resumed.running():
         with anyio.fail_after(5):
             await resumed.loops["pods"].synced.wait()
@@ -281,12 +282,12 @@ async def test_an_expired_version_relists_and_says_missed() -> None:
 
 
 async def test_a_resumed_loop_at_the_newest_version_syncs_on_a_watch_with_nothing_sent() -> None:
-    state = _filled().state()
+    state = snapshot(_filled())
     modified = _pod("app-a", "web-1", running=False, version=50)
     # Events but no bookmark prove nothing: opened again; then a watch with nothing to send.
     source = ScriptedSource([[{"type": "MODIFIED", "object": modified}], []], ends=True)
     resumed = _informer({"pods": source})
-    resumed.resume(state)
+    resume(resumed, state)
     async with resumed.running():
         with anyio.fail_after(5):
             await resumed.loops["pods"].synced.wait()
@@ -304,7 +305,7 @@ def _busy(count: int) -> list[list[dict[str, Any]]]:
 
 
 async def test_on_a_busy_cluster_a_resumed_loop_syncs_on_an_event_past_the_newest_version() -> None:
-    state = _filled().state()
+    state = snapshot(_filled())
     asked: list[str] = []
 
     async def newest() -> str | None:
@@ -313,7 +314,7 @@ async def test_on_a_busy_cluster_a_resumed_loop_syncs_on_an_event_past_the_newes
 
     source = ScriptedSource(_busy(10), ends=True)
     resumed = Informer(None, sources={"pods": source}, kinds=("pods",), newest_version=newest)
-    resumed.resume(state)
+    resume(resumed, state)
     async with resumed.running():
         with anyio.fail_after(5):
             await resumed.loops["pods"].synced.wait()
@@ -327,14 +328,14 @@ async def test_on_a_busy_cluster_a_resumed_loop_syncs_on_an_event_past_the_newes
 
 async def test_without_the_newest_version_a_busy_cluster_never_proves_a_catch_up() -> None:
     """What the newest version is for: each watch sends something, so none comes back empty."""
-    state = _filled().state()
+    state = snapshot(_filled())
 
     async def unknown() -> str | None:
         return None
 
     source = ScriptedSource(_busy(20), ends=True)
     resumed = Informer(None, sources={"pods": source}, kinds=("pods",), newest_version=unknown)
-    resumed.resume(state)
+    resume(resumed, state)
     async with resumed.running():
         with anyio.move_on_after(3):
             while source.scripts:  # noqa: ASYNC110 - polls a plain list
@@ -345,12 +346,12 @@ async def test_without_the_newest_version_a_busy_cluster_never_proves_a_catch_up
 
 
 async def test_a_side_watch_that_comes_back_empty_proves_a_replay_complete() -> None:
-    state = _filled().state()
+    state = snapshot(_filled())
     # The replaying watch stays open; the side watch after it ends with nothing to send.
     replay = [{"type": "MODIFIED", "object": _pod("app-a", "web-1", version=50)}]
     source = ScriptedSource([replay], quiet_ends=True)
     resumed = _informer({"pods": source})
-    resumed.resume(state)
+    resume(resumed, state)
     async with resumed.running():
         with anyio.fail_after(1.5):  # the replaying watch itself never ends
             await resumed.loops["pods"].synced.wait()
@@ -436,7 +437,7 @@ async def test_the_store_keeps_each_watchs_last_confirmation(tmp_path: Path) -> 
     disk.close()
     state = _reloaded(tmp_path)
     assert state is not None
-    assert state.confirmed == informer.confirmations()
+    assert state.confirmed == informer.staleness.confirmations()
     assert set(state.confirmed) == {"pods", "namespaces"}
     # A store written before confirmations were saved has none: reads then wait.
     db = sqlite3.connect(disk.path)
@@ -450,38 +451,40 @@ async def test_the_store_keeps_each_watchs_last_confirmation(tmp_path: Path) -> 
 
 async def test_a_resumed_cache_serves_its_saved_state_honestly_until_it_catches_up() -> None:
     saved = _filled()
-    state = saved.state()
+    state = snapshot(saved)
     down = timedelta(seconds=4)
     state.confirmed = {"pods": datetime.now(UTC) - down}
     source = GatedSource([[_bookmark("60")]])
     resumed = _informer({"pods": source})
-    resumed.max_staleness = 30.0
-    resumed.resume(state)
+    resumed.staleness.max_staleness = 30.0
+    resume(resumed, state)
     async with resumed.running():
         await anyio.sleep(0.05)  # the catch-up watch is open: it proves nothing yet
         assert not resumed.synced
-        assert resumed.serves_saved
-        assert resumed.confirmed_at() == state.confirmed["pods"]  # the saved time, not now
-        assert resumed.unconfirmed_for() >= down.total_seconds()
+        assert resumed.staleness.serves_saved
+        assert (
+            resumed.staleness.confirmed_at() == state.confirmed["pods"]
+        )  # the saved time, not now
+        assert resumed.staleness.unconfirmed_for() >= down.total_seconds()
         source.gate.set()
         with anyio.fail_after(5):
             await resumed.loops["pods"].synced.wait()
         assert resumed.synced
-        assert not resumed.serves_saved
-        assert resumed.confirmed_at() > state.confirmed["pods"] + down / 2
+        assert not resumed.staleness.serves_saved
+        assert resumed.staleness.confirmed_at() > state.confirmed["pods"] + down / 2
 
 
 async def test_a_saved_state_past_the_bound_or_of_unknown_age_is_not_served() -> None:
-    state = _filled().state()
+    state = snapshot(_filled())
     old = {"pods": datetime.now(UTC) - timedelta(seconds=60)}
     for confirmed in (old, {}):
         state.confirmed = confirmed
         resumed = _informer({"pods": GatedSource([])})
-        resumed.max_staleness = 30.0
-        resumed.resume(state)
+        resumed.staleness.max_staleness = 30.0
+        resume(resumed, state)
         async with resumed.running():
             await anyio.sleep(0.05)
-            assert not resumed.serves_saved
+            assert not resumed.staleness.serves_saved
             assert not resumed.synced
 
 
@@ -498,18 +501,20 @@ async def test_confirm_proves_a_quiet_cache_with_one_probe_shared_by_its_callers
             await informer.loops["pods"].synced.wait()
         await anyio.sleep(0.05)
         wanted = anyio.current_time()
-        assert informer.confirmed_at() < informer.utc(wanted)  # quiet since the list
+        assert informer.staleness.confirmed_at() < informer.clock.utc(
+            wanted
+        )  # quiet since the list
         answers: list[bool] = []
 
         async def ask() -> None:
-            answers.append(await informer.confirm(wanted, timeout=5))
+            answers.append(await informer.staleness.confirm(wanted, timeout=5))
 
         async with anyio.create_task_group() as group:
             for _ in range(5):
                 group.start_soon(ask)
         assert answers == [True] * 5
         assert len(probes) == 1
-        assert informer.confirmed_at() >= informer.utc(wanted)
+        assert informer.staleness.confirmed_at() >= informer.clock.utc(wanted)
 
 
 async def test_confirm_gives_up_when_the_api_server_does_not_answer() -> None:
@@ -521,8 +526,8 @@ async def test_confirm_gives_up_when_the_api_server_does_not_answer() -> None:
         with anyio.fail_after(5):
             await informer.loops["pods"].synced.wait()
         await anyio.sleep(0.05)
-        assert not await informer.confirm(anyio.current_time(), timeout=0.5)
-        assert not informer.reachable
+        assert not await informer.staleness.confirm(anyio.current_time(), timeout=0.5)
+        assert not informer.liveness.reachable
 
 
 class _NoStreamingLists:

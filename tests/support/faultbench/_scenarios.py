@@ -132,7 +132,7 @@ async def _finish(
         bench.audit, expected, _prefix(plans)
     )
     result.extra["disagreements"] = await _agreement(bench, adapter, plans)
-    result.retries += adapter.session.api_retries
+    result.retries += adapter.session.connection.api_retries
     for bundle_id in plans:
         await adapter.destroy(BundleRef(bundle_id))
 
@@ -266,7 +266,9 @@ async def watch_resets(
                 result.lost += sum(not log.heard(i, began) for i in ids)
             group.cancel_scope.cancel()
         result.extra["covered"] = len(log.covered)
-        result.extra["pod watches opened"] = adapter.session.calls_by_kind.get("STREAM pods", 0)
+        result.extra["pod watches opened"] = adapter.session.connection.calls_by_kind.get(
+            "STREAM pods", 0
+        )
         result.extra["silent ends"] = log.silent_ends
         await _finish(bench, adapter, plans, result)
     return result
@@ -303,7 +305,7 @@ async def latency_and_hang(
     durations: list[float] = []
     stuck = 0
     async with KubernetesAdapter(settings) as adapter:
-        transport = await adapter.session.transport()
+        transport = await adapter.session.connection.transport()
         bundle_id = bench.new_id(bench.run_prefix("slow"))
         plans = {bundle_id: app_plan(bundle_id, 0)}
         with toxiproxy.toxic(proxy, "latency", latency=latency_ms):
@@ -316,7 +318,7 @@ async def latency_and_hang(
                 durations.append(time.monotonic() - began)
                 # A host that gives up first: the call is cancelled while its thread waits.
                 with anyio.move_on_after(0.5):
-                    await adapter.session.get("/api/v1/namespaces", "list namespaces")
+                    await adapter.session.api.get("/api/v1/namespaces", "list namespaces")
                 hung_until = time.monotonic() + read_timeout + settings["connect_timeout"] + 2
                 while transport.in_flight and time.monotonic() < hung_until:  # noqa: ASYNC110
                     await anyio.sleep(0.1)
@@ -430,7 +432,7 @@ async def throttled(
         settings = bench.settings(rate_limit_wait=rate_limit_wait, api_qps=1000, api_burst=1000)
         before = await anyio.to_thread.run_sync(flow_counts, bench)
         async with KubernetesAdapter(settings) as adapter:
-            transport = await adapter.session.transport()
+            transport = await adapter.session.connection.transport()
             run = bench.run_prefix("busy")
             ids = [bench.new_id(run) for _ in range(apps)]
             plans = {i: app_plan(i, 0) for i in ids}

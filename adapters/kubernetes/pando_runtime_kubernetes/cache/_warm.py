@@ -43,6 +43,7 @@ from .._info import adapter_version
 from .._log import logger
 from ._informer import Informer
 from ._projections import ClaimFacts, GatewayFacts, NamespaceFacts, PodFacts, _shared
+from ._resume import resume
 from ._stores import CacheState
 
 __all__ = ["SCHEMA", "DiskCache", "Identity", "WarmCache", "adapter_version", "open_warm"]
@@ -366,7 +367,7 @@ class WarmCache:
         versions = {loop.name: loop.resource_version for loop in loops}
         if not all(versions.values()):
             return None
-        confirmed = self.informer.confirmations()
+        confirmed = self.informer.staleness.confirmations()
         if (
             not (self._dirty or self._everything)
             and versions == self._versions
@@ -447,5 +448,5 @@ async def open_warm(
     identity = {"schema": SCHEMA, "adapter": adapter_version(), "cluster_uid": await cluster_uid()}
     state = await anyio.to_thread.run_sync(lambda: disk.load(identity))
     if state is not None and set(state.versions) >= set(informer.loops):
-        informer.resume(state)
+        resume(informer, state)
     await stack.enter_async_context(WarmCache(disk, informer).running())

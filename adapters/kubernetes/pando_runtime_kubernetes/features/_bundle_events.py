@@ -13,7 +13,7 @@ from typing import Any
 
 from pando_runtime import BundleEvent, BundleEventKind
 
-from ._session import ClusterSession
+from ..session._session import ClusterSession
 
 __all__ = ["BundleEvents"]
 
@@ -27,7 +27,7 @@ class BundleEvents:
     @contextlib.asynccontextmanager
     async def watch(self) -> AsyncIterator[Any]:
         """Bundle events from the pod watch: ``WATCHING`` first, ``MISSED`` after a relist."""
-        async with self._session.pod_watch() as informer:
+        async with self._session.cache.pod_watch() as informer:
             watching = BundleEvent(kind=BundleEventKind.WATCHING, at=datetime.now(UTC))
             # After a warm start: what changed while the adapter was down, as events.
             replay = informer.pods.take_replay()

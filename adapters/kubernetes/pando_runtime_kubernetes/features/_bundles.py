@@ -46,10 +46,11 @@ from ..manifests import _namespace_objects as ns_objects
 from ..manifests import _workload_objects as workload_objects
 from ..manifests._gateway import GATEWAY
 from ..manifests._network import AppNetwork
+from ..session._session import ClusterSession
+from ..session._writes import counting_writes
 from ._gateways import EgressGateways
 from ._namespaces import AppNamespaces
 from ._pod_names import create_pod
-from ._session import ClusterSession
 from ._volumes import Volumes, volume_handle
 
 __all__ = ["Bundles", "observed_workload"]
@@ -124,16 +125,18 @@ class Bundles:
         """
         ns = namespace_for(ref.bundle_id)
         session = self._session
-        if not_before is None or session.saved_confirms(not_before):
-            with session.answering_from_saved():
-                return await self._answer(ref, ns, await session.synced())
-        return await self._answer(ref, ns, await session.confirmed(not_before))
+        if not_before is None or session.cache.saved_confirms(not_before):
+            with session.cache.answering_from_saved():
+                return await self._answer(ref, ns, await session.cache.synced())
+        return await self._answer(ref, ns, await session.cache.confirmed(not_before))
 
     async def _answer(self, ref: BundleRef, ns: str, informer: Informer | None) -> ObservedBundle:
         if informer is None:
             read_at = datetime.now(UTC)  # read from the API: confirmed as it is read
             return attrs.evolve(await self._observe(ref, ns), confirmed_at=read_at)
-        confirmed_at = informer.confirmed_at()  # before the reads: never later than the truth
+        confirmed_at = (
+            informer.staleness.confirmed_at()
+        )  # before the reads: never later than the truth
         kept = informer.observed.get(ns)
         if kept is None or kept.bundle_id != ref.bundle_id:
             since = informer.observed.changes
@@ -144,7 +147,7 @@ class Bundles:
 
     async def _observe(self, ref: BundleRef, ns: str) -> ObservedBundle:
         session = self._session
-        facts = await session.namespace(ns)
+        facts = await session.reads.namespace(ns)
         if facts is None or facts.terminating or facts.bundle_id != ref.bundle_id:
             return ObservedBundle(bundle_id=ref.bundle_id, exists=False)
         volumes = tuple(
@@ -153,11 +156,11 @@ class Bundles:
                 present=not c.deleting,
                 handle=volume_handle(ns, c.volume_id, ref.bundle_id),
             )
-            for c in sorted(await session.claims(ns), key=lambda c: c.volume_id)
+            for c in sorted(await session.reads.claims(ns), key=lambda c: c.volume_id)
         )
         if facts.volumes_only:
             return ObservedBundle(bundle_id=ref.bundle_id, exists=False, volumes=volumes)
-        pods = await session.pods(ns)
+        pods = await session.reads.pods(ns)
         workloads = tuple(
             observed_workload(name, pod) for name, pod in bundle_workloads(facts, pods)
         )
@@ -178,7 +181,7 @@ class Bundles:
         """
         ns = namespace_for(plan.bundle_id)
         async with self._session.lock(ns):
-            with self._session.counting_writes() as writes:
+            with counting_writes() as writes:
                 created = await self._apply_locked(ns, plan)
         _LOG.log(
             logging.INFO if writes[0] else logging.DEBUG,
@@ -191,7 +194,11 @@ class Bundles:
         return BundleHandle(bundle_id=plan.bundle_id, handle=ns, details={"namespace": ns})
 
     def _extra(self, bundle_id: str, ns: str) -> dict[str, Any]:
-        return {"cluster": self._session.log_name, "bundle_id": bundle_id, "namespace": ns}
+        return {
+            "cluster": self._session.connection.log_name,
+            "bundle_id": bundle_id,
+            "namespace": ns,
+        }
 
     async def _apply_locked(self, ns: str, plan: BundlePlan) -> int:
         """Converge; returns how many pods were created."""
@@ -212,8 +219,8 @@ class Bundles:
         auths = [w.pull_auth for w in plan.workloads if w.pull_auth is not None]
         if auths:
             # A credential may expire: rewritten on every apply (the one write of a re-apply).
-            await session.apply(ns_objects.pull_secret(ns, plan.bundle_id, auths))
-        pods = await session.pods(ns)
+            await session.writer.apply(ns_objects.pull_secret(ns, plan.bundle_id, auths))
+        pods = await session.reads.pods(ns)
         services = await self._workload_services(ns)
         await self._remove_dropped(ns, plan, pods, services)
         proxy = self._network.proxy_env(ns, plan.network.egress, [w.name for w in plan.workloads])
@@ -233,14 +240,14 @@ class Bundles:
 
     async def _workload_services(self, ns: str) -> set[str]:
         """Names of the workloads' Services (the gateway's is not one)."""
-        return await self._session.services(ns) - {GATEWAY}
+        return await self._session.reads.services(ns) - {GATEWAY}
 
     async def _delete_workload_objects(self, ns: str, names: set[str]) -> None:
         """A workload's Service, environment Secret and files ConfigMap."""
         for name in sorted(names):
-            await self._session.delete(ns, "services", name)
-            await self._session.delete(ns, "secrets", env_secret_name(name))
-            await self._session.delete(ns, "configmaps", configmap_name(name))
+            await self._session.writer.delete(ns, "services", name)
+            await self._session.writer.delete(ns, "secrets", env_secret_name(name))
+            await self._session.writer.delete(ns, "configmaps", configmap_name(name))
 
     async def _remove_dropped(
         self, ns: str, plan: BundlePlan, pods: list[PodFacts], services: set[str]
@@ -249,7 +256,7 @@ class Bundles:
         dropped = {p.workload for p in pods} - planned
         for pod in pods:
             if pod.workload in dropped and not pod.deleting:
-                await self._session.delete(ns, "pods", pod.name)
+                await self._session.writer.delete(ns, "pods", pod.name)
         await self._delete_workload_objects(ns, dropped | (services - planned))
 
     async def _converge_workload(
@@ -272,7 +279,7 @@ class Bundles:
         mine = [p for p in pods if p.workload == w.name]
         latest = newest(mine)
         if w.ports and w.name not in services:
-            await session.apply(workload_objects.service(ns, plan.bundle_id, w))
+            await session.writer.apply(workload_objects.service(ns, plan.bundle_id, w))
         if latest is not None and latest.live and latest.digest == digest:
             if latest.unschedulable:
                 raise CapacityExceeded(
@@ -281,16 +288,16 @@ class Bundles:
             for pod in mine:
                 # Another live instance (another writer's, an older version's): one stays.
                 if pod is not latest and pod.live:
-                    await session.delete(ns, "pods", pod.name)
+                    await session.writer.delete(ns, "pods", pod.name)
             return None
         await self._wait_dependencies(ns, plan, w)
-        await session.apply(workload_objects.env_secret(ns, plan.bundle_id, w))
+        await session.writer.apply(workload_objects.env_secret(ns, plan.bundle_id, w))
         if w.files:
-            await session.apply(workload_objects.files_configmap(ns, plan.bundle_id, w))
+            await session.writer.apply(workload_objects.files_configmap(ns, plan.bundle_id, w))
         for pod in mine:
             # The latest ended pod stays until its replacement runs: its log stays readable.
             if not pod.deleting and (pod.live or pod is not latest):
-                await session.delete(ns, "pods", pod.name)
+                await session.writer.delete(ns, "pods", pod.name)
         return await self._create_pod(
             ns, plan, w, digest, latest.uid if latest else None, proxy=proxy
         )
@@ -345,7 +352,7 @@ class Bundles:
                     return None
             return True
 
-        await self._session.wait_for(ns, ready, self._config.dependency_wait)
+        await self._session.reads.wait_for(ns, ready, self._config.dependency_wait)
 
     async def _wait_scheduled(self, ns: str, names: list[str]) -> None:
         """Wait until the new pods are placed; an unschedulable one is ``CapacityExceeded``."""
@@ -365,7 +372,7 @@ class Bundles:
                     pending = True
             return None if pending else True
 
-        await self._session.wait_for(ns, placed, self._config.schedule_wait)
+        await self._session.reads.wait_for(ns, placed, self._config.schedule_wait)
 
     async def collect_superseded(self, key: tuple[str, str]) -> None:
         """Delete ended pods of a workload once a newer instance runs (from the work queue).
@@ -373,7 +380,7 @@ class Bundles:
         A live twin of the newest (same plan digest: two writers raced) goes too.
         """
         ns, workload = key
-        informer = self._session.cache
+        informer = self._session.cache.informer
         if informer is None:
             return
         mine = [p for p in informer.pods.pods(ns) if p.workload == workload]
@@ -385,7 +392,7 @@ class Bundles:
                 continue
             if pod.ended or pod.digest == latest.digest:
                 try:
-                    await self._session.delete(ns, "pods", pod.name)
+                    await self._session.writer.delete(ns, "pods", pod.name)
                 except PandoRuntimeError as error:
                     # The work queue retries, then logs its give-up naming the pod.
                     error.details.setdefault("namespace", ns)
@@ -396,7 +403,11 @@ class Bundles:
                     pod.name,
                     workload,
                     latest.name,
-                    extra={"cluster": self._session.log_name, "namespace": ns, "pod": pod.name},
+                    extra={
+                        "cluster": self._session.connection.log_name,
+                        "namespace": ns,
+                        "pod": pod.name,
+                    },
                 )
 
     # -- stop, destroy --------------------------------------------------------------------
@@ -409,9 +420,9 @@ class Bundles:
         ns = namespace_for(ref.bundle_id)
         async with self._session.lock(ns):
             stopped = 0
-            for pod in await self._session.pods(ns):
+            for pod in await self._session.reads.pods(ns):
                 if pod.live:
-                    await self._session.delete(ns, "pods", pod.name)
+                    await self._session.writer.delete(ns, "pods", pod.name)
                     stopped += 1
             await self._gateways.stop(ns)
         _LOG.info(
@@ -431,7 +442,7 @@ class Bundles:
         session = self._session
         ns = namespace_for(ref.bundle_id)
         async with session.lock(ns):
-            facts = await session.namespace(ns)
+            facts = await session.reads.namespace(ns)
             if facts is None or facts.terminating:
                 return
             if facts.bundle_id != ref.bundle_id:
@@ -439,7 +450,7 @@ class Bundles:
                     f"namespace {ns} does not belong to {ref.bundle_id!r}",
                     details={"namespace": ns},
                 )
-            claims = [c for c in await session.claims(ns) if not c.deleting]
+            claims = [c for c in await session.reads.claims(ns) if not c.deleting]
             extra = {**self._extra(ref.bundle_id, ns), "volumes": len(claims)}
             if options.keep_volumes and claims:
                 if not facts.volumes_only:
@@ -465,13 +476,13 @@ class Bundles:
     async def _strip_to_volumes(self, ns: str, bundle_id: str, facts: NamespaceFacts) -> None:
         """Delete the app's pods and per-workload objects; keep the namespace for its volumes."""
         session = self._session
-        pods = await session.pods(ns)
+        pods = await session.reads.pods(ns)
         workloads = set(facts.workloads) | {p.workload for p in pods}
         # Volumes-only first: from now on observe reports the bundle as gone.
         await self._namespaces.mark_volumes_only(ns, bundle_id, facts)
         for pod in pods:
             if not pod.deleting:
-                await session.delete(ns, "pods", pod.name)
+                await session.writer.delete(ns, "pods", pod.name)
         await self._delete_workload_objects(ns, workloads | await self._workload_services(ns))
-        await session.delete(ns, "secrets", PULL_SECRET)
+        await session.writer.delete(ns, "secrets", PULL_SECRET)
         await self._gateways.remove(ns)

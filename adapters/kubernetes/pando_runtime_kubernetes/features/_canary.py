@@ -32,7 +32,7 @@ from .._names import LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY, ROLE_CANARY
 from ..api._paths import api_path
 from ..manifests import _namespace_objects as ns_objects
 from ..manifests import _workload_objects as workload_objects
-from ._session import ClusterSession
+from ..session._session import ClusterSession
 
 __all__ = ["NetworkPolicyCanary", "canary_objects"]
 
@@ -234,7 +234,7 @@ class NetworkPolicyCanary:
                 _LOG.warning(
                     "the NetworkPolicy canary could not run: %s",
                     error,
-                    extra={"cluster": self._session.log_name},
+                    extra={"cluster": self._session.connection.log_name},
                 )
 
     def _to_look(self) -> bool:
@@ -244,7 +244,7 @@ class NetworkPolicyCanary:
         self.runs += 1
         problem = await self._run()
         self._looked, self._found, self._failure = True, problem, None
-        extra = {"cluster": self._session.log_name}
+        extra = {"cluster": self._session.connection.log_name}
         if problem is None:
             _LOG.info("the NetworkPolicy canary passed: policies are enforced", extra=extra)
         else:
@@ -291,7 +291,7 @@ class NetworkPolicyCanary:
                 role=c.app_role,
                 placement=self._placement,
             ):
-                await self._session.create(doc)
+                await self._session.writer.create(doc)
             with anyio.move_on_after(c.canary_wait):
                 verdict = await self._verdict(ns)
                 self.verified = verdict is None
@@ -302,10 +302,12 @@ class NetworkPolicyCanary:
             )
         finally:
             with anyio.CancelScope(shield=True):
-                await self._session.delete(None, "namespaces", ns)
+                await self._session.writer.delete(None, "namespaces", ns)
 
     async def _pod(self, ns: str, name: str) -> dict[str, Any]:
-        return await self._session.get(api_path(ns, "pods", name), "read the NetworkPolicy canary")
+        return await self._session.api.get(
+            api_path(ns, "pods", name), "read the NetworkPolicy canary"
+        )
 
     async def _verdict(self, ns: str) -> str | None:
         address = ""
@@ -325,7 +327,7 @@ class NetworkPolicyCanary:
                 egress_denied=egress_denied,
                 placement=self._placement,
             )
-            await self._session.create(doc)
+            await self._session.writer.create(doc)
         phases = await self._probe_phases(ns)
         if phases[ADMITTED_PROBE] != "Succeeded":
             return "the canary's admitted probe could not connect either: enforcement unverified"

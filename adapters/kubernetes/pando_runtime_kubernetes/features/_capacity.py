@@ -21,7 +21,7 @@ from ..api._transport import KubeTransport
 from ..cache._capacity import NodeRoom, Reservation, node_rooms, pod_reservation
 from ..cache._list_watch import ApiListWatch
 from ..cache._watch import Gone
-from ._session import ClusterSession
+from ..session._session import ClusterSession
 
 __all__ = ["LIVE_PODS", "ClusterCapacity", "largest_fit"]
 
@@ -54,14 +54,14 @@ class ClusterCapacity:
         """Every eligible node's room (shared inside a read scope)."""
 
         async def read() -> list[NodeRoom]:
-            nodes = await self._session.get("/api/v1/nodes", "list nodes")
+            nodes = await self._session.api.get("/api/v1/nodes", "list nodes")
             reservations = await self._reservations()
             return node_rooms(nodes.get("items") or (), reservations, self._config.node_selector)
 
         return await scoped_read(("pando-runtime-kubernetes.rooms", id(self)), read)
 
     async def _reservations(self) -> list[Reservation]:
-        cache = await self._session.synced()
+        cache = await self._session.cache.synced()
         if cache is None:
             return await self._listed(None)
         listed = await self._listed(NOT_OURS) + await self._listed(OUR_HELPERS)
@@ -85,7 +85,7 @@ class ClusterCapacity:
                     continue
                 return reservations
 
-        return await self._session.read("list pods", read)
+        return await self._session.api.read("list pods", read)
 
     async def capacity(self) -> Capacity:
         """Eligible nodes' allocatable minus what other pods request; the roomiest node."""

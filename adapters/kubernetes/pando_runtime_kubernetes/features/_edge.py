@@ -37,7 +37,7 @@ from .._names import (
 from ..api._paths import api_path
 from ..manifests._objects import b64, canonical
 from ..manifests._workload_objects import PodSettings, claim_volumes, place
-from ._session import ClusterSession
+from ..session._session import ClusterSession
 from ._volumes import Volumes, volume_handle
 
 __all__ = ["Edges", "edge_digest", "edge_objects", "pod_reason"]
@@ -241,7 +241,7 @@ class Edges:
             return self._keys[name]
         secret = f"{name}-key"
         path = self._path("secrets", "", secret)
-        body = await self._session.find(path, f"read the key of edge {name}")
+        body = await self._session.api.find(path, f"read the key of edge {name}")
         if body is not None:
             key = base64.b64decode(body["data"]["key"])
         else:
@@ -257,12 +257,12 @@ class Edges:
                 },
                 "data": {"key": b64(key)},
             }
-            await self._session.apply(made)
+            await self._session.writer.apply(made)
         self._keys[name] = key
         return key
 
     async def _deployment(self, name: str) -> dict[str, Any] | None:
-        body = await self._session.find(
+        body = await self._session.api.find(
             self._path("deployments", "apps/v1", name), f"read edge {name}"
         )
         if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
@@ -301,11 +301,11 @@ class Edges:
         )
         wanted = {d["kind"] for d in docs}
         for doc in docs:
-            await self._session.apply(doc)
+            await self._session.writer.apply(doc)
         if "Service" not in wanted:
-            await self._session.delete(ns, "services", name)
+            await self._session.writer.delete(ns, "services", name)
         if not plan.certificates:
-            await self._session.delete(ns, "secrets", f"{name}-certs")
+            await self._session.writer.delete(ns, "secrets", f"{name}-certs")
         for mount in plan.mounts:
             await self._volumes.retain(ns, mount.volume_id)
 
@@ -324,7 +324,7 @@ class Edges:
         ready = int((deployment.get("status") or {}).get("readyReplicas") or 0)
         problems: list[str] = []
         if ready < desired:
-            pods = await self._session.get(
+            pods = await self._session.api.get(
                 self._path("pods", ""),
                 f"list the pods of edge {name}",
                 labelSelector=f"{LABEL_EDGE}={object_name}",
@@ -341,7 +341,7 @@ class Edges:
         if problems:
             detail += ": " + "; ".join(sorted(problems))
         serving = ready >= 1
-        service = await self._session.find(
+        service = await self._session.api.find(
             self._path("services", "", object_name), f"read the Service of edge {name}"
         )
         if service is not None and (service.get("spec") or {}).get("type") == "LoadBalancer":
@@ -355,15 +355,15 @@ class Edges:
         """Delete everything the edge made (its volumes stay: they are data)."""
         ns = self._config.edge_namespace
         object_name = edge_object_name(name)
-        await self._session.delete(ns, "deployments", object_name, "apps/v1")
-        await self._session.delete(ns, "poddisruptionbudgets", object_name, "policy/v1")
-        await self._session.delete(ns, "services", object_name)
+        await self._session.writer.delete(ns, "deployments", object_name, "apps/v1")
+        await self._session.writer.delete(ns, "poddisruptionbudgets", object_name, "policy/v1")
+        await self._session.writer.delete(ns, "services", object_name)
         for suffix in ("env", "certs", "key"):
-            await self._session.delete(ns, "secrets", f"{object_name}-{suffix}")
+            await self._session.writer.delete(ns, "secrets", f"{object_name}-{suffix}")
         self._keys.pop(object_name, None)
 
     async def _edge_deployments(self) -> list[dict[str, Any]]:
-        body = await self._session.get(
+        body = await self._session.api.get(
             self._path("deployments", "apps/v1"),
             "list the edges",
             labelSelector=f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_EDGE}",

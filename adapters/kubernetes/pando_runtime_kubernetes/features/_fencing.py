@@ -33,9 +33,9 @@ from pando_runtime.plugin import MembershipSlot
 from .._log import logger
 from .._names import ANN_FENCE, ANN_WRITTEN_UNDER, LABEL_MANAGED_BY, MANAGED_BY, namespace_for
 from ..api._paths import api_path
-from ._fence_token import FenceToken, creation_stamp, next_stamp, stamp_of, writing_under
-from ._session import ClusterSession
-from ._session_errors import WriteConflict
+from ..session._errors import WriteConflict
+from ..session._fence_token import FenceToken, creation_stamp, next_stamp, stamp_of, writing_under
+from ..session._session import ClusterSession
 
 __all__ = ["FENCE_MANAGER", "Fences"]
 
@@ -125,7 +125,7 @@ class Fences:
         path = api_path(None, "namespaces", ns)
         what = f"stamp namespace {ns}"
         for _ in range(3):
-            body = await self._session.find(path, f"read the stamp of {ns}")
+            body = await self._session.api.find(path, f"read the stamp of {ns}")
             labels = ((body or {}).get("metadata") or {}).get("labels") or {}
             if body is None or labels.get(LABEL_MANAGED_BY) != MANAGED_BY:
                 # Absent: its create carries the stamp. Not ours: the apply refuses it.
@@ -144,12 +144,12 @@ class Fences:
                     query={"fieldManager": FENCE_MANAGER},
                 )
             except WriteConflict:
-                now = stamp_of(await self._session.find(path, f"read the stamp of {ns}"))
+                now = stamp_of(await self._session.api.find(path, f"read the stamp of {ns}"))
                 if now is not None and now != seen:  # another replica stamped first: it won
                     raise self._session.errors.fenced(now, what) from None
                 continue  # the namespace changed otherwise: read it again
             self.stamps += 1
-            self._session.remember(answer)
+            self._session.cache.remember(answer)
             _LOG.info(
                 "replica %s stamped %s (bundle %s) %s, after %s",
                 replica,
@@ -160,4 +160,4 @@ class Fences:
                 extra={"bundle_id": bundle_id, "replica": replica},
             )
             return FenceToken(ns, stamp)
-        raise self._session.down(f"cannot {what}: it keeps changing", remedy="Apply again.")
+        raise self._session.errors.down(f"cannot {what}: it keeps changing", remedy="Apply again.")

@@ -19,8 +19,8 @@ from ..manifests import _objects as objects
 from ..manifests._egress import GATEWAY_POLICY
 from ..manifests._gateway import GATEWAY, config_digest
 from ..manifests._network import AppNetwork
+from ..session._session import ClusterSession
 from ._pod_names import create_pod
-from ._session import ClusterSession
 
 __all__ = ["EgressGateways"]
 
@@ -36,9 +36,9 @@ class EgressGateways:
         """Make the namespace's gateway pod run ``egress``'s host rules, or remove it all."""
         session = self._session
         config = self._network.config_of(egress)
-        pods = await session.gateways(ns)
+        pods = await session.reads.gateways(ns)
         if config is None:
-            if any(not p.deleting for p in pods) or GATEWAY in await session.services(ns):
+            if any(not p.deleting for p in pods) or GATEWAY in await session.reads.services(ns):
                 await self.remove(ns, pods)
             return
         digest = config_digest(config)
@@ -46,7 +46,7 @@ class EgressGateways:
         keep = max(current, key=lambda p: (p.created, p.name)) if current else None
         for pod in pods:
             if pod is not keep and not pod.deleting:
-                await session.delete(ns, "pods", pod.name)
+                await session.writer.delete(ns, "pods", pod.name)
         if keep is not None:
             return
         latest = max(pods, key=lambda p: (p.created, p.name)) if pods else None
@@ -69,16 +69,16 @@ class EgressGateways:
 
     async def stop(self, ns: str) -> None:
         """Delete the namespace's live gateway pods (its other objects stay)."""
-        for pod in await self._session.gateways(ns):
+        for pod in await self._session.reads.gateways(ns):
             if pod.live:
-                await self._session.delete(ns, "pods", pod.name)
+                await self._session.writer.delete(ns, "pods", pod.name)
 
     async def remove(self, ns: str, pods: list[GatewayFacts] | None = None) -> None:
         """Delete the namespace's gateway: its pods, Service, ConfigMap and policy."""
         session = self._session
-        for pod in pods if pods is not None else await session.gateways(ns):
+        for pod in pods if pods is not None else await session.reads.gateways(ns):
             if not pod.deleting:
-                await session.delete(ns, "pods", pod.name)
-        await session.delete(ns, "services", GATEWAY)
-        await session.delete(ns, "configmaps", GATEWAY)
-        await session.delete(ns, "networkpolicies", GATEWAY_POLICY, "networking.k8s.io/v1")
+                await session.writer.delete(ns, "pods", pod.name)
+        await session.writer.delete(ns, "services", GATEWAY)
+        await session.writer.delete(ns, "configmaps", GATEWAY)
+        await session.writer.delete(ns, "networkpolicies", GATEWAY_POLICY, "networking.k8s.io/v1")

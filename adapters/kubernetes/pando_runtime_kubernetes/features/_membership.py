@@ -36,9 +36,9 @@ from .._names import (
 )
 from ..api._paths import api_path
 from ..cache._projections import NamespaceFacts, project_namespace
+from ..session._errors import WriteConflict
+from ..session._session import ClusterSession
 from ._fencing import Fences
-from ._session import ClusterSession
-from ._session_errors import WriteConflict
 
 __all__ = ["KubeLeases", "KubeMembership"]
 
@@ -114,8 +114,8 @@ class KubeLeases:
         )
 
     async def list_leases(self, group: str) -> tuple[StoredLease, ...]:
-        async with self._session.coordinating():
-            answer = await self._session.get(
+        async with self._session.connection.coordinating():
+            answer = await self._session.api.get(
                 self._path(group),
                 f"list the {group} leases",
                 labelSelector=f"{MANAGED_SELECTOR},{LABEL_GROUP}={group}",
@@ -129,7 +129,7 @@ class KubeLeases:
         body = lease_object(self._namespace, group, name, record)
         path = self._path(group) if version is None else self._path(group, name)
         try:
-            async with self._session.coordinating():
+            async with self._session.connection.coordinating():
                 answer = await self._session.writer.write_if(
                     f"write the lease of {name!r}", path, body, version=version
                 )
@@ -138,13 +138,13 @@ class KubeLeases:
             raise LeaseConflict(msg, details={"lease": name, "group": group}) from error
         stored = stored_lease(answer)
         if stored is None:
-            raise self._session.down(f"the API server returned an unreadable lease {name!r}")
+            raise self._session.errors.down(f"the API server returned an unreadable lease {name!r}")
         return stored
 
     async def delete_lease(self, group: str, name: str, *, version: str) -> None:
         with contextlib.suppress(WriteConflict):  # changed: another replica holds it now
-            async with self._session.coordinating():
-                await self._session.delete(
+            async with self._session.connection.coordinating():
+                await self._session.writer.delete(
                     self._namespace, "leases", _PREFIX[group] + name, GROUP, version=version
                 )
 
@@ -170,11 +170,11 @@ class KubeMembership:
         A member's changes stream asks every round: from the cache it costs no call (a list
         of 1,000 apps' namespaces was 615 KiB a second per replica at rest).
         """
-        informer = await self._session.synced()
+        informer = await self._session.cache.synced()
         if informer is not None:
             held: Iterable[NamespaceFacts] = informer.namespaces.by_name.values()
         else:
-            answer = await self._session.get(
+            answer = await self._session.api.get(
                 api_path(None, "namespaces"),
                 "list the apps' namespaces",
                 labelSelector=f"{MANAGED_SELECTOR},{LABEL_BUNDLE}",
@@ -192,7 +192,7 @@ class KubeMembership:
         read on, so the API server's audit log tells the replicas' writes apart.
         """
         _LOG.debug("replica %s joining", replica, extra={"replica": replica})
-        api = await self._session.transport()
+        api = await self._session.connection.transport()
         named = self.slot.current is None  # a second join is refused: the member keeps its name
         if named:
             api.identify(replica)

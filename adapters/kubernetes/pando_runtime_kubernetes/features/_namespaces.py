@@ -28,7 +28,7 @@ from ..cache._projections import NamespaceFacts, project_namespace
 from ..manifests import _namespace_objects as ns_objects
 from ..manifests import _objects as objects
 from ..manifests._network import AppNetwork
-from ._session import ClusterSession
+from ..session._session import ClusterSession
 
 __all__ = ["AppNamespaces"]
 
@@ -77,20 +77,20 @@ class AppNamespaces:
         session = self._session
         body = ns_objects.namespace(ns, plan, volumes_only=volumes_only)
         # Cluster-wide: no RoleBinding grants it later, so a refusal is final.
-        created, existing = await session.create_or_find(
+        created, existing = await session.writer.create_or_find(
             body, f"create namespace {ns}", retry_forbidden=False
         )
         if created and existing is not None:
             self._keys.pop(ns, None)  # a new namespace never has an old key
             return project_namespace(existing)
         if existing is None:  # deleted between the refused create and the read
-            raise session.down(f"namespace {ns} is being replaced", remedy="Apply again.")
+            raise session.errors.down(f"namespace {ns} is being replaced", remedy="Apply again.")
         labels = (existing.get("metadata") or {}).get("labels") or {}
         found = project_namespace(existing)
         if labels.get(LABEL_MANAGED_BY) != MANAGED_BY:
             found = attrs.evolve(found, bundle_id=None)
         check_owner(ns, plan.bundle_id, found)
-        session.remember(existing)
+        session.cache.remember(existing)
         return found
 
     async def converge(
@@ -102,7 +102,7 @@ class AppNamespaces:
         exposes nothing costs what it did before exposure policies existed.
         """
         c = self._config
-        known = await self._session.namespace(ns)
+        known = await self._session.reads.namespace(ns)
         facts = await self._ensure(ns, plan, known, volumes_only=volumes_only)
         wanted_objects = ns_objects.namespace_objects(
             ns,
@@ -129,17 +129,17 @@ class AppNamespaces:
         # Otherwise exposure goes first, so that a workload the namespace's policy stops
         # admitting from outside (after an upgrade) is admitted by its own without a gap.
         for body in [*base, *changed] if facts.digest is None else [*changed, *base]:
-            await self._session.apply(body)
+            await self._session.writer.apply(body)
         for workload in sorted(had.keys() - wanted.keys()):
             await self._delete_exposure(ns, workload)
         if facts.digest != ns_digest or had != wanted:
-            await self._session.apply(
+            await self._session.writer.apply(
                 ns_objects.namespace(ns, plan, ns_digest, volumes_only=volumes_only, exposed=marks)
             )
         return known, facts
 
     async def _delete_exposure(self, ns: str, workload: str) -> None:
-        await self._session.delete(
+        await self._session.writer.delete(
             ns, "networkpolicies", exposure_policy_name(workload), "networking.k8s.io/v1"
         )
 
@@ -152,7 +152,7 @@ class AppNamespaces:
         empty = BundlePlan(bundle_id=bundle_id, workloads=())
         workloads = list(ns_objects.read_marks(facts.exposed))
         unknown = tuple(f"{workload}=" for workload in workloads)
-        await self._session.apply(
+        await self._session.writer.apply(
             ns_objects.namespace(ns, empty, volumes_only=True, exposed=unknown)
         )
         for workload in workloads:
@@ -162,7 +162,7 @@ class AppNamespaces:
         """Make sure a volume's namespace exists (a volumes-only one when the app is not there)."""
         if bundle_id is None or ns == self._config.edge_namespace:
             return
-        facts = await self._session.namespace(ns)
+        facts = await self._session.reads.namespace(ns)
         if facts is not None and not facts.terminating and facts.bundle_id == bundle_id:
             return
         await self.converge(ns, BundlePlan(bundle_id=bundle_id, workloads=()), volumes_only=True)
@@ -171,18 +171,18 @@ class AppNamespaces:
         """Delete a volumes-only namespace once its last volume is gone."""
         if ns == self._config.edge_namespace:
             return
-        facts = await self._session.namespace(ns)
+        facts = await self._session.reads.namespace(ns)
         if facts is None or facts.terminating or not facts.volumes_only:
             return
-        if any(not c.deleting for c in await self._session.claims(ns)):
+        if any(not c.deleting for c in await self._session.reads.claims(ns)):
             return
         await self.delete(ns, facts)
 
     async def delete(self, ns: str, facts: NamespaceFacts) -> None:
         """Delete the namespace (and with it everything in it); its key is forgotten."""
-        await self._session.delete(None, "namespaces", ns)
+        await self._session.writer.delete(None, "namespaces", ns)
         self._keys.pop(ns, None)
-        self._session.deleting_namespace(facts)
+        self._session.cache.deleting_namespace(facts)
 
     async def plan_key(self, ns: str, bundle_id: str, *, fresh: bool) -> bytes:
         """The per-app HMAC key: remembered, read once per process, or made.
@@ -196,12 +196,14 @@ class AppNamespaces:
         what = f"read the plan key of {ns}"
         # Fresh: nothing to read. A refused read (just after the RoleBinding) counts as none:
         # the create below settles whether one exists.
-        body = None if fresh else await session.find(path, what, forbidden_is_absent=True)
+        body = None if fresh else await session.api.find(path, what, forbidden_is_absent=True)
         if body is None:
             made = ns_objects.key_secret(ns, bundle_id, secrets.token_bytes(32))
-            _, body = await session.create_or_find(made, f"create the plan key of {ns}")
+            _, body = await session.writer.create_or_find(made, f"create the plan key of {ns}")
             if body is None:  # deleted between the refused create and the read
-                raise session.down(f"the plan key of {ns} is being replaced", remedy="Apply again.")
+                raise session.errors.down(
+                    f"the plan key of {ns} is being replaced", remedy="Apply again."
+                )
         key = base64.b64decode(body["data"][objects.KEY_FIELD])
         self._keys[ns] = key
         return key

@@ -7,7 +7,7 @@ from typing import Any
 
 from pando_runtime import AdapterFailed
 
-from ._session import ClusterSession
+from ..session._session import ClusterSession
 
 __all__ = ["create_pod"]
 
@@ -30,13 +30,13 @@ async def create_pod(
     for _ in range(3):
         body = build(replaces)
         name = str(body["metadata"]["name"])
-        created, existing = await session.create_or_find(body, what)
+        created, existing = await session.writer.create_or_find(body, what)
         if created:
             return name
         if existing is None:
             continue  # deleted meanwhile: the name is free again
         if twin(existing):
-            session.remember(existing)
+            session.cache.remember(existing)
             return name
         replaces = str((existing.get("metadata") or {}).get("uid") or name)
     raise AdapterFailed(

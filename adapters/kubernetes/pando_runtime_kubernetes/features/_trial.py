@@ -49,7 +49,7 @@ from ..manifests import _objects as objects
 from ..manifests import _workload_objects as workload_objects
 from ..manifests._gateway import config_digest
 from ..manifests._network import AppNetwork
-from ._session import ClusterSession
+from ..session._session import ClusterSession
 
 __all__ = ["TRIAL_LOG_LIMIT", "Trials", "listening_ports", "trial_objects"]
 
@@ -200,14 +200,14 @@ class Trials:
             wait=c.helper_wait,
             network=self._network,
         )
-        await self._session.transport()  # no cluster: nothing to clean up either
+        await self._session.connection.transport()  # no cluster: nothing to clean up either
         try:
             for doc in docs:
-                await self._session.create(doc)
+                await self._session.writer.create(doc)
             return await self._watch_trial(ns, request)
         finally:
             with anyio.CancelScope(shield=True):
-                await self._session.delete(None, "namespaces", ns)
+                await self._session.writer.delete(None, "namespaces", ns)
 
     async def _watch_trial(self, ns: str, request: TrialRequest) -> TrialResult:  # noqa: C901 - one polling loop
         session = self._session
@@ -220,7 +220,7 @@ class Trials:
         # First wait for the containers to start (image pull, scheduling), then the trial's time.
         with anyio.move_on_after(wait):
             while not started:
-                body = await session.get(pod_path, "read the trial pod")
+                body = await session.api.get(pod_path, "read the trial pod")
                 app = container_state(body, APP)
                 if app.get("running") or app.get("terminated"):
                     started = True
@@ -236,13 +236,13 @@ class Trials:
             return TrialResult(started=False, log=message.encode())
         with anyio.move_on_after(request.timeout_seconds):
             while True:
-                body = await session.get(pod_path, "read the trial pod")
+                body = await session.api.get(pod_path, "read the trial pod")
                 terminated = container_state(body, APP).get("terminated")
                 if terminated is not None:
                     exit_code = terminated.get("exitCode")
                     break
                 if container_state(body, OBSERVER).get("running"):
-                    code, out, _ = await session.exec_output(
+                    code, out, _ = await session.streams.exec_output(
                         ns, "trial", OBSERVER, ("sh", "-c", OBSERVE_SCRIPT)
                     )
                     if code == 0:
@@ -256,7 +256,7 @@ class Trials:
                 await anyio.sleep(0.5)
         observed = tuple(sorted(routable, key=lambda p: (p.number, p.protocol.value)))
         try:
-            log = await session.read_log(ns, "trial", APP, TRIAL_LOG_LIMIT)
+            log = await session.streams.read_log(ns, "trial", APP, TRIAL_LOG_LIMIT)
         except (AdapterUnavailable, RateLimited) as unreadable:
             # A result has no way to say "log unknown": an empty log would claim the image
             # wrote nothing. What was seen before goes in the error's details.

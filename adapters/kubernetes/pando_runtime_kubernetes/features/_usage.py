@@ -37,7 +37,7 @@ from .._log import logger
 from .._names import LABEL_ROLE, LABEL_WORKLOAD, MANAGED_SELECTOR, namespace_for
 from ..cache._capacity import parse_quantity
 from ..cache._projections import PodFacts, bundle_workloads
-from ._session import ClusterSession
+from ..session._session import ClusterSession
 
 __all__ = [
     "APP_PODS_SELECTOR",
@@ -117,14 +117,14 @@ class Usage:
         return bool(self._served)
 
     async def _ask(self) -> None:
-        status = await self._session.status_of(METRICS_API)
+        status = await self._session.api.status_of(METRICS_API)
         if status not in (HTTPStatus.OK, HTTPStatus.NOT_FOUND, HTTPStatus.SERVICE_UNAVAILABLE):
             return  # no answer (or no cluster): capabilities stay data, with no error
         if status == self._last_status:
             return  # said already
         self._last_status = status
         self._served = status != HTTPStatus.NOT_FOUND
-        extra = {"cluster": self._session.log_name, "status": status}
+        extra = {"cluster": self._session.connection.log_name, "status": status}
         if status == HTTPStatus.OK:
             _LOG.info("the cluster serves the metrics API: usage is reported", extra=extra)
         elif status == HTTPStatus.NOT_FOUND:
@@ -146,7 +146,7 @@ class Usage:
 
     async def _pod_metrics(self, ns: str | None) -> dict[str, tuple[int, int]]:
         path = f"{METRICS_API}/namespaces/{ns}/pods" if ns else f"{METRICS_API}/pods"
-        body = await self._session.get(
+        body = await self._session.api.get(
             path,
             f"read pod metrics{f' of {ns}' if ns else ''}",
             labelSelector=APP_PODS_SELECTOR,
@@ -158,7 +158,7 @@ class Usage:
         await self._require_metrics()
         session = self._session
         ns = namespace_for(ref.bundle_id)
-        facts = await session.namespace(ns)
+        facts = await session.reads.namespace(ns)
         # Volumes kept after a destroy are no deployed bundle (as ``observe`` says).
         if (
             facts is None
@@ -167,14 +167,14 @@ class Usage:
             or facts.bundle_id != ref.bundle_id
         ):
             raise NotFound(f"no bundle {ref.bundle_id!r}", details={"bundle_id": ref.bundle_id})
-        pods = await session.pods(ns)
+        pods = await session.reads.pods(ns)
         sampled = await self._pod_metrics(ns) if any(p.running for p in pods) else {}
         workloads = workload_usages(bundle_workloads(facts, pods), sampled)
         # The metrics API does not measure volumes; the kubelet's summary would, but reading it
         # needs the nodes/proxy permission, which lets a holder reach every kubelet.
         volumes = tuple(
             VolumeUsage(volume_id=c.volume_id, bytes=UNKNOWN)
-            for c in sorted(await session.claims(ns), key=lambda c: c.volume_id)
+            for c in sorted(await session.reads.claims(ns), key=lambda c: c.volume_id)
             if not c.deleting
         )
         return BundleUsage(

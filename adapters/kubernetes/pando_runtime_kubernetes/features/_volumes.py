@@ -51,8 +51,8 @@ from ..api._paths import api_path
 from ..cache._podstatus import container_state, start_problem
 from ..cache._projections import ClaimFacts, project_claim
 from ..manifests._workload_objects import PodSettings, place
+from ..session._session import ClusterSession
 from ._namespaces import AppNamespaces
-from ._session import ClusterSession
 
 __all__ = [
     "RESTORE_SCRIPT",
@@ -199,7 +199,7 @@ class Volumes:
     # -- claims ---------------------------------------------------------------------------
 
     async def _claim(self, ns: str, volume_id: str) -> ClaimFacts | None:
-        for facts in await self._session.claims(ns):
+        for facts in await self._session.reads.claims(ns):
             if facts.volume_id == volume_id:
                 return facts
         return None
@@ -225,23 +225,23 @@ class Volumes:
             size_bytes=size_bytes or self._config.volume_size_bytes,
             storage_class=self._config.storage_class,
         )
-        await self._session.create_or_find(body, f"create the claim of volume {volume_id}")
+        await self._session.writer.create_or_find(body, f"create the claim of volume {volume_id}")
 
     async def _bound_volume(self, ns: str, volume_id: str) -> str | None:
         path = api_path(ns, "persistentvolumeclaims", claim_name(volume_id))
-        body = await self._session.find(path, f"read the claim of {volume_id}")
+        body = await self._session.api.find(path, f"read the claim of {volume_id}")
         facts = project_claim(body) if body is not None else None
         return facts.bound_to if facts is not None else None
 
     async def _set_reclaim(self, pv: str, policy: str) -> None:
         path = api_path(None, "persistentvolumes", pv)
-        current = await self._session.find(path, f"read volume {pv}")
+        current = await self._session.api.find(path, f"read volume {pv}")
         if current is None:
             return
         if (current.get("spec") or {}).get("persistentVolumeReclaimPolicy") == policy:
             return
         body = {"spec": {"persistentVolumeReclaimPolicy": policy}}
-        await self._session.write(
+        await self._session.writer.write(
             f"set volume {pv} to {policy}",
             lambda api: api.request(
                 "PATCH", path, body=body, content_type="application/merge-patch+json"
@@ -270,9 +270,9 @@ class Volumes:
         pv = await self._bound_volume(ns, volume_id)
         if pv is not None:
             await self._set_reclaim(pv, "Delete")
-        await self._session.delete(ns, "persistentvolumeclaims", claim_name(volume_id))
+        await self._session.writer.delete(ns, "persistentvolumeclaims", claim_name(volume_id))
         self._retained.discard((ns, volume_id))
-        self._session.forget_claim(ns, volume_id)
+        self._session.cache.forget_claim(ns, volume_id)
 
     # -- the contract ---------------------------------------------------------------------
 
@@ -301,7 +301,7 @@ class Volumes:
 
     async def _helper_node(self, ns: str, claim: str) -> str | None:
         """The node of a live pod mounting ``claim`` (ReadWriteOnce: the helper must go there)."""
-        for pod in await self._session.pods(ns):
+        for pod in await self._session.reads.pods(ns):
             if claim in (pod.claims or ()) and pod.live and pod.node_name:
                 return pod.node_name
         return None
@@ -323,7 +323,7 @@ class Volumes:
             placement=PodSettings(self._config.runtime_class, self._config.node_selector),
         )
         name = body["metadata"]["name"]
-        await self._session.create(body, f"create the volume helper of {volume_id}")
+        await self._session.writer.create(body, f"create the volume helper of {volume_id}")
         try:
             await self._until_running(
                 ns, name, HELPER_CONTAINER, f"the volume helper of {volume_id}"
@@ -331,14 +331,14 @@ class Volumes:
             yield name, mount_path
         finally:
             with anyio.CancelScope(shield=True):
-                await self._session.delete(ns, "pods", name, grace=0)
+                await self._session.writer.delete(ns, "pods", name, grace=0)
 
     async def _until_running(self, ns: str, name: str, container: str, what: str) -> dict[str, Any]:
         wait = self._config.helper_wait
         body: dict[str, Any] = {}
         with anyio.move_on_after(wait):
             while True:
-                body = await self._session.get(api_path(ns, "pods", name), f"read {what}")
+                body = await self._session.api.get(api_path(ns, "pods", name), f"read {what}")
                 if container_state(body, container).get("running"):
                     return body
                 problem = _ended(body) or start_problem(body)
@@ -364,7 +364,7 @@ class Volumes:
         await self.retain(ns, volume_id)
         async with self._helper(ns, volume_id, read_only=True) as (pod, path):
             request = ExecRequest(command=("sh", "-c", SNAPSHOT_SCRIPT, "sh", path))
-            async with self._session.exec(ns, pod, HELPER_CONTAINER, request) as session:
+            async with self._session.streams.exec(ns, pod, HELPER_CONTAINER, request) as session:
 
                 async def chunks() -> AsyncIterator[bytes]:
                     async for chunk in session.stdout:
@@ -397,7 +397,7 @@ class Volumes:
                 )
         async with self._helper(ns, volume_id, read_only=False) as (pod, path):
             request = ExecRequest(command=("sh", "-c", RESTORE_SCRIPT, "sh", path), stdin=True)
-            async with self._session.exec(ns, pod, HELPER_CONTAINER, request) as session:
+            async with self._session.streams.exec(ns, pod, HELPER_CONTAINER, request) as session:
                 errors: list[bytes] = []
 
                 async def feed() -> None:

@@ -22,7 +22,7 @@ from .._info import KubernetesConfig
 from .._names import namespace_for
 from ..api._paths import api_path
 from ..cache._projections import newest
-from ._session import ClusterSession
+from ..session._session import ClusterSession
 
 __all__ = ["WorkloadIO", "timestamp_key"]
 
@@ -49,7 +49,7 @@ class WorkloadIO:
         """The latest instance's log; a followed log is reopened while the pod runs."""
         options = options or LogOptions()
         ns = namespace_for(ref.bundle_id)
-        latest = newest(await self._session.pods(ns), ref.workload)
+        latest = newest(await self._session.reads.pods(ns), ref.workload)
         if latest is None:
             raise NotFound(
                 f"workload {ref.workload!r} of {ref.bundle_id!r} has no instance",
@@ -83,7 +83,7 @@ class WorkloadIO:
         read_timeout = FOLLOW_READ_TIMEOUT if options.follow else self._config.read_timeout
         while True:
             try:
-                async with session.stream(
+                async with session.streams.stream(
                     path,
                     query=query,
                     read_timeout=read_timeout,
@@ -114,7 +114,7 @@ class WorkloadIO:
                 return
             # The server ended a followed log (a timeout, a kubelet restart): go on while the
             # pod lives, from the last line we sent.
-            current = [p for p in await session.pods(ns) if p.name == pod]
+            current = [p for p in await session.reads.pods(ns) if p.name == pod]
             if not current or not current[0].live:
                 return
             await anyio.sleep(1.0)
@@ -131,11 +131,11 @@ class WorkloadIO:
         """
         raise_problems(validate_exec_request(request), "exec request")
         ns = namespace_for(ref.bundle_id)
-        latest = newest(await self._session.pods(ns), ref.workload)
+        latest = newest(await self._session.reads.pods(ns), ref.workload)
         if latest is None or not latest.running:
             raise NotFound(
                 f"workload {ref.workload!r} of {ref.bundle_id!r} has no running instance",
                 details={"bundle_id": ref.bundle_id, "workload": ref.workload},
             )
-        async with self._session.exec(ns, latest.name, ref.workload, request) as session:
+        async with self._session.streams.exec(ns, latest.name, ref.workload, request) as session:
             yield session

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import anyio
 
 from .._names import LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY, MANAGED_SELECTOR, ROLE_EGRESS_GATEWAY
 from ..api._paths import api_path
-from ..cache._informer import Informer
 from ..cache._projections import (
     ClaimFacts,
     GatewayFacts,
@@ -20,39 +19,27 @@ from ..cache._projections import (
     project_namespace,
     project_pod,
 )
+from ._api_reads import ApiReads
+from ._cluster_cache import ClusterCache
 
 __all__ = ["CachedReads"]
 
 T = TypeVar("T")
 
 
-class _Reader(Protocol):
-    """What the reads need of the session: its cache when it can answer, and the API."""
-
-    @property
-    def cache(self) -> Informer | None: ...
-
-    async def synced(self) -> Informer | None: ...
-
-    async def get(self, path: str, what: str, **query: Any) -> dict[str, Any]: ...
-
-    async def find(
-        self, path: str, what: str, *, forbidden_is_absent: bool = False, **query: Any
-    ) -> dict[str, Any] | None: ...
-
-
 class CachedReads:
     """Our objects of one cluster by namespace, from the cache or (not synced) the API."""
 
-    def __init__(self, reader: _Reader) -> None:
-        self._reader = reader
+    def __init__(self, cache: ClusterCache, api: ApiReads) -> None:
+        self._cache = cache
+        self._api = api
 
     async def namespace(self, ns: str) -> NamespaceFacts | None:
         """A namespace's facts; one not made by us has no bundle id."""
-        informer = await self._reader.synced()
+        informer = await self._cache.synced()
         if informer is not None:
             return informer.namespaces.by_name.get(ns)
-        body = await self._reader.find(api_path(None, "namespaces", ns), f"read namespace {ns}")
+        body = await self._api.find(api_path(None, "namespaces", ns), f"read namespace {ns}")
         if body is None:
             return None
         if (body.get("metadata", {}).get("labels") or {}).get(LABEL_MANAGED_BY) != MANAGED_BY:
@@ -61,12 +48,12 @@ class CachedReads:
 
     async def list_managed(self, ns: str, plural: str, what: str) -> list[dict[str, Any]]:
         """Our objects of a kind in ``ns``, read from the API (when the cache cannot answer)."""
-        body = await self._reader.get(api_path(ns, plural), what, labelSelector=MANAGED_SELECTOR)
+        body = await self._api.get(api_path(ns, plural), what, labelSelector=MANAGED_SELECTOR)
         return list(body.get("items") or ())
 
     async def pods(self, ns: str) -> list[PodFacts]:
         """Our pods in ``ns``."""
-        informer = await self._reader.synced()
+        informer = await self._cache.synced()
         if informer is not None:
             return informer.pods.pods(ns)
         items = await self.list_managed(ns, "pods", f"list pods of {ns}")
@@ -74,10 +61,10 @@ class CachedReads:
 
     async def gateways(self, ns: str) -> list[GatewayFacts]:
         """Our egress gateway pods in ``ns``."""
-        informer = await self._reader.synced()
+        informer = await self._cache.synced()
         if informer is not None:
             return informer.gateways.gateways(ns)
-        body = await self._reader.get(
+        body = await self._api.get(
             api_path(ns, "pods"),
             f"list the egress gateway of {ns}",
             labelSelector=f"{MANAGED_SELECTOR},{LABEL_ROLE}={ROLE_EGRESS_GATEWAY}",
@@ -86,7 +73,7 @@ class CachedReads:
 
     async def services(self, ns: str) -> set[str]:
         """Names of our Services in ``ns``."""
-        informer = await self._reader.synced()
+        informer = await self._cache.synced()
         if informer is not None:
             return set(informer.services.names(ns))
         items = await self.list_managed(ns, "services", f"list services of {ns}")
@@ -94,7 +81,7 @@ class CachedReads:
 
     async def claims(self, ns: str) -> list[ClaimFacts]:
         """Our volume claims in ``ns``."""
-        informer = await self._reader.synced()
+        informer = await self._cache.synced()
         if informer is not None:
             return informer.claims.claims(ns)
         items = await self.list_managed(ns, "persistentvolumeclaims", f"list the volumes of {ns}")
@@ -105,16 +92,14 @@ class CachedReads:
         ns: str,
         check: Callable[[list[PodFacts]], T | None],
         timeout: float,  # noqa: ASYNC109 - a bound on polling, not a call timeout
-        pods: Callable[[str], Awaitable[list[PodFacts]]] | None = None,
     ) -> T | None:
         """Poll ``check`` on the namespace's pods (woken by the cache) until it answers."""
-        read = pods or self.pods
         with anyio.move_on_after(timeout):
             while True:
-                result = check(await read(ns))
+                result = check(await self.pods(ns))
                 if result is not None:
                     return result
-                informer = self._reader.cache
+                informer = self._cache.informer
                 if informer is not None and informer.synced:
                     with anyio.move_on_after(1.0):
                         await informer.pods.changed.wait()

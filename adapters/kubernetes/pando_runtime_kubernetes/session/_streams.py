@@ -15,7 +15,7 @@ from pando_runtime import ExecRequest, ExecSession, NotFound
 from ..api._errors import ApiError
 from ..api._paths import api_path
 from ..api._transport import KubeTransport
-from ._session_errors import ClusterErrors
+from ._errors import ClusterErrors
 
 __all__ = ["ChunkStream", "SessionStreams"]
 

@@ -10,7 +10,7 @@ for tests, a plugin) equal to it. Backends are plugins of their own entry-point 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -18,11 +18,16 @@ from ._config import ConfigField, EmptyConfig, config_fields, config_json_schema
 from ._frozen import frozen_mapping
 from ._plugin_kinds import install_hint
 
+if TYPE_CHECKING:
+    from ._errors import PandoRuntimeError
+
 __all__ = [
     "CATALOG_NODE",
+    "BatchCatalogBackend",
     "CatalogBackend",
     "CatalogInfo",
     "CatalogRegistration",
+    "CatalogWrite",
     "Syncer",
 ]
 
@@ -55,6 +60,23 @@ class CatalogRegistration:
     def key(self) -> tuple[str, str]:
         """``(node, service_id)``: what identifies the registration in its catalog."""
         return (self.node, self.service_id)
+
+
+@attrs.frozen
+class CatalogWrite:
+    """One write of a batch: ``registration`` created or replaced, or removed if ``remove``.
+
+    A removal carries the registration as last read from the catalog: a catalog may need
+    more than its key to remove it (Consul checks the token's right on the service name).
+    """
+
+    registration: CatalogRegistration
+    remove: bool = attrs.field(default=False, kw_only=True)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(node, service_id)``: the registration written."""
+        return self.registration.key
 
 
 @runtime_checkable
@@ -93,6 +115,32 @@ class CatalogBackend(Protocol):
 
     async def aclose(self) -> None:
         """Release connections."""
+        ...
+
+
+@runtime_checkable
+class BatchCatalogBackend(CatalogBackend, Protocol):
+    """A :class:`CatalogBackend` that also writes many registrations in few requests.
+
+    Optional: a syncer uses :meth:`write_batch` when a backend has it, and the single
+    calls (``register``, ``deregister``, several in flight) when it has not, so a backend
+    written for the four calls keeps working unchanged.
+    """
+
+    batch_limit: int
+    """The most writes the syncer hands to one :meth:`write_batch` call (at least 1)."""
+
+    async def write_batch(
+        self, writes: Sequence[CatalogWrite]
+    ) -> Mapping[tuple[str, str], PandoRuntimeError]:
+        """Apply ``writes`` (each key at most once); the error of each write not applied.
+
+        Every write whose key is not in the answer was applied. A write the catalog
+        refuses (an invalid registration) must not hold the others back: it is answered
+        with :class:`~pando_runtime.catalog.CatalogRefused`, the others are applied. Raises
+        :class:`~pando_runtime.catalog.CatalogUnavailable` when the catalog cannot be
+        reached; writes are idempotent, so the syncer retries them all.
+        """
         ...
 
 

@@ -12,6 +12,9 @@ Lessons from users of earlier catalog syncers are built in:
 - a registration that leaves the desired set is removed at once when this syncer wrote
   it, and owned registrations it finds in the catalog that are not desired (left by an
   earlier run) are reaped every ``reap_interval`` seconds;
+- a pass's writes go to a backend that batches (``BatchCatalogBackend``) in batches of its
+  ``batch_limit``, and one call per write to any other; a write the catalog refuses is
+  reported alone (``failed``, ``CatalogRefused``) and retried, the others land;
 - a catalog that cannot be reached is retried with backoff and reported in
   :attr:`CatalogSyncer.status`; the desired set is kept meanwhile;
 - :meth:`CatalogSyncer.cleanup` removes everything it owns, on request;
@@ -35,8 +38,9 @@ import anyio
 import attrs
 
 from ._background import in_background
-from ._catalog import CATALOG_NODE, CatalogBackend, CatalogRegistration
+from ._catalog import CATALOG_NODE, CatalogBackend, CatalogRegistration, CatalogWrite
 from ._catalog_singleton import CATALOG_SINGLETON, sync_as_singleton
+from ._catalog_writes import apply_writes
 from ._errors import InvalidInput, PandoRuntimeError, Problem
 from ._frozen import frozen_mapping
 
@@ -111,7 +115,8 @@ class SyncStatus:
     full_syncs: int
     """Completed full passes (each read every node once)."""
     calls: Mapping[str, int] = attrs.field(converter=frozen_mapping)
-    """Backend calls by method (``node_services``, ``register``, ``deregister``)."""
+    """Backend calls by method (``node_services``, and ``write_batch`` for a backend that
+    writes in batches, else ``register`` and ``deregister``)."""
     conflicts: int = 0
 
 
@@ -341,25 +346,31 @@ class CatalogSyncer:
                 self._failed("reading the catalog", error)
                 return False
         desired = self._desired
-        writes: list[tuple[str, Key, CatalogRegistration | None]] = []
+        writes: list[CatalogWrite] = []
         for key, registration in desired.items():
             if key in self._foreign:
                 self._conflict(key, registration)
                 continue
             known = self._known.get(key)
             if known is None or _unsigned(known) != _unsigned(registration):
-                writes.append(("register", key, registration))
+                writes.append(CatalogWrite(registration))
         writes.extend(
-            ("deregister", key, None)
-            for key in self._known
+            CatalogWrite(known, remove=True)
+            for key, known in self._known.items()
             if key not in desired and (reap or key in self._written)
         )
         if not writes:
             return True
         outcome = {"ok": True}
-        async with anyio.create_task_group() as group:
-            for write in writes:
-                group.start_soon(self._write, *write, outcome)
+
+        def done(write: CatalogWrite, error: BaseException | None) -> None:
+            if error is not None:
+                outcome["ok"] = False
+            self._written_one(write, error)
+
+        await apply_writes(
+            self.backend, writes, limiter=self._limiter, calls=self._calls, on_done=done
+        )
         return outcome["ok"]
 
     async def _read_nodes(self) -> None:
@@ -379,34 +390,23 @@ class CatalogSyncer:
                     foreign.add(registration.key)
         self._known, self._foreign = known, foreign
 
-    async def _write(
-        self,
-        method: str,
-        key: Key,
-        registration: CatalogRegistration | None,
-        outcome: dict[str, bool],
-    ) -> None:
-        node, service_id = key
-        async with self._limiter:
-            self._calls[method] += 1
-            try:
-                if registration is not None:
-                    await self.backend.register(registration)
-                else:
-                    await self.backend.deregister(node, service_id)
-            except (PandoRuntimeError, OSError) as error:
-                outcome["ok"] = False
-                self._failed(f"{method} {node}/{service_id}", error)
-                self._tell(
-                    SyncChange(
-                        kind=SyncChangeKind.FAILED,
-                        node=node,
-                        service_id=service_id,
-                        registration=registration,
-                        error=_describe(error),
-                    )
+    def _written_one(self, write: CatalogWrite, error: BaseException | None) -> None:
+        """Take in one write's outcome: what the syncer believes, and ``on_change``."""
+        node, service_id = key = write.key
+        registration = None if write.remove else write.registration
+        if error is not None:
+            method = "deregister" if write.remove else "register"
+            self._failed(f"{method} {node}/{service_id}", error)
+            self._tell(
+                SyncChange(
+                    kind=SyncChangeKind.FAILED,
+                    node=node,
+                    service_id=service_id,
+                    registration=registration,
+                    error=_describe(error),
                 )
-                return
+            )
+            return
         if registration is None:
             self._known.pop(key, None)
             self._written.discard(key)
@@ -458,17 +458,21 @@ class CatalogSyncer:
         self._generation += 1
         self._desired_known.set()
         await self._read_nodes()
-        removed = 0
-        for node, service_id in sorted(self._known):
-            self._calls["deregister"] += 1
-            await self.backend.deregister(node, service_id)
-            self._known.pop((node, service_id), None)
-            removed += 1
-            self._tell(
-                SyncChange(kind=SyncChangeKind.DEREGISTERED, node=node, service_id=service_id)
-            )
+        writes = [CatalogWrite(self._known[key], remove=True) for key in sorted(self._known)]
+        errors: list[BaseException] = []
+
+        def done(write: CatalogWrite, error: BaseException | None) -> None:
+            if error is not None:
+                errors.append(error)
+            self._written_one(write, error)
+
+        await apply_writes(
+            self.backend, writes, limiter=self._limiter, calls=self._calls, on_done=done
+        )
+        if errors:  # what could not be removed is still owned: cleanup did not finish
+            raise errors[0]
         self._written.clear()
-        return removed
+        return len(writes)
 
 
 def _unsigned(registration: CatalogRegistration) -> CatalogRegistration:

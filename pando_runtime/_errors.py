@@ -19,6 +19,7 @@ the message::
     ├── AdapterNotInstalled     an adapter's distribution or extra is missing
     ├── CatalogNotInstalled     a catalog backend's distribution is missing
     ├── CatalogUnavailable      a service catalog cannot be reached or refused a call
+    │   └── CatalogRefused      it refused one registration of a batch (the others written)
     ├── IncompatibleAdapter     the adapter was built for another API version
     ├── NotOwner                another replica owns the bundle (or singleton) written
     └── RateLimited             with ``retry_after`` seconds
@@ -38,6 +39,7 @@ __all__ = [
     "CapabilityUnsupported",
     "CapacityExceeded",
     "CatalogNotInstalled",
+    "CatalogRefused",
     "CatalogUnavailable",
     "IncompatibleAdapter",
     "InvalidConfig",
@@ -259,6 +261,21 @@ class CatalogUnavailable(PandoRuntimeError):
 
     code = "CATALOG_UNAVAILABLE"
     default_remedy = "Check the catalog's address and that it is up; the syncer retries."
+
+
+class CatalogRefused(CatalogUnavailable):
+    """The catalog refused one write of a batch, which it found invalid; the others landed.
+
+    ``details`` name the ``node`` and ``service_id`` and say what the catalog answered.
+    A syncer reports it as a ``failed`` change and tries again on later passes (a backoff
+    apart), without holding the other registrations back.
+    """
+
+    code = "CATALOG_REFUSED"
+    default_remedy = (
+        "Fix the registration the catalog names (its metadata, address or name) at its "
+        "source; the other registrations are written meanwhile."
+    )
 
 
 class NotOwner(PandoRuntimeError):

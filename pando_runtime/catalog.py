@@ -11,7 +11,15 @@ from ._lazy import lazy_attributes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API reference
-    from ._catalog import CATALOG_NODE, CatalogBackend, CatalogInfo, CatalogRegistration, Syncer
+    from ._catalog import (
+        CATALOG_NODE,
+        BatchCatalogBackend,
+        CatalogBackend,
+        CatalogInfo,
+        CatalogRegistration,
+        CatalogWrite,
+        Syncer,
+    )
     from ._catalog_bundles import BundleSource, bundle_service_name
     from ._catalog_registry import (
         CATALOG_ENTRY_POINT_GROUP,
@@ -28,11 +36,19 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         SyncChangeKind,
         SyncStatus,
     )
-    from ._errors import CatalogNotInstalled, CatalogUnavailable, UnknownCatalog
+    from ._errors import CatalogNotInstalled, CatalogRefused, CatalogUnavailable, UnknownCatalog
 
 # Every public name of this namespace, by the private module that defines it.
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "_catalog": ("CATALOG_NODE", "CatalogBackend", "CatalogInfo", "CatalogRegistration", "Syncer"),
+    "_catalog": (
+        "CATALOG_NODE",
+        "BatchCatalogBackend",
+        "CatalogBackend",
+        "CatalogInfo",
+        "CatalogRegistration",
+        "CatalogWrite",
+        "Syncer",
+    ),
     "_catalog_bundles": ("BundleSource", "bundle_service_name"),
     "_catalog_registry": (
         "CATALOG_ENTRY_POINT_GROUP",
@@ -49,7 +65,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "SyncChangeKind",
         "SyncStatus",
     ),
-    "_errors": ("CatalogNotInstalled", "CatalogUnavailable", "UnknownCatalog"),
+    "_errors": ("CatalogNotInstalled", "CatalogRefused", "CatalogUnavailable", "UnknownCatalog"),
 }
 
 __all__ = [
@@ -58,13 +74,16 @@ __all__ = [
     "CATALOG_OWNER_TAG",
     "CATALOG_SINGLETON",
     "CATALOG_WRITER_META",
+    "BatchCatalogBackend",
     "BundleSource",
     "CatalogBackend",
     "CatalogInfo",
     "CatalogNotInstalled",
+    "CatalogRefused",
     "CatalogRegistration",
     "CatalogSyncer",
     "CatalogUnavailable",
+    "CatalogWrite",
     "SyncChange",
     "SyncChangeKind",
     "SyncStatus",

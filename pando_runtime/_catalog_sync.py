@@ -90,6 +90,10 @@ class SyncChange:
     service_id: str
     registration: CatalogRegistration | None = None
     error: str | None = None
+    code: str | None = None
+    """A failed change's error code: ``CATALOG_REFUSED`` when the catalog refused this one
+    registration (the others were written), ``CATALOG_UNAVAILABLE`` when it could not be
+    reached."""
 
     def __str__(self) -> str:
         where = f"{self.node}/{self.service_id}"
@@ -404,6 +408,7 @@ class CatalogSyncer:
                     service_id=service_id,
                     registration=registration,
                     error=_describe(error),
+                    code=error.code if isinstance(error, PandoRuntimeError) else None,
                 )
             )
             return

@@ -136,9 +136,13 @@ class ConsulCatalog:
             return []
         if response.status_code != HTTPStatus.OK:
             raise self._refused(response, endpoint)
-        self._present_nodes.add(node)
-        self._absent_nodes.discard(node)
         body = response.json() or {}
+        if body.get("Node"):  # an unknown node: 404 from older agents, a null Node from v1.14
+            self._present_nodes.add(node)
+            self._absent_nodes.discard(node)
+        else:
+            self._absent_nodes.add(node)
+            self._present_nodes.discard(node)
         return [_registration(node, s) for s in body.get("Services") or ()]
 
     async def register(self, registration: CatalogRegistration) -> None:

@@ -1,8 +1,11 @@
-"""Fixtures of the Consul backend's tests: both anyio backends, a node of each test's own."""
+"""Fixtures of the Consul backend's tests: both anyio backends, a node of each test's own,
+and Toxiproxy for the fault tests."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -16,3 +19,12 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 def node() -> str:
     """A synthetic node name no other test uses (the agent lives for the session)."""
     return f"test-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="module")
+def toxiproxy_server() -> Iterator[Any]:
+    """One Toxiproxy server on loopback for a module's fault tests (its proxies per test)."""
+    from localcluster import ToxiproxyServer  # noqa: PLC0415 - the test harness
+
+    with ToxiproxyServer() as server:
+        yield server

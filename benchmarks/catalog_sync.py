@@ -1,4 +1,4 @@
-"""Benchmark: catalog sync of 1,000 services into a real Consul, from the fake's bundles.
+"""Benchmark: catalog sync into a real Consul, from the fake's bundles; batched against single.
 
 Starts ``consul agent -dev`` on loopback (tests/support/localconsul; the binary from
 tools/consul/build.sh), runs a BundleSource over a FakeAdapter holding ``--services`` bundles
@@ -10,9 +10,18 @@ tools/consul/build.sh), runs a BundleSource over a FakeAdapter holding ``--servi
   must go) or healthy again (it must come back), from the change on the fake to the write
   acknowledged by Consul.
 
+Then, for each of ``--compare`` sizes (100, 1,000, 5,000), the syncer alone (registrations
+handed over directly, a node of their own) through Consul transactions (``/v1/txn``, 64
+operations each: the backend's ``write_batch``) and through one request per service (the
+same backend seen through its four single calls, as before batches): the first sync, a
+resync finding everything equal, and a resync after the catalog lost the node (deregistered
+behind the syncer's back, as after an outage of a dev-mode Consul), each in seconds and
+Consul HTTP requests.
+
 Prints figures; asserts nothing about time.
 
     python benchmarks/catalog_sync.py [--services 1000] [--changes 200] [--periods 5]
+        [--compare 100,1000,5000]
 """
 
 from __future__ import annotations
@@ -20,9 +29,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
+import httpx
 
 import pando_runtime as pr
 from pando_runtime.testing import FakeAdapter
@@ -114,6 +126,92 @@ async def run(address: str, services: int, changes: int, periods: int, resync: f
     await backend.aclose()
 
 
+class OneByOne:
+    """A Consul backend seen through the four single calls only: one request per service.
+
+    Not a ``BatchCatalogBackend``, so the syncer registers and deregisters one service per
+    call, 8 in flight: what it did before batches.
+    """
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+
+    async def node_services(self, node: str) -> Sequence[pr.catalog.CatalogRegistration]:
+        return await self.backend.node_services(node)
+
+    async def register(self, registration: pr.catalog.CatalogRegistration) -> None:
+        await self.backend.register(registration)
+
+    async def deregister(self, node: str, service_id: str) -> None:
+        await self.backend.deregister(node, service_id)
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+
+
+def registration(index: int, node: str) -> pr.catalog.CatalogRegistration:
+    return pr.catalog.CatalogRegistration(
+        service=f"{node}-{index}",
+        service_id=f"{node}-{index}:web:8080",
+        address=f"10.{index // 62500}.{index // 250 % 250}.{index % 250 + 1}",
+        port=8080,
+        tags=("web",),
+        metadata={"pando-bundle": f"{node}-{index}"},
+        node=node,
+    )
+
+
+async def timed(backend: Any, work: Any) -> tuple[float, int]:
+    """Seconds and Consul HTTP requests ``work`` took."""
+    before = sum(backend.requests.values())
+    start = time.perf_counter()
+    with anyio.fail_after(900):
+        await work()
+    return time.perf_counter() - start, sum(backend.requests.values()) - before
+
+
+async def compare(address: str, sizes: list[int]) -> None:
+    from pando_runtime_consul import ConsulCatalog, ConsulConfig  # noqa: PLC0415
+
+    print(
+        "\nsyncer alone: first sync, resync with everything equal, resync after the node "
+        "was lost (seconds, Consul HTTP requests)"
+    )
+    header = ("services", "writes", "first sync", "resync (equal)", "resync (lost)")
+    print("{:>8}  {:<22}  {:>16}  {:>16}  {:>16}".format(*header))
+    async with httpx.AsyncClient(base_url=address, timeout=60) as consul:
+        for size in sizes:
+            for mode in ("transactions", "one request/service"):
+                node = f"bench-{size}-{'txn' if mode == 'transactions' else 'single'}"
+                consul_backend = ConsulCatalog(ConsulConfig(address=address, timeout=60))
+                backend: Any = (
+                    consul_backend if mode == "transactions" else OneByOne(consul_backend)
+                )
+                syncer = pr.catalog.CatalogSyncer(
+                    backend, nodes=(node,), resync_interval=3600, reap_interval=3600
+                )
+                desired = [registration(i, node) for i in range(size)]
+                async with syncer.running():
+
+                    async def first() -> None:
+                        await syncer.sync(desired)  # noqa: B023 - awaited in this iteration
+                        await syncer.wait_applied()  # noqa: B023
+
+                    async def lost() -> None:
+                        answer = await consul.put("/v1/catalog/deregister", json={"Node": node})  # noqa: B023
+                        answer.raise_for_status()
+                        await syncer.wait_full_sync()  # noqa: B023
+
+                    first_sync = await timed(consul_backend, first)
+                    equal = await timed(consul_backend, syncer.wait_full_sync)
+                    after_loss = await timed(consul_backend, lost)
+                    assert syncer.status.healthy, syncer.status.last_error
+                    await syncer.cleanup()
+                await backend.aclose()
+                cells = [f"{t:.2f} s, {n:>5}" for t, n in (first_sync, equal, after_loss)]
+                print(f"{size:>8}  {mode:<22}  {cells[0]:>16}  {cells[1]:>16}  {cells[2]:>16}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--services", type=int, default=1000)
@@ -121,6 +219,11 @@ def main() -> None:
     parser.add_argument("--periods", type=int, default=3)
     parser.add_argument("--resync", type=float, default=5.0, help="seconds between full passes")
     parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
+    parser.add_argument(
+        "--compare",
+        default="100,1000,5000",
+        help="sizes for transactions against one request per service ('' to skip)",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "tests" / "support"))
     from localconsul import ConsulAgent  # noqa: PLC0415
@@ -135,6 +238,9 @@ def main() -> None:
             args.resync,
             backend=args.backend,
         )
+        sizes = [int(size) for size in args.compare.split(",") if size.strip()]
+        if sizes:
+            anyio.run(compare, agent.http_address, sizes, backend=args.backend)
 
 
 if __name__ == "__main__":

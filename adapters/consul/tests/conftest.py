@@ -4,10 +4,13 @@ and Toxiproxy for the fault tests."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from pando_runtime_consul import ConsulCatalog
+
+import pando_runtime as pr
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -28,3 +31,14 @@ def toxiproxy_server() -> Iterator[Any]:
 
     with ToxiproxyServer() as server:
         yield server
+
+
+@pytest.fixture
+async def consul(consul_agent: Any) -> AsyncIterator[ConsulCatalog]:
+    """The Consul backend on the session's agent, loaded by name as a host would."""
+    backend = pr.catalog.load_catalog("consul", {"address": consul_agent.http_address})
+    assert isinstance(backend, ConsulCatalog)
+    try:
+        yield backend
+    finally:
+        await backend.aclose()

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import anyio
 import httpx
 import pytest
+from _consul_helpers import registration, until
 from localconsul.pytest_plugin import node_services
 from pando_runtime_consul import ConsulCatalog, ConsulConfig
 from setting_ranges import assert_out_of_range, check_edges, declared_ranges
@@ -19,34 +18,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.consul]
 OWNER = pr.catalog.CATALOG_OWNER_TAG
 
 
-def _reg(n: int, node: str, **kw: Any) -> pr.catalog.CatalogRegistration:
-    fields: dict[str, Any] = {
-        "service": f"svc-{n}",
-        "service_id": f"svc-{n}:web:80",
-        "address": f"10.0.0.{n}",
-        "port": 8000 + n,
-        "tags": ("web",),
-        "metadata": {"pando-bundle": f"b{n}"},
-        "node": node,
-    }
-    fields.update(kw)
-    return pr.catalog.CatalogRegistration(**fields)
-
-
-@pytest.fixture
-async def consul(consul_agent: Any) -> AsyncIterator[ConsulCatalog]:
-    backend = pr.catalog.load_catalog("consul", {"address": consul_agent.http_address})
-    assert isinstance(backend, ConsulCatalog)
-    try:
-        yield backend
-    finally:
-        await backend.aclose()
-
-
-async def _until(syncer: pr.catalog.CatalogSyncer, check: Callable[[], bool]) -> None:
-    with anyio.fail_after(30):
-        while not check():
-            await syncer.wait_pass()
+_reg = registration
 
 
 async def test_register_read_and_deregister_on_a_synthetic_node(
@@ -187,7 +159,7 @@ async def test_an_unreachable_consul_is_a_coded_error_naming_the_address(node: s
     syncer = pr.catalog.CatalogSyncer(backend, nodes=(node,), backoff_initial=0.01)
     async with syncer.running():
         await syncer.sync([_reg(1, node)])
-        await _until(syncer, lambda: syncer.status.last_error is not None)
+        await until(syncer, lambda: syncer.status.last_error is not None)
         assert syncer.status.desired == 1
         assert not syncer.status.healthy
         assert address in (syncer.status.last_error or "")

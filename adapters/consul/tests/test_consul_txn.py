@@ -6,12 +6,12 @@ Counts are Consul HTTP requests as the backend counts them (``ConsulCatalog.requ
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+from _consul_helpers import registration, until
 from localconsul.pytest_plugin import node_services
 from pando_runtime_consul import ConsulCatalog, ConsulConfig
 
@@ -24,33 +24,9 @@ WRITER = pr.catalog.CATALOG_WRITER_META
 TXN_OPS = 64
 
 
-def _reg(n: int, node: str, **kw: Any) -> pr.catalog.CatalogRegistration:
-    fields: dict[str, Any] = {
-        "service": f"{node}-svc-{n}",
-        "service_id": f"svc-{n}:web:80",
-        "address": f"10.1.{n // 250}.{n % 250 + 1}",
-        "port": 8000 + n,
-        "tags": ("web",),
-        "metadata": {"pando-bundle": f"b{n}"},
-        "node": node,
-    }
-    fields.update(kw)
-    return pr.catalog.CatalogRegistration(**fields)
-
-
-@pytest.fixture
-async def consul(consul_agent: Any) -> AsyncIterator[ConsulCatalog]:
-    backend = ConsulCatalog(ConsulConfig(address=consul_agent.http_address))
-    try:
-        yield backend
-    finally:
-        await backend.aclose()
-
-
-async def _until(syncer: pr.catalog.CatalogSyncer, check: Callable[[], bool]) -> None:
-    with anyio.fail_after(60):
-        while not check():
-            await syncer.wait_pass()
+def _reg(n: int, node: str, **fields: Any) -> pr.catalog.CatalogRegistration:
+    """A registration whose service name is the node's own (looked up by name below)."""
+    return registration(n, node, **{"service": f"{node}-svc-{n}", **fields})
 
 
 async def test_a_first_sync_of_many_services_takes_a_few_transactions(
@@ -98,7 +74,7 @@ async def test_an_invalid_service_is_refused_alone_and_every_other_lands(
     )
     async with syncer.running():
         await syncer.sync(desired)
-        await _until(syncer, lambda: len(changes) == len(desired))
+        await until(syncer, lambda: len(changes) == len(desired))
         failed = [c for c in changes if c.kind == pr.catalog.SyncChangeKind.FAILED]
         assert {(c.node, c.service_id) for c in failed} == bad
         assert {c.code for c in failed} == {"CATALOG_REFUSED"}
@@ -179,7 +155,7 @@ async def test_a_batch_applied_but_unanswered_is_not_written_twice(
             # Consul gets each transaction whole and commits it; its answer is cut short
             with toxiproxy.toxic(proxy.name, "limit_data", stream="downstream", bytes=8):
                 await syncer.sync(desired)
-                await _until(syncer, lambda: len(failures) >= len(desired) - 1)
+                await until(syncer, lambda: len(failures) >= len(desired) - 1)
                 assert {f.code for f in failures} == {"CATALOG_UNAVAILABLE"}
                 # written although unanswered: the retries ahead rewrite, never add
                 assert len(await node_services(consul_http, node)) == len(desired)

@@ -224,3 +224,45 @@ async def test_only_the_singleton_holder_writes_its_batches(
     assert backends[holder].requests["txn"] == 1 + math.ceil(len(desired) / TXN_OPS)
     services = await node_services(consul_http, node)
     assert {s["Meta"][WRITER] for s in services.values()} == {holder}
+
+
+async def test_a_transaction_too_large_for_consul_is_split_until_it_fits(
+    consul: ConsulCatalog, consul_http: httpx.AsyncClient, node: str
+) -> None:
+    # 64 services of 60 metadata pairs of 500 characters: about 2 MB in one transaction,
+    # where Consul takes 512 kB (txn_max_req_len) and answers 413 naming no operation
+    metadata = {f"k{i}": "v" * 500 for i in range(60)}
+    desired = [_reg(n, node, metadata=metadata) for n in range(TXN_OPS)]
+    syncer = pr.catalog.CatalogSyncer(consul, nodes=(node,), resync_interval=3600)
+    async with syncer.running():
+        await syncer.sync(desired)
+        await syncer.wait_applied()
+        assert syncer.status.healthy
+    services = await node_services(consul_http, node)
+    assert sorted(services) == sorted(r.service_id for r in desired)
+    assert all(len(s["Meta"]) == 60 for s in services.values())
+    # one batch: the node, then 64 and 2 x 32 refused as too large, 4 x 16 that fit
+    assert syncer.calls["write_batch"] == 1
+    assert consul.requests["txn"] == 1 + 1 + 2 + 4
+
+
+async def test_a_node_removed_behind_the_syncer_is_made_again(
+    consul: ConsulCatalog, consul_http: httpx.AsyncClient, node: str
+) -> None:
+    syncer = pr.catalog.CatalogSyncer(consul, nodes=(node,), resync_interval=3600)
+    async with syncer.running():
+        await syncer.sync([_reg(1, node)])
+        await syncer.wait_applied()
+        gone = await consul_http.put("/v1/catalog/deregister", json={"Node": node})
+        assert gone.status_code == 200
+        before = consul.requests["txn"]
+        await syncer.sync([_reg(1, node), _reg(2, node)])  # no full pass: it believes 1 is there
+        await syncer.wait_applied()
+        assert syncer.status.healthy
+        # refused (missing node), the node made, the same transaction again
+        assert consul.requests["txn"] - before == 3
+        assert set(await node_services(consul_http, node)) == {"svc-2:web:80"}
+        await syncer.wait_full_sync()  # the full pass finds 1 missing and writes it back
+    assert set(await node_services(consul_http, node)) == {"svc-1:web:80", "svc-2:web:80"}
+    body = (await consul_http.get(f"/v1/catalog/node/{node}")).json()
+    assert body["Node"]["Meta"] == {"external-source": "pando-runtime"}

@@ -16,7 +16,13 @@ import attrs
 from ._errors import Problem
 from ._frozen import frozen_tuple
 
-__all__ = ["LINUX_CAPABILITIES", "Privileges", "privilege_problems", "ungranted"]
+__all__ = [
+    "APP_CAPABILITIES",
+    "LINUX_CAPABILITIES",
+    "Privileges",
+    "privilege_problems",
+    "ungranted",
+]
 
 LINUX_CAPABILITIES = frozenset(
     {
@@ -30,6 +36,21 @@ LINUX_CAPABILITIES = frozenset(
     }
 )  # fmt: skip
 """Every Linux capability's name, as ``capabilities(7)`` spells it without ``CAP_``."""
+
+APP_CAPABILITIES = (
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "NET_BIND_SERVICE",
+    "SETGID",
+    "SETUID",
+)
+"""The hardened default set for adapters: what an ordinary app started as root needs (chown
+and write its files, switch to its own user, bind a port below 1024, signal its children).
+Container runtimes' defaults add ``NET_RAW`` (forged packets), ``MKNOD``, ``AUDIT_WRITE``,
+``SETFCAP``, ``SETPCAP`` and ``SYS_CHROOT``, which a plan names when it needs one."""
 
 
 @attrs.frozen(kw_only=True)

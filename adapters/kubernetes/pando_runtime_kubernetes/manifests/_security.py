@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from pando_runtime.plugin import APP_CAPABILITIES
+
 __all__ = [
     "DEFAULT_CAPABILITIES",
     "GRANTABLE_CAPABILITIES",
@@ -21,16 +23,7 @@ __all__ = [
     "pod_security",
 ]
 
-DEFAULT_CAPABILITIES = (
-    "CHOWN",
-    "DAC_OVERRIDE",
-    "FOWNER",
-    "FSETID",
-    "KILL",
-    "NET_BIND_SERVICE",
-    "SETGID",
-    "SETUID",
-)
+DEFAULT_CAPABILITIES = APP_CAPABILITIES
 """What every app container holds (when it runs as root; a non-root process holds none)."""
 
 GRANTABLE_CAPABILITIES = (

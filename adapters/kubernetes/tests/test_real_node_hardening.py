@@ -10,8 +10,9 @@ that shows its target answers, so the block is the hardening's and not a dead en
 
 from __future__ import annotations
 
+import contextlib
 import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from pando_runtime import (
     Port,
     Privileges,
     Resources,
+    WorkloadPlan,
     WorkloadRef,
 )
 
@@ -177,11 +179,27 @@ async def _neighbour_answers(adapter: KubernetesAdapter, neighbour: str) -> None
     assert (fetched.exit_code, fetched.stdout) == (0, b"ok-web\n"), fetched
 
 
-def _neighbour(bundle: str) -> BundlePlan:
-    return BundlePlan(
-        bundle_id=bundle,
-        workloads=(serve("web", 8080, ports=(Port(8080),)), sh("client", "sleep 3600")),
+@contextlib.asynccontextmanager
+async def _beside_a_neighbour(
+    adapter: KubernetesAdapter, admin_api: Any, noisy: WorkloadPlan
+) -> AsyncIterator[tuple[str, str, Any]]:
+    """Run ``noisy`` alone in an app beside a neighbour app (``web`` serving, ``client``);
+    yield the neighbour's bundle id, ``noisy``'s and its pod once both run; destroy both
+    after (checking ``noisy`` was held, not ended)."""
+    app, neighbour = new_id(noisy.name), new_id("neighbour")
+    web = serve("web", 8080, ports=(Port(8080),))
+    await adapter.apply(
+        BundlePlan(bundle_id=neighbour, workloads=(web, sh("client", "sleep 3600")))
     )
+    await adapter.apply(BundlePlan(bundle_id=app, workloads=(noisy,)))
+    try:
+        await wait_for(adapter, neighbour, lambda o: o.all_running)
+        await wait_for(adapter, app, lambda o: o.all_running)
+        yield neighbour, app, await anyio.to_thread.run_sync(_pod, admin_api, app, noisy.name)
+        assert (await adapter.observe(BundleRef(app))).all_running, "held, not killed"
+    finally:
+        await adapter.destroy(BundleRef(app))
+        await adapter.destroy(BundleRef(neighbour))
 
 
 @pytest.fixture
@@ -195,44 +213,32 @@ async def test_a_fork_bomb_is_held_to_the_pods_pids_limit_while_a_neighbour_answ
 ) -> None:
     from localcluster.realnode import configs  # noqa: PLC0415
 
-    app, neighbour = new_id("bomb"), new_id("neighbour")
-    # PID 1 starts the bomb (each process starts two more, forever), then becomes sleep
-    # (exec: no fork needed) so the container lives on. The CPU limit keeps the churn of
-    # refused forks from starving this busy machine; it does not limit the process count.
-    bomb = sh("bomb", "b() { b | b & }; sleep 2; b; exec sleep 3600",
-              resources=Resources(cpu_millis=300))  # fmt: skip
-    await real_adapter.apply(_neighbour(neighbour))
-    await real_adapter.apply(BundlePlan(bundle_id=app, workloads=(bomb,)))
-    try:
-        await wait_for(real_adapter, neighbour, lambda o: o.all_running)
-        await wait_for(real_adapter, app, lambda o: o.all_running)
-        pod = await anyio.to_thread.run_sync(_pod, real_admin_api, app, "bomb")
+    # Once told to (/tmp/go), PID 1 starts the bomb (each process starts two more, forever),
+    # then becomes sleep (exec: no fork needed) so the container lives on. The CPU limit
+    # keeps the churn of refused forks from starving this busy machine; it does not limit
+    # the process count.
+    script = "b() { b | b & }; until [ -e /tmp/go ]; do sleep 0.2; done; b; exec sleep 3600"
+    bomb = sh("bomb", script, resources=Resources(cpu_millis=300))
+    async with _beside_a_neighbour(real_adapter, real_admin_api, bomb) as (neighbour, app, pod):
         pids = _cgroup("pids", node.cgroup_root, f"pod{pod.metadata.uid}")
-        # The limit is in place before the bomb goes off (2 s after start): else stop here.
+        # The limit is in place before the bomb goes off: else stop here (this machine holds
+        # 32768 processes in all).
         assert int((pids / "pids.max").read_text()) == configs.POD_PIDS_LIMIT
+        went = await _run(real_adapter, WorkloadRef(app, "bomb"), "touch /tmp/go")
+        assert went.exit_code == 0, went
         with anyio.fail_after(120):
             while _refused_forks(pids) == 0:  # noqa: ASYNC110 - no event says so
                 await anyio.sleep(0.5)  # the kernel counts each fork the limit refused
         assert int((pids / "pids.current").read_text()) <= configs.POD_PIDS_LIMIT
         await _neighbour_answers(real_adapter, neighbour)
         assert (await real_adapter.observe(BundleRef(neighbour))).all_running
-        assert _refused_forks(pids) > 0
-    finally:
-        await real_adapter.destroy(BundleRef(app))
-        await real_adapter.destroy(BundleRef(neighbour))
 
 
 async def test_a_cpu_hog_is_held_to_its_limit_while_a_neighbour_answers(
     real_adapter: KubernetesAdapter, real_admin_api: Any, node: Any
 ) -> None:
-    app, neighbour = new_id("hog"), new_id("neighbour")
     hog = sh("hog", "while :; do :; done", resources=Resources(cpu_millis=200))
-    await real_adapter.apply(_neighbour(neighbour))
-    await real_adapter.apply(BundlePlan(bundle_id=app, workloads=(hog,)))
-    try:
-        await wait_for(real_adapter, neighbour, lambda o: o.all_running)
-        await wait_for(real_adapter, app, lambda o: o.all_running)
-        pod = await anyio.to_thread.run_sync(_pod, real_admin_api, app, "hog")
+    async with _beside_a_neighbour(real_adapter, real_admin_api, hog) as (neighbour, _, pod):
         container = pod.status.container_statuses[0].container_id.split("://", 1)[-1]
         cpu = _cgroup("cpu", node.cgroup_root, container)
         period = int((cpu / "cpu.cfs_period_us").read_text())
@@ -242,11 +248,6 @@ async def test_a_cpu_hog_is_held_to_its_limit_while_a_neighbour_answers(
             while _counters(cpu / "cpu.stat")["nr_throttled"] <= before:  # noqa: ASYNC110
                 await anyio.sleep(0.5)  # throttled: it used its quota and was held
         await _neighbour_answers(real_adapter, neighbour)
-        hogging = await real_adapter.observe(BundleRef(app))
-        assert hogging.all_running, "held, not killed"
-    finally:
-        await real_adapter.destroy(BundleRef(app))
-        await real_adapter.destroy(BundleRef(neighbour))
 
 
 # -- the node's own ports ----------------------------------------------------------------------

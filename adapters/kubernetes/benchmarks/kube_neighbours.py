@@ -1,13 +1,15 @@
 """Benchmark: a neighbour app's answers beside a CPU hog and a fork bomb, on a real node.
 
     python adapters/kubernetes/benchmarks/kube_neighbours.py [--requests 200]
-        [--hog-millis 500] [--bomb-millis 300]
+        [--hog-millis 500] [--bomb-millis 300] [--neighbour-millis 100]
 
 Starts a local control plane with its real node (as ``kube_real_node.py``), applies a
-neighbour app (busybox ``httpd``), then times ``--requests`` HTTP requests to its pod from the
-node's own namespace (as kubelet's probes come) in three phases: alone, beside an app spinning
-on the CPU under its limit (``--hog-millis``), and beside a fork bomb held to the node's pids
-limit (under ``--bomb-millis``, so its refused forks cannot take both cores). Prints p50, p99
+neighbour app (busybox ``httpd``, asking ``--neighbour-millis`` of CPU: a pod that asks none is
+BestEffort, with the least CPU weight on a busy node), then times ``--requests`` HTTP requests
+to its pod from the node's own namespace (as kubelet's probes come) in three phases: alone,
+beside an app spinning on the CPU under its limit (``--hog-millis``), and beside a fork bomb
+held to the node's pids limit (under ``--bomb-millis``, so its refused forks cannot take both
+cores). Prints p50, p99
 and max per phase, with the hog's throttled periods and the bomb's refused forks (from the
 node's cgroups). These are figures of this machine, not guarantees: the tests
 (``test_real_node_hardening``) assert that the neighbour answers, never how fast.
@@ -112,7 +114,14 @@ async def measure(cluster: Any, args: argparse.Namespace) -> list[list[str]]:
     rows: list[list[str]] = []
     async with KubernetesAdapter(adapter_settings(cluster)) as adapter:
         page = "mkdir -p /w && echo ok-web > /w/index.html"
-        web = busybox("web", f"{page} && exec httpd -f -p {PORT} -h /w", ports=(Port(PORT),))
+        web = busybox(
+            "web",
+            f"{page} && exec httpd -f -p {PORT} -h /w",
+            ports=(Port(PORT),),
+            resources=Resources(cpu_millis=args.neighbour_millis)
+            if args.neighbour_millis
+            else Resources(),
+        )
         await adapter.apply(BundlePlan(bundle_id="neighbour", workloads=(web,)))
         await until_running(adapter, "neighbour")
         pod = await anyio.to_thread.run_sync(pod_of, cluster, "neighbour", "web")
@@ -136,8 +145,9 @@ async def measure(cluster: Any, args: argparse.Namespace) -> list[list[str]]:
                 noisy = await anyio.to_thread.run_sync(pod_of, cluster, name, name)
                 uid = f"pod{noisy.metadata.uid}"
                 if name == "hog":
-                    stat = cgroup_file("cpu", cluster, uid, "cpu.stat")
-                    note = f"{counters([stat], 'nr_throttled')} periods throttled"
+                    pod_dir = cgroup_file("cpu", cluster, uid, "cpu.stat").parent
+                    throttled = counters(list(pod_dir.rglob("cpu.stat")), "nr_throttled")
+                    note = f"{throttled} periods throttled (pod and container)"
                 else:
                     pod_dir = cgroup_file("pids", cluster, uid, "pids.events").parent
                     refused = counters(list(pod_dir.rglob("pids.events")), "max")
@@ -176,7 +186,8 @@ def run(args: argparse.Namespace) -> None:
     finally:
         cluster.stop()
     out(f"\n{started:%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, load before {load[0]:.1f}; "
-        f"{args.requests} requests per phase from the node's namespace")  # fmt: skip
+        f"{args.requests} requests per phase from the node's namespace; neighbour "
+        f"{args.neighbour_millis}m, hog {args.hog_millis}m, bomb {args.bomb_millis}m")  # fmt: skip
     header = ["neighbour's answers", "p50 ms", "p99 ms", "max ms", "failed", "the other app"]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
@@ -189,6 +200,12 @@ def main() -> None:
     )
     parser.add_argument("--requests", type=int, default=200, help="requests per phase")
     parser.add_argument("--hog-millis", type=int, default=500, help="the CPU hog's limit")
+    parser.add_argument(
+        "--neighbour-millis",
+        type=int,
+        default=100,
+        help="the neighbour's CPU (0: none, so a BestEffort pod with the least CPU weight)",
+    )
     parser.add_argument("--bomb-millis", type=int, default=300, help="the fork bomb's CPU limit")
     args = parser.parse_args()
     reason = skip_reason()

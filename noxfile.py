@@ -22,7 +22,13 @@ nox.options.sessions = ["lint", "typecheck", "tests"]
 
 ROOT = Path(__file__).parent
 ADAPTERS = sorted(str(p.parent) for p in ROOT.glob("adapters/*/pyproject.toml"))
-SLOW_BENCHMARKS = {"kube_scale.py", "kube_real_node.py", "kube_replicas.py", "docker_apps.py"}
+SLOW_BENCHMARKS = {
+    "kube_scale.py",
+    "kube_real_node.py",
+    "kube_neighbours.py",
+    "kube_replicas.py",
+    "docker_apps.py",
+}
 """Run by their own session, not by ``benchmarks``."""
 EXAMPLE_DISTS = sorted(str(p.parent) for p in ROOT.glob("examples/*/pyproject.toml"))
 
@@ -124,6 +130,19 @@ def kube_real_node(session: nox.Session) -> None:
     _install(session, "test")
     env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
     script = ROOT / "adapters/kubernetes/benchmarks/kube_real_node.py"
+    session.run("python", str(script), *session.posargs, env=env)
+
+
+@nox.session(python="3.11")
+def kube_neighbours(session: nox.Session) -> None:
+    """A neighbour app's answers beside a CPU hog and a fork bomb on the real node (minutes;
+    needs root).
+
+    nox -s kube_neighbours -- --requests 200 --hog-millis 500    (any option of the script)
+    """
+    _install(session, "test")
+    env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
+    script = ROOT / "adapters/kubernetes/benchmarks/kube_neighbours.py"
     session.run("python", str(script), *session.posargs, env=env)
 
 

@@ -81,6 +81,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         VolumePlan,
         WorkloadPlan,
     )
+    from ._privileges import LINUX_CAPABILITIES, Privileges
     from ._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
     from ._registry import available_adapters, load_adapter
     from ._streams import BytesReceiveStream, read_all
@@ -131,6 +132,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "_membership": ("MembershipSettings", "OwnershipChange"),
     "_observed": ("ObservedBundle", "ObservedVolume", "ObservedWorkload", "WorkloadProblem"),
     "_ownership": ("rendezvous_owner",),
+    "_privileges": ("LINUX_CAPABILITIES", "Privileges"),
     "_plans": (
         "BundlePlan",
         "CarriedFile",
@@ -221,6 +223,7 @@ _RENAMED = {"Protocol": ("PortProtocol", "_plans"), "converter": ("converter", "
 
 __all__ = [
     "API_VERSION",
+    "LINUX_CAPABILITIES",
     "AdapterFailed",
     "AdapterInfo",
     "AdapterNotInstalled",
@@ -274,6 +277,7 @@ __all__ = [
     "PandoRuntimeError",
     "Port",
     "PortProtocol",
+    "Privileges",
     "Problem",
     "RateLimited",
     "RegistryAuth",

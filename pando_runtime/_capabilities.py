@@ -63,6 +63,7 @@ class Capability(enum.StrEnum):
     IMAGE_IMPORT = "image_import"
     LOG_SIZE_CAP = "log_size_cap"
     MEMBERSHIP = "membership"
+    GRANTABLE_CAPABILITIES = "grantable_capabilities"
 
 
 @attrs.frozen(kw_only=True)
@@ -82,6 +83,9 @@ class RuntimeCapabilities:
     ``egress_restriction``: a plan's ``network.egress`` is enforced (its CIDR rules);
     ``egress_host_names``: its host-name rules are enforced too.
     ``membership``: several host replicas can share the bundles (``adapter.membership``).
+    ``default_capabilities``: the Linux capabilities every workload runs with (``None``: the
+    runtime does not say); ``grantable_capabilities``: those a workload's
+    ``privileges.capabilities`` may name (the defaults included; empty: none is granted).
     ``max_workloads_per_bundle`` of 0 means no limit; ``platform`` such as
     ``linux/amd64``, or ``None`` when unknown.
     """
@@ -108,6 +112,10 @@ class RuntimeCapabilities:
     max_workloads_per_bundle: int = 0
     platform: str | None = None
     log_retention: LogRetention = attrs.field(factory=LogRetention)
+    default_capabilities: tuple[str, ...] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(frozen_tuple)
+    )
+    grantable_capabilities: tuple[str, ...] = attrs.field(default=(), converter=frozen_tuple)
 
     def supports(self, capability: Capability | str) -> bool:
         """Whether the adapter has ``capability``."""
@@ -116,6 +124,8 @@ class RuntimeCapabilities:
             return ImageDelivery.IMPORT in self.image_delivery
         if capability is Capability.LOG_SIZE_CAP:
             return self.log_retention.supports_size_cap
+        if capability is Capability.GRANTABLE_CAPABILITIES:
+            return bool(self.grantable_capabilities)
         value: bool = getattr(self, capability.value)
         return value
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import attrs
 
 from ._frozen import frozen_mapping, frozen_tuple
+from ._privileges import Privileges
 
 __all__ = [
     "BundlePlan",
@@ -106,7 +107,8 @@ class WorkloadPlan:
     """One workload of a bundle: an image run with a command, env, files and mounts.
 
     ``env`` holds fully resolved values, secrets included: an adapter never
-    reports them back (observed state has no environment).
+    reports them back (observed state has no environment). ``privileges``: what the
+    workload needs beyond the runtime's hardened defaults (named Linux capabilities).
     """
 
     name: str
@@ -126,6 +128,7 @@ class WorkloadPlan:
     resources: Resources = attrs.field(factory=Resources)
     log_bytes: int | None = None
     exposed: bool = False
+    privileges: Privileges = attrs.field(factory=Privileges)
 
 
 @attrs.frozen(kw_only=True)

@@ -18,6 +18,7 @@ from ._edge import EdgePlan
 from ._errors import CapabilityUnsupported, InvalidInput, InvalidPlan, Problem
 from ._exec import ExecRequest
 from ._plans import BundlePlan, EgressPolicy, HealthCheck, Resources, WorkloadPlan
+from ._privileges import privilege_problems, ungranted
 from ._trial import TrialRequest
 from ._volumes import VolumeRequest
 
@@ -230,6 +231,7 @@ def _workload(c: _Collector, path: str, w: WorkloadPlan, volume_ids: set[str]) -
     c.positive(f"{path}.log_bytes", w.log_bytes, "log_bytes")
     if w.pull_auth is not None and not w.pull_auth.registry:
         c.add(f"{path}.pull_auth.registry", "registry must not be empty", "missing")
+    c.problems += privilege_problems(f"{path}.privileges", w.privileges)
 
 
 def _dependencies(c: _Collector, plan: BundlePlan) -> None:
@@ -310,6 +312,13 @@ def _capabilities(c: _Collector, plan: BundlePlan, caps: RuntimeCapabilities) ->
                 f"workloads[{i}].log_bytes",
                 Capability.LOG_SIZE_CAP,
                 "the workload caps its log size",
+            )
+        granted = ", ".join(sorted(caps.grantable_capabilities)) or "none"
+        for j, name in ungranted(w.privileges, caps.grantable_capabilities):
+            c.unsupported(
+                f"workloads[{i}].privileges.capabilities[{j}]",
+                Capability.GRANTABLE_CAPABILITIES,
+                f"the workload asks for {name!r}, which this runtime does not grant ({granted})",
             )
 
 

@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from ._leases import LeaseConflict, LeaseRecord, LeaseStore, StoredLease
     from ._member_slot import MembershipSlot
     from ._membership import validate_membership
+    from ._privileges import APP_CAPABILITIES
     from ._registry import ENTRY_POINT_GROUP, register_adapter
     from ._scope import in_read_scope, read_scope, scoped_read
     from ._streams import (
@@ -84,6 +85,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "_leases": ("LeaseConflict", "LeaseRecord", "LeaseStore", "StoredLease"),
     "_member_slot": ("MembershipSlot",),
+    "_privileges": ("APP_CAPABILITIES",),
     "_membership": ("validate_membership",),
     "_registry": ("ENTRY_POINT_GROUP", "register_adapter"),
     "_scope": ("in_read_scope", "read_scope", "scoped_read"),
@@ -106,6 +108,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 }
 
 __all__ = [
+    "APP_CAPABILITIES",
     "CONTRACT_DEFAULTS",
     "ENTRY_POINT_GROUP",
     "MAX_CARRIED_FILES_BYTES",

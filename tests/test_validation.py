@@ -345,3 +345,46 @@ def test_a_trial_is_checked_against_the_egress_rules() -> None:
         "egress.allow[0].destination",
         "egress.allow[1].destination",
     ]
+
+
+def _asking(*capabilities: str) -> pr.BundlePlan:
+    privileges = pr.Privileges(capabilities=capabilities)
+    return _plan(pr.WorkloadPlan(name="web", image="nginx:1.27", privileges=privileges))
+
+
+def test_a_capability_is_named_as_linux_names_it_once() -> None:
+    problems = pr.validate_plan(_asking("NET_RAW", "CAP_SYS_ADMIN", "net_admin", "NET_RAW"))
+    assert [(p.path, p.code) for p in problems] == [
+        ("workloads[0].privileges.capabilities[1]", "bad_capability"),
+        ("workloads[0].privileges.capabilities[2]", "bad_capability"),
+        ("workloads[0].privileges.capabilities[3]", "duplicate"),
+    ]
+    assert "write 'SYS_ADMIN'" in problems[0].message
+    with pytest.raises(pr.InvalidPlan) as caught:
+        pr.check_plan(_asking("ALL"))
+    assert isinstance(caught.value, pr.InvalidInput)
+    assert [p.path for p in caught.value.problems] == ["workloads[0].privileges.capabilities[0]"]
+    assert "NET_RAW" in pr.LINUX_CAPABILITIES
+    assert len(pr.LINUX_CAPABILITIES) == 41
+
+
+def test_a_runtime_grants_only_the_capabilities_it_declares() -> None:
+    caps = pr.RuntimeCapabilities(grantable_capabilities=("CHOWN", "NET_BIND_SERVICE"))
+    assert caps.supports(pr.Capability.GRANTABLE_CAPABILITIES)
+    assert not pr.RuntimeCapabilities().supports("grantable_capabilities")
+    assert pr.validate_plan(_asking("NET_BIND_SERVICE"), caps) == []
+    plan = _asking("NET_BIND_SERVICE", "NET_RAW")
+    problems = pr.validate_plan(plan, caps)
+    assert [(p.path, p.capability) for p in problems] == [
+        ("workloads[0].privileges.capabilities[1]", "grantable_capabilities")
+    ]
+    assert "'NET_RAW'" in problems[0].message
+    assert "CHOWN, NET_BIND_SERVICE" in problems[0].message
+    with pytest.raises(pr.CapabilityUnsupported) as caught:
+        pr.check_plan(plan, caps)
+    assert caught.value.capability == "grantable_capabilities"
+    # A runtime that grants nothing refuses every ask, and a plan that asks nothing passes.
+    assert _paths(_asking("CHOWN"), pr.RuntimeCapabilities()) == {
+        "workloads[0].privileges.capabilities[0]"
+    }
+    assert pr.validate_plan(_plan(), pr.RuntimeCapabilities()) == []

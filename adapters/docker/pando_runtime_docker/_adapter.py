@@ -49,7 +49,12 @@ from pando_runtime import (
     WorkloadRef,
     validate_plan,
 )
-from pando_runtime.plugin import raise_problems, validate_exec_request, validate_trial
+from pando_runtime.plugin import (
+    APP_CAPABILITIES,
+    raise_problems,
+    validate_exec_request,
+    validate_trial,
+)
 
 from ._info import DESCRIPTION, DockerConfig, UpstreamMode
 from .api import EngineTransport, TransportStats, parse_host
@@ -70,7 +75,7 @@ from .features import (
     open_exec,
     open_logs,
 )
-from .manifests import EdgeNames, LogCap, Naming
+from .manifests import GRANTABLE_CAPABILITIES, EdgeNames, LogCap, Naming
 
 __all__ = ["DockerAdapter"]
 
@@ -260,6 +265,8 @@ class DockerAdapter(RuntimeAdapter):
             egress_host_names=self.egress.enabled,
             edge=True,
             private_network=self.private is not None,
+            default_capabilities=APP_CAPABILITIES,
+            grantable_capabilities=GRANTABLE_CAPABILITIES,
         )
 
     # -- bundles -------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from _docker_tests import name_of, running, until, workload
 from pando_runtime_docker import DockerAdapter
 
 import pando_runtime as pr
+from pando_runtime.plugin import APP_CAPABILITIES
 
 pytestmark = pytest.mark.anyio
 
@@ -354,3 +355,41 @@ async def test_first_applies_at_once_each_get_a_network_of_their_own(
     assert len(networks) == len(ids)
     for bundle_id in ids:
         await docker_adapter.destroy(pr.BundleRef(bundle_id))
+
+
+def _status(text: str) -> dict[str, str]:
+    fields = (line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return {key.strip(): value.strip() for key, value in fields}
+
+
+async def test_workloads_run_hardened_and_get_what_their_plan_asks(
+    docker_adapter: DockerAdapter, harness: DockerHarness
+) -> None:
+    caps = await docker_adapter.capabilities()
+    assert caps.default_capabilities == APP_CAPABILITIES
+    assert "NET_RAW" in caps.grantable_capabilities
+    raw = pr.Privileges(capabilities=("NET_RAW",))
+    plan = pr.BundlePlan(
+        bundle_id="hardened", workloads=(workload("plain"), workload("pinger", privileges=raw))
+    )
+    await docker_adapter.apply(plan)
+    await until(docker_adapter, "hardened", running, "the workloads to run")
+    app_mask = sum(1 << CAPABILITY_BITS[name] for name in APP_CAPABILITIES)
+    plain = name_of(docker_adapter, "hardened", "plain")
+    status = _status(await harness.docker("exec", plain, "cat", "/proc/self/status"))
+    assert status["Seccomp"] == "2", "the Engine's default profile"
+    assert status["NoNewPrivs"] == "1"
+    assert int(status["CapEff"], 16) == app_mask
+    assert int(status["CapBnd"], 16) == app_mask
+    pinger = name_of(docker_adapter, "hardened", "pinger")
+    granted = _status(await harness.docker("exec", pinger, "cat", "/proc/self/status"))
+    assert int(granted["CapEff"], 16) == app_mask | 1 << CAPABILITY_BITS["NET_RAW"]
+    assert granted["NoNewPrivs"] == "1"
+    await docker_adapter.destroy(pr.BundleRef("hardened"))
+
+
+CAPABILITY_BITS = {
+    "CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "FSETID": 4, "KILL": 5, "SETGID": 6,
+    "SETUID": 7, "NET_BIND_SERVICE": 10, "NET_RAW": 13,
+}  # fmt: skip
+"""Bit numbers of the capabilities named here (``linux/capability.h``)."""

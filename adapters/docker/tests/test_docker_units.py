@@ -26,6 +26,7 @@ from pando_runtime_docker.manifests import (
 )
 
 import pando_runtime as pr
+from pando_runtime.plugin import APP_CAPABILITIES
 
 NAMING = Naming(owner="pando")
 
@@ -125,6 +126,7 @@ CHANGES = {
     "cpu": {"resources": pr.Resources(cpu_millis=500)},
     "memory": {"resources": pr.Resources(memory_bytes=64 << 20)},
     "log cap": {"log_bytes": 4096},
+    "privileges": {"privileges": pr.Privileges(capabilities=("NET_RAW",))},
 }
 
 
@@ -164,6 +166,26 @@ def test_secret_values_are_in_the_env_only_never_in_a_label() -> None:
     assert request.body["HostConfig"]["RestartPolicy"] == {"Name": "no"}
     aliases = request.body["NetworkingConfig"]["EndpointsConfig"]["pando.app"]["Aliases"]
     assert aliases == ["web"]
+
+
+def test_every_workload_is_hardened_and_gets_what_its_plan_asks() -> None:
+    def host(**fields: object) -> dict[str, object]:
+        plan = _plan(**fields)
+        log_cap = LogCap(max_bytes=1 << 20, files=2)
+        request = container_request(
+            plan, plan.workloads[0], NAMING, log_cap=log_cap, stop_timeout=2, pids_limit=100
+        )
+        return request.body["HostConfig"]  # type: ignore[no-any-return]
+
+    plain = host()
+    assert plain["CapDrop"] == ["ALL"]
+    assert plain["CapAdd"] == sorted(APP_CAPABILITIES)
+    assert "NET_RAW" not in plain["CapAdd"]
+    assert plain["SecurityOpt"] == ["no-new-privileges"]
+    assert plain["PidsLimit"] == 100
+    assert "seccomp=unconfined" not in repr(plain), "the Engine's default profile applies"
+    asking = host(privileges=pr.Privileges(capabilities=("NET_RAW",)))
+    assert asking["CapAdd"] == sorted({*APP_CAPABILITIES, "NET_RAW"})
 
 
 def test_the_files_tar_names_every_parent_directory() -> None:

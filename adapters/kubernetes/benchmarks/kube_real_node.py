@@ -452,6 +452,7 @@ def adapter_settings(cluster: Any) -> dict[str, Any]:
         "pod_cidr": network.POD_CIDR,
         "service_cidr": "10.96.0.0/16",
         "api_server_cidr": f"{network.API_SERVER_IP}/32",
+        "node_cidr": network.LINK_CIDR,
         "dns_namespace": addons.DNS_NAMESPACE,
         "dns_labels": dict(addons.DNS_LABELS),
         "api_qps": 1000.0,

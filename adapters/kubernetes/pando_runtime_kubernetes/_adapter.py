@@ -73,6 +73,7 @@ from .features._usage import Usage
 from .features._volumes import Volumes
 from .features._workload_io import WorkloadIO
 from .manifests._network import AppNetwork
+from .manifests._security import DEFAULT_CAPABILITIES, GRANTABLE_CAPABILITIES
 from .session._session import ClusterSession
 
 __all__ = ["KubernetesAdapter"]
@@ -218,6 +219,8 @@ class KubernetesAdapter(RuntimeAdapter):
             image_delivery=(ImageDelivery.REGISTRY, ImageDelivery.IMPORT)
             if self._images.configured
             else (ImageDelivery.REGISTRY,),
+            default_capabilities=DEFAULT_CAPABILITIES,
+            grantable_capabilities=GRANTABLE_CAPABILITIES,
         )
 
     def health_details(self) -> dict[str, str]:

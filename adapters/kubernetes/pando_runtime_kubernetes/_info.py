@@ -158,6 +158,11 @@ class KubernetesConfig:
         help="The API server's address(es) as CIDR blocks, comma-separated: app pods never "
         "reach them (only the edge does).",
     )
+    node_cidr: str | None = setting(
+        default=None,
+        help="The nodes' own addresses as CIDR blocks, comma-separated: app pods never reach "
+        "them (kubelet, kube-proxy and whatever else listens on a node).",
+    )
     dns_namespace: str = setting(
         default="kube-system", help="Namespace of the cluster DNS pods app pods may reach."
     )

@@ -83,6 +83,18 @@ def test_unset_cluster_ranges_exclude_every_private_shared_and_link_local_range(
     assert not _covered("2001:4860::8888", excepts["::/0"])
 
 
+def test_the_nodes_own_addresses_are_excluded_when_named() -> None:
+    ranges = ClusterRanges.from_settings(
+        "198.18.0.0/24", "10.96.0.0/16", None, node_cidr="198.19.0.0/24"
+    )
+    assert "198.19.0.0/24" in ranges.excluded
+    assert "node_cidr" in ranges.details()["egress_excluded_from"]
+    excepts = _excepts(_app_policy(None, ranges))
+    assert _covered("198.19.0.2", excepts["0.0.0.0/0"]), "a node's kubelet is out of reach"
+    without = ClusterRanges.from_settings("198.18.0.0/24", "10.96.0.0/16", None)
+    assert not _covered("198.19.0.2", _excepts(_app_policy(None, without))["0.0.0.0/0"])
+
+
 @pytest.mark.parametrize("metadata", ["169.254.169.254", "fd00:ec2::254"])
 def test_the_metadata_address_is_excluded_always(metadata: str) -> None:
     configured = ClusterRanges.from_settings("10.244.0.0/16", "10.96.0.0/12", "203.0.113.10/32")
@@ -265,7 +277,9 @@ def test_the_gateway_objects_follow_the_host_rules() -> None:
     (container,) = spec["containers"]
     assert container["image"] == "registry.example/squid:5"
     assert container["command"][:2] == ["squid", "-N"]
-    assert container["securityContext"] == {"allowPrivilegeEscalation": False}
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
     assert "hostPort" not in container["ports"][0]
     changed = EgressPolicy(allow=(EgressRule(destination="api.example.com", ports=(8443,)),))
     new_config = gateway_config(changed, UNSET)

@@ -24,7 +24,7 @@ from pando_runtime.plugin import SOCKET_TABLES_SCRIPT, listening_ports, split_so
 
 from .._log import logger
 from ..api import EngineError, EngineTransport, FrameDecoder, write_failed
-from ..manifests import Naming
+from ..manifests import Naming, hardening
 from ._helper import HelperJob, helper_label, run_helper
 from ._images import pull_image
 
@@ -118,7 +118,7 @@ class Trials:
                 "NetworkMode": network,
                 "RestartPolicy": {"Name": "no"},
                 "LogConfig": {"Type": "json-file", "Config": {"max-size": "1m", "max-file": "1"}},
-                "SecurityOpt": ["no-new-privileges"],
+                **hardening(),
                 "PidsLimit": 4096,
             },
         }

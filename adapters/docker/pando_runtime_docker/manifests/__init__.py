@@ -1,11 +1,13 @@
 """Pure translation of plans into Engine requests: names, labels, the spec hash (private)."""
 
 from ._containers import (
+    GRANTABLE_CAPABILITIES,
     ContainerRequest,
     LogCap,
     container_request,
     files_digest,
     files_tar,
+    hardening,
     health_test,
 )
 from ._edge import CERT_DIR, EdgeNames, EdgeRequest, edge_network_request, edge_request
@@ -31,6 +33,7 @@ __all__ = [
     "CERT_DIR",
     "GATEWAY_ALIAS",
     "GATEWAY_PORT",
+    "GRANTABLE_CAPABILITIES",
     "UNROUTED_RESOLVER",
     "Allowed",
     "ContainerRequest",
@@ -52,6 +55,7 @@ __all__ = [
     "guard_chain",
     "guard_request",
     "guard_script",
+    "hardening",
     "health_test",
     "host_chain",
     "network_request",

@@ -18,19 +18,47 @@ from typing import Any
 import attrs
 
 from pando_runtime import BundlePlan, CarriedFile, HealthCheck, WorkloadPlan
+from pando_runtime.plugin import APP_CAPABILITIES
 
 from ._labels import Naming
 
 __all__ = [
+    "GRANTABLE_CAPABILITIES",
     "ContainerRequest",
     "LogCap",
     "container_request",
     "files_digest",
     "files_tar",
+    "hardening",
     "health_test",
 ]
 
 _NANOS = 1_000_000_000
+
+GRANTABLE_CAPABILITIES = (
+    *APP_CAPABILITIES,
+    "AUDIT_WRITE",
+    "MKNOD",
+    "NET_RAW",
+    "SETFCAP",
+    "SETPCAP",
+    "SYS_CHROOT",
+)
+"""What a plan may ask for: the Engine's own default set (a container held it all before)."""
+
+
+def hardening(added: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``HostConfig`` keys every workload gets: the app capabilities and ``added`` only.
+
+    Every other capability is dropped (``APP_CAPABILITIES`` are added back) and no process
+    may gain privileges (``no_new_privs``). The Engine's default seccomp profile applies
+    unless a request turns it off; none does.
+    """
+    return {
+        "CapDrop": ["ALL"],
+        "CapAdd": sorted({*APP_CAPABILITIES, *added}),
+        "SecurityOpt": ["no-new-privileges"],
+    }
 
 
 @attrs.frozen(kw_only=True)
@@ -125,6 +153,7 @@ def container_request(
         "NetworkMode": network,
         "RestartPolicy": {"Name": "no"},  # the host owns restarts
         "LogConfig": {"Type": "json-file", "Config": cap.options()},
+        **hardening(workload.privileges.capabilities),
     }
     if workload.resources.memory_bytes is not None:
         host_config["Memory"] = workload.resources.memory_bytes

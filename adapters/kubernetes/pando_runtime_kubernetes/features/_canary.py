@@ -32,6 +32,7 @@ from .._names import LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY, ROLE_CANARY
 from ..api._paths import api_path
 from ..manifests import _namespace_objects as ns_objects
 from ..manifests import _workload_objects as workload_objects
+from ..manifests._security import container_security
 from ..session._session import ClusterSession
 
 __all__ = ["NetworkPolicyCanary", "canary_objects"]
@@ -75,7 +76,7 @@ def _pod(
                         "requests": {"cpu": "10m", "memory": "16Mi"},
                         "limits": {"cpu": "10m", "memory": "16Mi"},
                     },
-                    "securityContext": {"allowPrivilegeEscalation": False},
+                    "securityContext": container_security(),
                 }
             ],
         },

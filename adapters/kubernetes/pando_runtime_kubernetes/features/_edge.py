@@ -36,6 +36,7 @@ from .._names import (
 )
 from ..api._paths import api_path
 from ..manifests._objects import b64, canonical
+from ..manifests._security import container_security
 from ..manifests._workload_objects import PodSettings, claim_volumes, place
 from ..session._session import ClusterSession
 from ._volumes import Volumes, volume_handle
@@ -137,7 +138,7 @@ def edge_objects(  # noqa: C901 - one flat builder
         "name": "edge",
         "image": plan.image,
         "envFrom": [{"secretRef": {"name": f"{name}-env"}}],
-        "securityContext": {"allowPrivilegeEscalation": False},
+        "securityContext": container_security(),
     }
     if plan.args:
         container["args"] = list(plan.args)

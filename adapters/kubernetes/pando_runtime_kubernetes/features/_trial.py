@@ -49,6 +49,7 @@ from ..manifests import _objects as objects
 from ..manifests import _workload_objects as workload_objects
 from ..manifests._gateway import config_digest
 from ..manifests._network import AppNetwork
+from ..manifests._security import container_security
 from ..session._session import ClusterSession
 
 __all__ = ["TRIAL_LOG_LIMIT", "Trials", "listening_ports", "trial_objects"]
@@ -150,7 +151,7 @@ def trial_objects(
                 "name": OBSERVER,
                 "image": observer_image,
                 "command": ["sleep", str(math.ceil(request.timeout_seconds + wait + 60))],
-                "securityContext": {"allowPrivilegeEscalation": False},
+                "securityContext": container_security(),
             },
         ],
     }

@@ -50,6 +50,7 @@ from .._names import (
 from ..api._paths import api_path
 from ..cache._podstatus import container_state, start_problem
 from ..cache._projections import ClaimFacts, project_claim
+from ..manifests._security import container_security
 from ..manifests._workload_objects import PodSettings, place
 from ..session._session import ClusterSession
 from ._namespaces import AppNamespaces
@@ -148,7 +149,7 @@ def helper_pod(
                 "image": image,
                 "command": ["sleep", "3600"],
                 "volumeMounts": [{"name": "data", "mountPath": mount_path, "readOnly": read_only}],
-                "securityContext": {"allowPrivilegeEscalation": False},
+                "securityContext": container_security(),
             }
         ],
         "volumes": [

@@ -1,11 +1,11 @@
 """Egress: what an app's pods may reach, as NetworkPolicies, and the ranges they never reach.
 
 Every app (and trial) namespace's policy (``pando-default``) restricts egress as well as
-ingress. Unrestricted, its pods may reach their
-own namespace, the cluster's DNS (port 53, UDP and TCP) and the internet: ``0.0.0.0/0`` and
-``::/0`` except the cluster's ranges. Those are the ``pod_cidr``, ``service_cidr`` and
-``api_server_cidr`` settings; while the pod and service ranges are not both set, every
-private, shared and link-local range is excluded instead (:data:`PRIVATE_RANGES`), so an
+ingress. Unrestricted, its pods may reach their own namespace, the cluster's DNS (port 53,
+UDP and TCP) and the internet: ``0.0.0.0/0`` and ``::/0`` except the cluster's ranges. Those
+are the ``pod_cidr``, ``service_cidr``, ``api_server_cidr`` and ``node_cidr`` settings; while
+the pod and service ranges are not both set, every private, shared and link-local range is
+excluded instead (:data:`PRIVATE_RANGES`), so an
 unconfigured adapter errs on the side of reaching less. The cloud metadata address is
 excluded always.
 
@@ -87,13 +87,19 @@ class ClusterRanges:
 
     @classmethod
     def from_settings(
-        cls, pod_cidr: str | None, service_cidr: str | None, api_server_cidr: str | None
+        cls,
+        pod_cidr: str | None,
+        service_cidr: str | None,
+        api_server_cidr: str | None,
+        node_cidr: str | None = None,
     ) -> ClusterRanges:
         """The ranges from comma-separated settings (dual-stack clusters name two each).
 
         Raises ``ValueError`` for a value that is not a CIDR block.
         """
-        given = _networks([*_list(pod_cidr), *_list(service_cidr), *_list(api_server_cidr)])
+        given = _networks(
+            [*_list(pod_cidr), *_list(service_cidr), *_list(api_server_cidr), *_list(node_cidr)]
+        )
         known = bool(_list(pod_cidr)) and bool(_list(service_cidr))
         base = given if known else [*_networks(PRIVATE_RANGES), *given]
         return cls(_collapse([*base, *_networks(METADATA_ADDRESSES)]), known)
@@ -115,7 +121,7 @@ class ClusterRanges:
     def details(self) -> dict[str, str]:
         """What the health check says about the ranges in effect."""
         source = (
-            "the pod_cidr, service_cidr and api_server_cidr settings"
+            "the pod_cidr, service_cidr, api_server_cidr and node_cidr settings"
             if self.configured
             else "every private, shared and link-local range (pod_cidr and service_cidr unset)"
         )

@@ -37,6 +37,7 @@ from .._names import (
     pod_name,
 )
 from ._egress import ClusterRanges, host_rules
+from ._security import container_security, pod_security
 
 __all__ = [
     "CONFIG_KEY",
@@ -202,7 +203,7 @@ def gateway_pod(
             "requests": {"cpu": "50m", "memory": "64Mi"},
             "limits": {"cpu": "500m", "memory": "256Mi"},
         },
-        "securityContext": {"allowPrivilegeEscalation": False},
+        "securityContext": container_security(),
         "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
     }
     spec: dict[str, Any] = {
@@ -211,6 +212,7 @@ def gateway_pod(
         "enableServiceLinks": False,
         "containers": [container],
         "volumes": [{"name": "config", "configMap": {"name": GATEWAY}}],
+        "securityContext": pod_security(),
         **placement,
     }
     annotations = {

@@ -27,7 +27,7 @@ from ._gateway import GATEWAY, gateway_config, gateway_objects, gateway_pod, pro
 __all__ = ["AppNetwork"]
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_CIDR_SETTINGS = ("pod_cidr", "service_cidr", "api_server_cidr")
+_CIDR_SETTINGS = ("pod_cidr", "service_cidr", "api_server_cidr", "node_cidr")
 
 
 def _setting_problems(config: KubernetesConfig) -> list[Problem]:
@@ -75,7 +75,7 @@ class AppNetwork:
                 "comma-separated; a namespace name; at least one DNS pod label; an image.",
             )
         self.ranges = ClusterRanges.from_settings(
-            config.pod_cidr, config.service_cidr, config.api_server_cidr
+            config.pod_cidr, config.service_cidr, config.api_server_cidr, config.node_cidr
         )
         """What app pods never reach outside their namespace."""
         self.dns = DnsPeer(config.dns_namespace, dict(config.dns_labels))

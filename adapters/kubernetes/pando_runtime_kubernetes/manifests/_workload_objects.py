@@ -34,6 +34,7 @@ from .._names import (
     pod_name,
 )
 from ._objects import FILES_VOLUME, b64, canonical, labels_for, object_meta
+from ._security import container_security, pod_security
 
 __all__ = [
     "PodSettings",
@@ -112,7 +113,8 @@ def workload_digest(
     """sha256 of what the pod runs; the environment only as an HMAC under ``key``.
 
     ``proxy``: the egress gateway's variables (in the digest only when there are some, so
-    pods of apps without a gateway keep their digests).
+    pods of apps without a gateway keep their digests). The security settings are in it:
+    a pod written before they changed is replaced on its app's next apply.
     """
     env_mac = hmac.new(key, canonical(sorted(w.env.items())), hashlib.sha256).hexdigest()
     doc = {
@@ -129,6 +131,7 @@ def workload_digest(
         "node_selector": settings.node_selector,
         "pull": w.pull_auth is not None,
         "env": env_mac,
+        "security": [pod_security(), container_security(w.privileges.capabilities)],
     }
     if proxy:
         doc["proxy"] = dict(sorted(proxy.items()))
@@ -194,17 +197,19 @@ def app_container(
     entrypoint: Sequence[str] | None,
     command: Sequence[str] | None,
     working_dir: str | None,
+    capabilities: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The container running an app's image (a workload's or a trial's).
 
-    Its environment comes from the Secret of ``name``; no privilege escalation; the image's
-    own entrypoint, arguments and directory unless given.
+    Its environment comes from the Secret of ``name``; the hardened defaults plus
+    ``capabilities`` (see ``_security``); the image's own entrypoint, arguments and
+    directory unless given.
     """
     container: dict[str, Any] = {
         "name": name,
         "image": image,
         "envFrom": [{"secretRef": {"name": env_secret_name(name)}}],
-        "securityContext": {"allowPrivilegeEscalation": False},
+        "securityContext": container_security(capabilities),
     }
     if entrypoint:
         container["command"] = list(entrypoint)
@@ -216,7 +221,11 @@ def app_container(
 
 
 def place(spec: dict[str, Any], settings: PodSettings) -> None:
-    """Put an app pod where the settings say: their RuntimeClass and node selector."""
+    """Put an app pod where the settings say, under the runtime's default seccomp profile.
+
+    The settings name a RuntimeClass and a node selector.
+    """
+    spec["securityContext"] = pod_security()
     if settings.runtime_class:
         spec["runtimeClassName"] = settings.runtime_class
     if settings.node_selector:
@@ -242,7 +251,12 @@ def pod(
     the egress gateway's variables, set in the spec (they hold no secret).
     """
     container = app_container(
-        w.name, w.image, entrypoint=w.entrypoint, command=w.command, working_dir=w.working_dir
+        w.name,
+        w.image,
+        entrypoint=w.entrypoint,
+        command=w.command,
+        working_dir=w.working_dir,
+        capabilities=w.privileges.capabilities,
     )
     if proxy:
         container["env"] = [{"name": k, "value": v} for k, v in sorted(proxy.items())]

@@ -19,6 +19,9 @@ RUNTIME_HANDLER = "runc"
 CLUSTER_DNS_IP = "10.96.0.10"
 REAL_NODE_LABEL = "pando.dev/node"
 REAL_NODE_TAINT = {"key": "pando.dev/real-node", "value": "true", "effect": "NoSchedule"}
+POD_PIDS_LIMIT = 1024
+"""kubelet's ``podPidsLimit``: processes (threads included) one pod may hold. Kubernetes has
+no per-pod field for it; the adapter relies on the node's setting (docs/security.md)."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,8 @@ def kubelet_config(
     cluster_domain: str = "cluster.local",
 ) -> str:
     """KubeletConfiguration for cgroup v1 with cgroupfs, on our containerd, serving on the
-    node's address (the API server reaches it through the relay) and nothing else."""
+    node's address (the API server reaches it through the relay) and nothing else; each pod
+    held to :data:`POD_PIDS_LIMIT` processes."""
     config = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -178,6 +182,7 @@ def kubelet_config(
         "registerWithTaints": [dict(t) for t in taints],
         "serializeImagePulls": False,
         "maxPods": 110,
+        "podPidsLimit": POD_PIDS_LIMIT,
         "nodeStatusReportFrequency": "10s",
         "syncFrequency": "10s",
         "fileCheckFrequency": "20s",

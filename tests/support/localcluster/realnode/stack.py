@@ -83,6 +83,12 @@ class RealNode:
         self._ports = dict(zip(("kubelet", "proxy", "proxy-metrics", "router"),
                                free_ports(4), strict=True))  # fmt: skip
 
+    @property
+    def local_ports(self) -> dict[str, int]:
+        """The ports the node's programs serve on the node namespace's loopback: ``kubelet``
+        (healthz), ``proxy`` (kube-proxy's healthz), ``proxy-metrics``, ``router`` (health)."""
+        return dict(self._ports)
+
     # ------------------------------------------------------------------ before the API server
 
     def apiserver_args(self) -> list[str]:

@@ -30,7 +30,6 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
-from kubernetes.config.config_exception import ConfigException
 
 from pando_runtime import (
     AdapterFailed,
@@ -203,7 +202,7 @@ class ClusterSession:
                         if not self.name or error.details.get("cluster") == self.name:
                             raise
                         raise self.down(error.message, remedy=error.remedy) from error
-                    except (ConfigException, OSError, ValueError) as error:
+                    except (OSError, ValueError) as error:  # Cluster.load reports the rest
                         raise self.down(
                             f"no usable Kubernetes configuration: {error}",
                             remedy="Set 'kubeconfig'/'context', or run inside a cluster.",

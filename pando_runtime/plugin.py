@@ -5,12 +5,14 @@ the errors) is in :mod:`pando_runtime`, which hosts use; this namespace holds wh
 adapter needs: registration under the entry-point group (:data:`ENTRY_POINT_GROUP`,
 :func:`register_adapter`), its settings (:func:`setting`), the validation helpers the contract's
 rules are written with, the membership's lease store and write guard, the bundle event hub,
-read scopes, byte streams for logs and exec, and the API observer. See ``docs/plugins.md``.
+read scopes, byte streams for logs and exec, the API observer, and the lazy names
+(:func:`lazy_attributes`) that keep an adapter's package as light to import as this one. See
+``docs/plugins.md``.
 """
 
 from __future__ import annotations
 
-from ._lazy import lazy_attributes
+from . import _lazy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API reference
@@ -31,6 +33,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         listening_ports,
         split_socket_tables,
     )
+    from ._lazy import lazy_attributes
     from ._leases import LeaseConflict, LeaseRecord, LeaseStore, StoredLease
     from ._member_slot import MembershipSlot
     from ._membership import validate_membership
@@ -72,6 +75,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "listening_ports",
         "split_socket_tables",
     ),
+    "_lazy": ("lazy_attributes",),
     "_leases": ("LeaseConflict", "LeaseRecord", "LeaseStore", "StoredLease"),
     "_member_slot": ("MembershipSlot",),
     "_membership": ("validate_membership",),
@@ -122,6 +126,7 @@ __all__ = [
     "byte_stream_pair",
     "in_read_scope",
     "is_valid_image",
+    "lazy_attributes",
     "listening_ports",
     "raise_problems",
     "read_scope",
@@ -137,4 +142,4 @@ __all__ = [
     "validate_volume_request",
 ]
 
-__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, globals())
+__getattr__, __dir__ = _lazy.lazy_attributes(__name__, _EXPORTS, globals())

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from _kubeconfigs import kubeconfig_file
 
-CLIENT_ROOTS = frozenset({"kubernetes", "websocket", "yaml", "pydantic", "dateutil"})
-"""Top-level packages the client brings in (and YAML, read only with a kubeconfig)."""
+CLIENT_ROOTS = frozenset({"kubernetes", "websocket", "urllib3", "yaml", "pydantic", "dateutil"})
+"""Top-level packages the client brings in (its HTTP, urllib3, too; YAML with a kubeconfig)."""
 GENERATED_API = "kubernetes.client.api.core_v1_api"
 GENERATED_MODELS = "kubernetes.client.models."
 EXEC = "pando_runtime_kubernetes.api._exec"

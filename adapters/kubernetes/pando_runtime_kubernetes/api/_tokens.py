@@ -30,7 +30,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import urllib3
 
 from .._log import logger
 from ._errors import ApiError
@@ -97,6 +96,7 @@ def request_token(
     """
     # A plain JSON body through the client's serialiser and pool (its authentication and TLS):
     # the generated API class and models would cost more to import than the whole request.
+    import urllib3  # noqa: PLC0415
     from kubernetes.client import ApiClient  # noqa: PLC0415
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, Protocol, Self
 import anyio
 import anyio.to_thread
 import attrs
-import urllib3
 
 from pando_runtime.plugin import NO_API_OBSERVER, ApiObserver
 
@@ -52,6 +51,7 @@ from ._http import (
 from ._ratelimit import TokenBucket
 
 if TYPE_CHECKING:
+    import urllib3
     from kubernetes.client import ApiClient, Configuration
 
 __all__ = ["ClusterEndpoint", "KubeTransport", "TransportStats"]
@@ -372,7 +372,8 @@ class KubeTransport:
         content_type: str | None,
         timeout: tuple[float, float],
     ) -> tuple[int, dict[str, Any]]:
-        from kubernetes.client.exceptions import (  # noqa: PLC0415 - loaded by __init__
+        import urllib3  # noqa: PLC0415 - loaded with the client, by __init__
+        from kubernetes.client.exceptions import (  # noqa: PLC0415
             ApiException as ClientApiException,
         )
 
@@ -520,6 +521,8 @@ class KubeTransport:
     def _open(
         self, path: str, query: Mapping[str, Any] | None, read_timeout: float
     ) -> urllib3.BaseHTTPResponse:
+        import urllib3  # noqa: PLC0415 - with the first call, not the adapter's import
+
         url, headers, _ = self._prepare(
             self._stream_client, "GET", path, query=query, body=None, content_type=None
         )

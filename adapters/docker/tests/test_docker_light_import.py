@@ -10,25 +10,14 @@ left to defer there.
 from __future__ import annotations
 
 import ast
-import subprocess
 import sys
 from pathlib import Path
 
 import pando_runtime_docker as pd
 import pytest
+from fresh_imports import modules_after
 
 HTTP_ROOTS = frozenset({"httpx", "httpcore", "h11", "anyio"})
-
-
-def _modules_after(code: str) -> list[str]:
-    result = subprocess.run(
-        [sys.executable, "-c", f"{code}\nimport sys; print(' '.join(sys.modules))"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return result.stdout.split()
 
 
 def _table() -> dict[str, str]:
@@ -56,10 +45,10 @@ def test_every_public_name_resolves_to_its_modules_object(name: str) -> None:
 
 
 def test_a_plain_import_and_the_settings_import_no_http_stack() -> None:
-    plain = _modules_after("import pando_runtime_docker")
+    plain = modules_after("import pando_runtime_docker")
     assert not [m for m in plain if m.startswith("pando_runtime_docker.")], "on first use"
-    settings = _modules_after("import pando_runtime_docker as pd; pd.ADAPTER, pd.DockerConfig")
+    settings = modules_after("import pando_runtime_docker as pd; pd.ADAPTER, pd.DockerConfig")
     assert "pando_runtime_docker._info" in settings
     assert not [m for m in settings if m.split(".")[0] in HTTP_ROOTS]
-    adapter = _modules_after("from pando_runtime_docker import DockerAdapter")
+    adapter = modules_after("from pando_runtime_docker import DockerAdapter")
     assert "httpx" in adapter, "the check above can see it"

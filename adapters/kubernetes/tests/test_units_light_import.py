@@ -9,12 +9,10 @@ and models never load for a request the adapter builds itself.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 from _kubeconfigs import kubeconfig_file
+from fresh_imports import modules_after
 
 CLIENT_ROOTS = frozenset({"kubernetes", "websocket", "urllib3", "yaml", "pydantic", "dateutil"})
 """Top-level packages the client brings in (its HTTP, urllib3, too; YAML with a kubeconfig)."""
@@ -23,27 +21,12 @@ GENERATED_MODELS = "kubernetes.client.models."
 EXEC = "pando_runtime_kubernetes.api._exec"
 
 
-def _modules_after(code: str) -> set[str]:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            f"{textwrap.dedent(code)}\nimport sys; print(' '.join(sys.modules))",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return set(result.stdout.split())
-
-
 def _generated(loaded: set[str]) -> set[str]:
     return {m for m in loaded if m == GENERATED_API or m.startswith(GENERATED_MODELS)}
 
 
 def test_importing_every_public_name_imports_none_of_the_client() -> None:
-    loaded = _modules_after(
+    loaded = modules_after(
         """
         import pando_runtime_kubernetes as pk
         for name in pk.__all__:
@@ -59,7 +42,7 @@ def test_importing_every_public_name_imports_none_of_the_client() -> None:
 
 def test_a_cluster_and_its_transport_import_no_generated_api_or_model(tmp_path: Path) -> None:
     kubeconfig = kubeconfig_file(tmp_path / "config", "one", current="one")
-    loaded = _modules_after(
+    loaded = modules_after(
         f"""
         from pando_runtime_kubernetes import Cluster, KubernetesAdapter, KubeTransport
         transport = KubeTransport.for_cluster(Cluster.load({str(kubeconfig)!r}))
@@ -73,6 +56,6 @@ def test_a_cluster_and_its_transport_import_no_generated_api_or_model(tmp_path: 
 
 
 def test_the_modules_checked_are_those_exec_imports() -> None:
-    loaded = _modules_after("from pando_runtime_kubernetes.api import _exec")
+    loaded = modules_after("from pando_runtime_kubernetes.api import _exec")
     assert {EXEC, "kubernetes.stream", "websocket"} <= loaded, "the check above can see them"
     assert GENERATED_API in loaded, "and exec's generated API class, which only exec needs"

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import ast
 import inspect
-import subprocess
 import sys
 from pathlib import Path
 
 import pando_runtime_kubernetes as pk
 import pytest
+from fresh_imports import modules_after
 
 INIT = Path(pk.__file__)
 
@@ -66,18 +66,7 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_a_plain_import_imports_none_of_the_packages_modules_nor_the_client() -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import pando_runtime_kubernetes, sys; print(' '.join(sys.modules))",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    loaded = result.stdout.split()
+    loaded = modules_after("import pando_runtime_kubernetes")
     assert "kubernetes" not in loaded
     assert not [m for m in loaded if m.startswith("pando_runtime_kubernetes.")], "on first use"
 

@@ -85,7 +85,7 @@ def docs(session: nox.Session) -> None:
 @nox.session(python="3.11")
 def benchmarks(session: nox.Session) -> None:
     """Print benchmark figures: the fake's lifecycle rate, import time, catalog sync into
-    Consul, the test Docker Engine's start, Kubernetes API calls."""
+    Consul, the test Docker Engine's start, Kubernetes API calls and start-up."""
     _install(session, "test")
     session.run("python", "benchmarks/fake_lifecycle.py", *session.posargs)
     session.run("python", "benchmarks/catalog_sync.py")  # starts Consul (tools/consul/build.sh)
@@ -106,6 +106,19 @@ def faults(session: nox.Session) -> None:
     _install(session, "test")
     env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
     session.run("python", "benchmarks/faults.py", *session.posargs, env=env)
+
+
+@nox.session(python="3.11")
+def kube_startup(session: nox.Session) -> None:
+    """A host's start on Kubernetes: the adapter's import against the client's, and the CLI's
+    observe on the local control plane against the fake's (also run by ``benchmarks``).
+
+    nox -s kube_startup -- --runs 11 --cli-runs 7    (any option of the script)
+    """
+    _install(session, "test")
+    env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
+    script = ROOT / "adapters/kubernetes/benchmarks/kube_startup.py"
+    session.run("python", str(script), *session.posargs, env=env)
 
 
 @nox.session(python="3.11")

@@ -1,7 +1,8 @@
 """Names that import their module on first use: one mechanism for each public namespace.
 
 ``pando_runtime``, ``pando_runtime.plugin`` and ``pando_runtime.catalog`` each keep a table of
-their public names by the private module that defines them. Importing a namespace imports
+their public names by the private module that defines them; an adapter's package does the same
+(:func:`lazy_attributes` is public in ``pando_runtime.plugin``). Importing a namespace imports
 none of those modules; the first use of a name imports its module and caches the value in the
 namespace, so later lookups are plain attribute reads. Names that moved to another namespace
 still resolve where they were, with a :class:`DeprecationWarning` that names the new home.
@@ -34,8 +35,9 @@ def lazy_attributes(
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``(__getattr__, __dir__)`` for the module ``namespace`` with the public ``exports``.
 
-    ``exports`` maps each defining private module of the root package (``"_plans"``) to the
-    names it gives; ``submodules`` are public modules reached as attributes (``pr.catalog``).
+    ``exports`` maps each defining private module of the root package (``"_plans"``, or
+    ``"api._transport"`` below it) to the names it gives; ``submodules`` are public modules
+    reached as attributes (``pr.catalog``).
     The ``__getattr__`` is to be the module's own, so a deprecation warning points at the
     caller's line.
     """

@@ -7,12 +7,14 @@ adapter needs: registration under the entry-point group (:data:`ENTRY_POINT_GROU
 (:class:`DelegatingAdapter`) and the check that a class covers the whole contract
 (:func:`missing_contract_methods`), the validation helpers the contract's
 rules are written with, the membership's lease store and write guard, the bundle event hub,
-read scopes, byte streams for logs and exec, and the API observer. See ``docs/plugins.md``.
+read scopes, byte streams for logs and exec, the API observer, and the lazy names
+(:func:`lazy_attributes`) that keep an adapter's package as light to import as this one. See
+``docs/plugins.md``.
 """
 
 from __future__ import annotations
 
-from ._lazy import lazy_attributes
+from . import _lazy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API reference
@@ -39,6 +41,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         listening_ports,
         split_socket_tables,
     )
+    from ._lazy import lazy_attributes
     from ._leases import LeaseConflict, LeaseRecord, LeaseStore, StoredLease
     from ._member_slot import MembershipSlot
     from ._membership import validate_membership
@@ -83,6 +86,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "listening_ports",
         "split_socket_tables",
     ),
+    "_lazy": ("lazy_attributes",),
     "_leases": ("LeaseConflict", "LeaseRecord", "LeaseStore", "StoredLease"),
     "_member_slot": ("MembershipSlot",),
     "_privileges": ("APP_CAPABILITIES",),
@@ -138,6 +142,7 @@ __all__ = [
     "contract_methods",
     "in_read_scope",
     "is_valid_image",
+    "lazy_attributes",
     "listening_ports",
     "missing_contract_methods",
     "raise_problems",
@@ -154,4 +159,4 @@ __all__ = [
     "validate_volume_request",
 ]
 
-__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, globals())
+__getattr__, __dir__ = _lazy.lazy_attributes(__name__, _EXPORTS, globals())

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import ast
 import inspect
-import subprocess
 import sys
 import warnings
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from fresh_imports import modules_after
 
 import pando_runtime as pr
 from pando_runtime import catalog, plugin
@@ -114,19 +114,8 @@ def test_unknown_names_are_attribute_errors_and_dir_lists_the_public_names() -> 
     assert set(pr.__all__) <= set(dir(pr))
 
 
-def _modules_after(code: str) -> set[str]:
-    result = subprocess.run(
-        [sys.executable, "-c", f"{code}\nimport sys; print(' '.join(sys.modules))"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return set(result.stdout.split())
-
-
 def test_a_plain_import_imports_no_submodule_nor_cattrs_or_yaml() -> None:
-    loaded = _modules_after("import pando_runtime")
+    loaded = modules_after("import pando_runtime")
     assert not {m for m in loaded if m.startswith("pando_runtime.")} - {"pando_runtime._lazy"}, (
         "names load on first use"
     )
@@ -134,7 +123,7 @@ def test_a_plain_import_imports_no_submodule_nor_cattrs_or_yaml() -> None:
 
 
 def test_the_contract_types_import_without_cattrs_or_yaml() -> None:
-    loaded = _modules_after(
+    loaded = modules_after(
         "import pando_runtime as pr\n"
         "pr.RuntimeAdapter, pr.BundlePlan, pr.ObservedBundle, pr.AdapterInfo, pr.validate_plan"
     )
@@ -144,12 +133,12 @@ def test_the_contract_types_import_without_cattrs_or_yaml() -> None:
 
 
 def test_conversion_imports_cattrs_on_first_use() -> None:
-    loaded = _modules_after("import pando_runtime as pr\npr.structure({'port': 80}, dict)")
+    loaded = modules_after("import pando_runtime as pr\npr.structure({'port': 80}, dict)")
     assert "cattrs" in loaded
 
 
 def test_the_command_lines_help_imports_no_runtime_code() -> None:
-    loaded = _modules_after(
+    loaded = modules_after(
         "import contextlib, io\n"
         "from pando_runtime._cli import main\n"
         "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"

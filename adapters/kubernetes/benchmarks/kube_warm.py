@@ -16,6 +16,9 @@ its memory, the time to load the store, for the
 warm one how its cache started (``warm``, or ``relisted`` once the API server no longer holds
 the saved version) and the events it replayed, and the API server's watch cache for pods: its
 capacity in events, and how many it had received since the store was saved.
+Each start is also measured from its process's start (``from process start``: the interpreter,
+the imports, then the adapter to its first answer), beside a fresh process of the fake adapter
+holding as many apps (its state file) answering its first observe.
 Prints figures; asserts only that the run did what it says (a warm start either resumed and
 listed nothing, or relisted because its version was gone).
 """
@@ -26,6 +29,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -60,6 +64,13 @@ def plan(i: int, image: str = "registry.example/bench/app:1") -> Any:
     )
     return pr.BundlePlan(bundle_id=bundle_id(i), workloads=(web,))
 
+
+SPAWNED_ENV = "KUBE_WARM_SPAWNED"
+"""The parent's ``time.time()`` when it started the child: seconds from the process's start."""
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+"""Children cache their bytecode, as an installed package has it."""
+FAKE_CONFIG = {"nodes": 64, "node_cpu_millis": 64_000, "node_memory_bytes": 256 * 1024**3}
+"""Room for every app on the fake (its default nodes would refuse thousands)."""
 
 MAX_STALENESS = 120.0
 """``cache_max_staleness`` of the measured adapters (default 30 s): a saved cache answers at once
@@ -131,9 +142,12 @@ def child_start(kubeconfig: str, cache_dir: str | None, apps: int, mode: str) ->
     ``mode``: ``at_once`` (a plain observe) or ``confirmed`` (``not_before`` the start). Then
     an observe pass over every app, as a host reconciling after its own restart makes.
     """
+    spawned = float(os.environ[SPAWNED_ENV])
     from pando_runtime_kubernetes import KubernetesAdapter  # noqa: PLC0415
 
     from pando_runtime import BundleRef  # noqa: PLC0415
+
+    imported = time.time() - spawned
 
     async def run() -> dict[str, Any]:
         start = time.perf_counter()
@@ -143,6 +157,7 @@ def child_start(kubeconfig: str, cache_dir: str | None, apps: int, mode: str) ->
             ref = BundleRef(bundle_id(apps - 1))
             observed = await adapter.observe(ref, not_before=not_before)
             seconds = time.perf_counter() - start
+            from_start = time.time() - spawned
             assert observed.exists, "the last app exists"
             assert observed.confirmed_at is not None
             age = (started - observed.confirmed_at).total_seconds()
@@ -163,6 +178,8 @@ def child_start(kubeconfig: str, cache_dir: str | None, apps: int, mode: str) ->
             caught_up = time.perf_counter() - start
             return {
                 "seconds": seconds,
+                "from_start": from_start,
+                "imported": imported,
                 "age": age,
                 "synced_then": synced_then,
                 "pass": pass_seconds,
@@ -179,15 +196,60 @@ def child_start(kubeconfig: str, cache_dir: str | None, apps: int, mode: str) ->
     return anyio.run(run)
 
 
-def run_child(
-    kubeconfig: str, cache_dir: str | None, apps: int, mode: str = "at_once"
-) -> dict[str, Any]:
-    argv = [sys.executable, __file__, "--child", kubeconfig, str(apps), cache_dir or "-", mode]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
+def fake_start(state_file: str, apps: int) -> dict[str, float]:
+    """A fresh process of the fake adapter holding ``apps`` apps: to its first observe."""
+    spawned = float(os.environ[SPAWNED_ENV])
+    import pando_runtime as pr  # noqa: PLC0415
+
+    imported = time.time() - spawned
+
+    async def run() -> dict[str, float]:
+        config = {**FAKE_CONFIG, "state_file": state_file}
+        async with pr.load_adapter("fake", config) as adapter:
+            observed = await adapter.observe(pr.BundleRef(bundle_id(apps - 1)))
+            from_start = time.time() - spawned
+            assert observed.exists, "the last app exists"
+        return {"from_start": from_start, "imported": imported}
+
+    return anyio.run(run)
+
+
+async def fake_setup(state_file: str, apps: int) -> None:
+    """Apply ``apps`` apps to the fake adapter, kept in ``state_file``."""
+    import pando_runtime as pr  # noqa: PLC0415
+
+    async with pr.load_adapter("fake", {**FAKE_CONFIG, "state_file": state_file}) as adapter:
+        for i in range(apps):
+            await adapter.apply(plan(i))
+
+
+def spawn(argv: list[str]) -> dict[str, Any]:
+    """Run a child of this script (its start time in ``SPAWNED_ENV``); its last line, parsed."""
+    env = {**CHILD_ENV, SPAWNED_ENV: repr(time.time())}
+    result = subprocess.run(
+        [sys.executable, __file__, *argv],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env=env,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"the adapter process failed:\n{result.stderr[-3000:]}")
     answer: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return answer
+
+
+def run_fake(state_file: str, apps: int) -> dict[str, float]:
+    """The best of three fresh fake processes (the fake's start varies with the machine's load)."""
+    runs = [spawn(["--fake-child", state_file, str(apps)]) for _ in range(3)]
+    return min(runs, key=lambda r: r["from_start"])
+
+
+def run_child(
+    kubeconfig: str, cache_dir: str | None, apps: int, mode: str = "at_once"
+) -> dict[str, Any]:
+    return spawn(["--child", kubeconfig, str(apps), cache_dir or "-", mode])
 
 
 async def setup(kubeconfig: str, apps: int, concurrency: int) -> None:
@@ -206,7 +268,9 @@ async def setup(kubeconfig: str, apps: int, concurrency: int) -> None:
 
 def print_start(label: str, r: dict[str, Any]) -> None:
     print(
-        f"{label:13s} {r['seconds']:.3f} s to the first observe (confirmed {r['age']:.1f} s "
+        f"{label:13s} {r['from_start']:.3f} s from process start to the first observe "
+        f"(interpreter and imports {r['imported']:.3f} s), of which "
+        f"{r['seconds']:.3f} s from the adapter's start (confirmed {r['age']:.1f} s "
         f"before the start, synced: {r['synced_then']}), a pass over every app "
         f"{r['pass']:.2f} s (oldest answer {r['oldest_in_pass']:.1f} s), caught up at "
         f"{r['caught_up']:.2f} s, {r['calls']} calls ({r['lists']} lists), "
@@ -247,7 +311,9 @@ async def churn_spread(kubeconfig: str, count: int, image: str, spread: float) -
                     group.start_soon(adapter.apply, plan(i, image))
 
 
-def restart(cluster: Any, cache_dir: str, args: Any, round_: int, down: float) -> None:
+def restart(  # noqa: PLR0917 - one restart's inputs
+    cluster: Any, cache_dir: str, args: Any, round_: int, down: float, fake: dict[str, float]
+) -> None:
     """One restart of ``down`` seconds with churn: the warm start, then a cold one."""
     kubeconfig = str(cluster.kubeconfig)
     run_child(kubeconfig, cache_dir, args.apps)  # the store as of now
@@ -279,6 +345,11 @@ def restart(cluster: Any, cache_dir: str, args: Any, round_: int, down: float) -
     print_start("  warm confirmed:", confirmed)
     print_start("  cold:", cold)
     events = seen.get("events_received_total", 0) - before.get("events_received_total", 0)
+    print(
+        f"  from process start: warm {warm['from_start']:.3f} s, cold {cold['from_start']:.3f} s "
+        f"({cold['from_start'] / warm['from_start']:.2f}x), the fake with {args.apps} apps "
+        f"{fake['from_start']:.3f} s (interpreter and imports {fake['imported']:.3f} s)"
+    )
     print(
         f"  speed-up at once {cold['seconds'] / warm['seconds']:.1f}x, confirmed "
         f"{cold['seconds'] / confirmed['seconds']:.1f}x; the API server's pod watch cache: "
@@ -316,7 +387,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--minor", help="an older Kubernetes minor's control plane, e.g. 1.33")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--fake-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.fake_child:
+        state_file, apps = args.fake_child
+        print(json.dumps(fake_start(state_file, int(apps))))
+        return
     if args.child:
         kubeconfig, apps, cache_dir, mode = args.child
         store = None if cache_dir == "-" else cache_dir
@@ -329,8 +405,13 @@ def main() -> None:
         cache_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="kube-warm-"))
         anyio.run(setup, kubeconfig, args.apps, args.concurrency)
         print_start("first (cold):", run_child(kubeconfig, cache_dir, args.apps))
+        state_file = str(Path(f"{cache_dir}.fake") / "state.json")
+        Path(state_file).parent.mkdir(exist_ok=True)
+        stack.callback(shutil.rmtree, Path(state_file).parent, ignore_errors=True)
+        anyio.run(fake_setup, state_file, args.apps)
+        fake = run_fake(state_file, args.apps)
         for round_, down in enumerate(downs):
-            restart(cluster, cache_dir, args, round_, down)
+            restart(cluster, cache_dir, args, round_, down, fake)
         churn = f"{args.churn_rate:g} a second" if args.churn_rate else str(args.churn)
         print(f"apps: {args.apps}, re-applied while down: {churn}, downs: {args.downs} s")
 

@@ -12,19 +12,19 @@ over several) from here. :class:`Controller` watches a :class:`Resource` (or any
 The package's layers (``api``, ``cache``, ``manifests``, ``features``, ``controllers``) are
 private: their paths may change; what is here is the public API.
 
-Importing this package does not import the Kubernetes client: those names are
-resolved on first access.
+Importing this package imports none of its modules: each name's module is imported on the
+name's first use (``_EXPORTS``, the core's own mechanism), and the Kubernetes client only with
+the first cluster loaded, its WebSocket stack with the first exec.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from pando_runtime.plugin import lazy_attributes
 
-from ._info import ADAPTER, MULTI_ADAPTER, KubernetesConfig, MultiClusterConfig
-
-if TYPE_CHECKING:
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; type checkers read True
+if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API reference
     from ._adapter import KubernetesAdapter
+    from ._info import ADAPTER, MULTI_ADAPTER, KubernetesConfig, MultiClusterConfig
     from ._multi import MultiClusterAdapter
     from .api._clusters import IN_CLUSTER, ApiRate, Cluster, ClusterProblem, ClusterSet
     from .api._errors import ApiError
@@ -33,6 +33,20 @@ if TYPE_CHECKING:
     from .cache._watch import ListWatchSource
     from .controllers._catalog_services import ServiceSource, ServiceSyncOptions
     from .controllers._controller import Controller, Resource
+
+# Every public name, by the private module that defines it (imported on the name's first use).
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "_adapter": ("KubernetesAdapter",),
+    "_info": ("ADAPTER", "MULTI_ADAPTER", "KubernetesConfig", "MultiClusterConfig"),
+    "_multi": ("MultiClusterAdapter",),
+    "api._clusters": ("IN_CLUSTER", "ApiRate", "Cluster", "ClusterProblem", "ClusterSet"),
+    "api._errors": ("ApiError",),
+    "api._tokens": ("ServiceAccountToken",),
+    "api._transport": ("KubeTransport", "TransportStats"),
+    "cache._watch": ("ListWatchSource",),
+    "controllers._catalog_services": ("ServiceSource", "ServiceSyncOptions"),
+    "controllers._controller": ("Controller", "Resource"),
+}
 
 __all__ = [
     "ADAPTER",
@@ -57,29 +71,4 @@ __all__ = [
     "TransportStats",
 ]
 
-_LAZY = {
-    "KubernetesAdapter": "._adapter",
-    "MultiClusterAdapter": "._multi",
-    "ApiError": ".api._errors",
-    "KubeTransport": ".api._transport",
-    "TransportStats": ".api._transport",
-    "IN_CLUSTER": ".api._clusters",
-    "ApiRate": ".api._clusters",
-    "Cluster": ".api._clusters",
-    "ClusterProblem": ".api._clusters",
-    "ClusterSet": ".api._clusters",
-    "ServiceAccountToken": ".api._tokens",
-    "ListWatchSource": ".cache._watch",
-    "Controller": ".controllers._controller",
-    "Resource": ".controllers._controller",
-    "ServiceSource": ".controllers._catalog_services",
-    "ServiceSyncOptions": ".controllers._catalog_services",
-}
-
-
-def __getattr__(name: str) -> Any:
-    # Lazy: these modules import ``kubernetes``, which listing adapters must not pay for.
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, globals())

@@ -7,7 +7,6 @@ adapters must not pay for the Kubernetes client.
 
 from __future__ import annotations
 
-import importlib.metadata
 from typing import Any
 
 import attrs
@@ -39,6 +38,8 @@ never waited for longer, and the operating system refuses socket timeouts not fa
 
 def adapter_version() -> str:
     """The installed adapter's version (in the User-Agent; a warm store of another is ignored)."""
+    import importlib.metadata  # noqa: PLC0415 - with the first transport, not the adapter's import
+
     try:
         return importlib.metadata.version("pando-runtime-kubernetes")
     except importlib.metadata.PackageNotFoundError:  # pragma: no cover - not installed

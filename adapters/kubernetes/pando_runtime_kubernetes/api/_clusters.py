@@ -15,20 +15,20 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.to_thread
 import attrs
-from kubernetes.client import Configuration
-from kubernetes.config import incluster_config
-from kubernetes.config.config_exception import ConfigException
 
 from pando_runtime import AdapterFailed, AdapterUnavailable, InvalidInput, NotFound, Problem
 
 from ._errors import ApiError
 from ._kubeconfig import ClusterProblem, MergedKubeconfig, kubeconfig_paths
 from ._tokens import MIN_TTL, RequestedToken, ServiceAccountToken, acting_as, request_token
+
+if TYPE_CHECKING:
+    from kubernetes.client import Configuration
 
 __all__ = [
     "IN_CLUSTER",
@@ -44,6 +44,8 @@ IN_CLUSTER: Final = "in-cluster"
 """The name of the cluster a pod runs in, reached with its own service account."""
 SERVICE_ACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 """Where a pod finds its service account's ``token``, ``ca.crt`` and ``namespace``."""
+SERVICE_HOST_ENV: Final = "KUBERNETES_SERVICE_HOST"
+"""Set in every pod: a process that has it runs in a cluster (the client's own test)."""
 NO_CLUSTER_REMEDY = "Set 'kubeconfig'/'context', or run inside a cluster."
 
 
@@ -190,6 +192,11 @@ _DEFAULT_ONLY: Final[tuple[str, ...]] = ("\0default",)
 def _load_in_cluster(
     directory: Path, environ: Mapping[str, str], rate: ApiRate
 ) -> Cluster | ClusterProblem:
+    # The client is imported when a cluster is loaded, not with the adapter.
+    from kubernetes.client import Configuration  # noqa: PLC0415
+    from kubernetes.config import incluster_config  # noqa: PLC0415
+    from kubernetes.config.config_exception import ConfigException  # noqa: PLC0415
+
     configuration = Configuration()
     try:
         incluster_config.InClusterConfigLoader(  # type: ignore[no-untyped-call]
@@ -264,7 +271,7 @@ class ClusterSet:
         for name in wanted:
             builder.add_context(name)
         if in_cluster is None:
-            in_pod = bool(env.get(incluster_config.SERVICE_HOST_ENV_NAME))
+            in_pod = bool(env.get(SERVICE_HOST_ENV))
             in_cluster = (named is not None and IN_CLUSTER in named) or (
                 kubeconfig is None and in_pod
             )

@@ -10,14 +10,16 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-import urllib3
 
 from .._info import adapter_version
 from ._errors import ApiError
+
+if TYPE_CHECKING:
+    import urllib3
 
 __all__ = [
     "ResponseStream",
@@ -48,6 +50,8 @@ class ResponseStream:
         self._on_received = on_received
 
     def _next(self) -> bytes:
+        import urllib3  # noqa: PLC0415 - with the first call, not the adapter's import
+
         try:
             chunk = next(self._chunks)
         except StopIteration:
@@ -134,6 +138,8 @@ def describe_call(
 
 def read_body(response: urllib3.BaseHTTPResponse) -> bytes:
     """A response's body; a connection cut while it is read is an :class:`ApiError` too."""
+    import urllib3  # noqa: PLC0415 - with the first call, not the adapter's import
+
     try:
         return response.data
     except (urllib3.exceptions.HTTPError, OSError) as error:

@@ -20,12 +20,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import yaml
-from kubernetes.client import Configuration
-from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader
+
+if TYPE_CHECKING:
+    from kubernetes.client import Configuration
+    from kubernetes.config.kube_config import ConfigNode
 
 __all__ = ["ClusterProblem", "MergedKubeconfig", "kubeconfig_paths"]
 
@@ -67,6 +68,8 @@ def kubeconfig_paths(
 
 
 def _read(path: Path) -> dict[str, Any]:
+    import yaml  # noqa: PLC0415
+
     with path.open(encoding="utf-8") as f:
         doc = yaml.safe_load(f)
     if doc is None:
@@ -102,6 +105,8 @@ class MergedKubeconfig:
     @classmethod
     def read(cls, paths: Sequence[Path], *, report_missing: bool = False) -> MergedKubeconfig:
         """Read and merge ``paths``; a file that cannot be read is a problem, not an end."""
+        import yaml  # noqa: PLC0415 - YAML and the client load with the first kubeconfig
+
         merged = cls()
         for path in paths:
             if not path.is_file():
@@ -118,6 +123,8 @@ class MergedKubeconfig:
         return merged
 
     def _add(self, path: Path, doc: Mapping[str, Any]) -> None:
+        from kubernetes.config.kube_config import ConfigNode  # noqa: PLC0415
+
         self.files.append(path)
         for section in SECTIONS:
             known = self._entries[section]
@@ -149,6 +156,8 @@ class MergedKubeconfig:
     def _config_node(self) -> ConfigNode:
         value: dict[str, Any] = {s: list(self._entries[s].values()) for s in SECTIONS}
         value["current-context"] = self.current_context
+        from kubernetes.config.kube_config import ConfigNode  # noqa: PLC0415
+
         first = str(self.files[0]) if self.files else "kubeconfig"
         return ConfigNode(first, value, first)  # type: ignore[no-untyped-call]
 
@@ -159,6 +168,9 @@ class MergedKubeconfig:
         client does. Raises (``ConfigException``, ``OSError``, ``ValueError``...)
         when the context cannot be loaded.
         """
+        from kubernetes.client import Configuration  # noqa: PLC0415
+        from kubernetes.config.kube_config import KubeConfigLoader  # noqa: PLC0415
+
         if context not in self._entries["contexts"]:
             raise KeyError(f"no context named {context!r}")
         loader = KubeConfigLoader(  # type: ignore[no-untyped-call]

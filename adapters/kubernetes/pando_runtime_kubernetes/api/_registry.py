@@ -19,22 +19,23 @@ from __future__ import annotations
 import json
 import logging
 import os
-import ssl
 import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
 from http import HTTPStatus
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlsplit
 
 import anyio
 import anyio.to_thread
 import attrs
-import urllib3
 
 from .._log import logger
 from ._image_archive import MANIFEST_TYPES, ArchiveBlob, ArchiveManifest
+
+if TYPE_CHECKING:
+    import urllib3
 
 __all__ = ["BlobBody", "RegistryAnswer", "RegistryClient", "RegistryError"]
 
@@ -174,6 +175,8 @@ class RegistryClient:
         read_timeout: float = 30.0,
         max_threads: int = 4,
     ) -> None:
+        import urllib3  # noqa: PLC0415 - with the first call, not the adapter's import
+
         self.address = address
         self._host, self._port = _host_port(address)
         self._ca_file = ca_file
@@ -196,6 +199,10 @@ class RegistryClient:
     # -- transport --------------------------------------------------------------------------
 
     def _connections(self) -> urllib3.HTTPSConnectionPool:
+        import ssl  # noqa: PLC0415 - with the first registry call, not the adapter's import
+
+        import urllib3  # noqa: PLC0415
+
         with self._pool_lock:
             if self._pool is None:
                 try:
@@ -216,6 +223,8 @@ class RegistryClient:
     def _send(
         self, method: str, target: str, headers: Mapping[str, str], body: bytes | BlobBody | None
     ) -> RegistryAnswer:
+        import urllib3  # noqa: PLC0415 - with the first call, not the adapter's import
+
         try:
             pool = self._connections()
             try:

@@ -27,21 +27,15 @@ import json
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import urllib3
-from kubernetes.client import (
-    ApiClient,
-    AuthenticationV1TokenRequest,
-    Configuration,
-    CoreV1Api,
-    V1TokenRequestSpec,
-)
-from kubernetes.client.exceptions import ApiException
 
 from .._log import logger
 from ._errors import ApiError
+
+if TYPE_CHECKING:
+    from kubernetes.client import Configuration
 
 __all__ = ["MIN_TTL", "RequestedToken", "ServiceAccountToken", "acting_as", "request_token"]
 
@@ -54,6 +48,9 @@ REFRESH_AT = 0.8
 RETRY_REFRESH = 10.0
 """Seconds between refresh attempts while a still-valid token cannot be renewed."""
 TIMEOUTS = (5.0, 30.0)
+REQUEST_PATH = "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+"""Where a service account's tokens are requested (the TokenRequest subresource)."""
+JSON = "application/json"
 
 
 @attrs.frozen(repr=False)
@@ -97,32 +94,50 @@ def request_token(
 
     The error names the account and the API server's reason, never a token.
     """
-    body = AuthenticationV1TokenRequest(
-        api_version="authentication.k8s.io/v1",
-        kind="TokenRequest",
-        spec=V1TokenRequestSpec(audiences=list(audiences), expiration_seconds=int(ttl)),
-    )
+    # A plain JSON body through the client's serialiser and pool (its authentication and TLS):
+    # the generated API class and models would cost more to import than the whole request.
+    import urllib3  # noqa: PLC0415
+    from kubernetes.client import ApiClient  # noqa: PLC0415
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+    body = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"audiences": list(audiences), "expirationSeconds": int(ttl)},
+    }
     what = f"token request for service account {namespace}/{service_account}"
     try:
         with ApiClient(configuration) as api:
-            answer = CoreV1Api(api).create_namespaced_service_account_token(
-                service_account, namespace, body, _request_timeout=TIMEOUTS
+            _, url, headers, payload, _ = api.param_serialize(
+                method="POST",
+                resource_path=REQUEST_PATH,
+                path_params={"namespace": namespace, "name": service_account},
+                header_params={"Accept": JSON, "Content-Type": JSON},
+                body=body,
+                auth_settings=["BearerToken"],
             )
-    except ApiException as error:
+            response = api.rest_client.request(
+                "POST", url, headers=headers, body=payload, _request_timeout=TIMEOUTS
+            )
+            data = response.read()
+    except ApiException as error:  # the client's wrapping of a TLS failure
         reason = _message(error.body) or str(error.reason or "")
-        status = int(error.status or 0)
-        raise ApiError(status, f"{what} failed: {reason}", {"message": reason}) from None
+        raise ApiError(0, f"{what} failed: {reason}", {"message": reason}) from None
     except (urllib3.exceptions.HTTPError, OSError) as error:
         raise ApiError(0, f"{what} failed: {type(error).__name__}: {error}") from None
-    granted: Any = answer.status
-    expires = granted.expiration_timestamp
+    if not 200 <= response.status < 300:  # noqa: PLR2004
+        reason = _message(data) or str(response.reason or "")
+        raise ApiError(response.status, f"{what} failed: {reason}", {"message": reason})
+    answer: dict[str, Any] = json.loads(data)
+    granted: dict[str, Any] = answer.get("status") or {}
+    expires = dt.datetime.fromisoformat(granted["expirationTimestamp"])
     if expires.tzinfo is None:
         expires = expires.replace(tzinfo=dt.UTC)
-    spec: Any = answer.spec
+    spec: dict[str, Any] = answer.get("spec") or {}
     return ServiceAccountToken(
-        token=granted.token,
+        token=granted["token"],
         expires_at=expires,
-        audiences=tuple(spec.audiences or ()) if spec is not None else (),
+        audiences=tuple(spec.get("audiences") or ()),
         namespace=namespace,
         service_account=service_account,
     )

@@ -30,20 +30,16 @@ import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import anyio
 import anyio.to_thread
 import attrs
-import urllib3
-from kubernetes.client import ApiClient, Configuration
-from kubernetes.client.exceptions import ApiException as ClientApiException
 
 from pando_runtime.plugin import NO_API_OBSERVER, ApiObserver
 
 from .._log import logger
 from ._errors import ApiError
-from ._exec import open_exec
 from ._http import (
     ResponseStream,
     decode,
@@ -53,6 +49,10 @@ from ._http import (
     user_agent,
 )
 from ._ratelimit import TokenBucket
+
+if TYPE_CHECKING:
+    import urllib3
+    from kubernetes.client import ApiClient, Configuration
 
 __all__ = ["ClusterEndpoint", "KubeTransport", "TransportStats"]
 
@@ -142,6 +142,10 @@ class KubeTransport:
         cluster: str | None = None,
         rate_limit_wait: float = 10.0,
     ) -> None:
+        # The client (configuration, authentication, parameters) is imported by the first
+        # transport, not by the adapter's import: it is most of the adapter's start-up.
+        from kubernetes.client import ApiClient  # noqa: PLC0415
+
         configuration = copy.deepcopy(configuration)
         configuration.connection_pool_maxsize = max_threads
         # No urllib3 retries: they would wait out a timeout up to four times over and retry a
@@ -368,6 +372,11 @@ class KubeTransport:
         content_type: str | None,
         timeout: tuple[float, float],
     ) -> tuple[int, dict[str, Any]]:
+        import urllib3  # noqa: PLC0415 - loaded with the client, by __init__
+        from kubernetes.client.exceptions import (  # noqa: PLC0415
+            ApiException as ClientApiException,
+        )
+
         url, headers, body = self._prepare(
             self._client, method, path, query=query, body=body, content_type=content_type
         )
@@ -512,6 +521,8 @@ class KubeTransport:
     def _open(
         self, path: str, query: Mapping[str, Any] | None, read_timeout: float
     ) -> urllib3.BaseHTTPResponse:
+        import urllib3  # noqa: PLC0415 - with the first call, not the adapter's import
+
         url, headers, _ = self._prepare(
             self._stream_client, "GET", path, query=query, body=None, content_type=None
         )
@@ -590,6 +601,8 @@ class KubeTransport:
         self, namespace: str, pod: str, container: str | None, request: Any
     ) -> AsyncIterator[Any]:
         """Open an exec session (a ``KubeExecSession``) in ``pod``; counted and rate-limited."""
+        from ._exec import open_exec  # noqa: PLC0415 - the WebSocket stack, on the first exec
+
         if self._closed:
             raise ApiError(0, "the adapter is closed")
         await self.bucket.acquire()

@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Callable, Mapping
 
 import anyio
 import anyio.to_thread
-from kubernetes.config.config_exception import ConfigException
 
 from pando_runtime import AdapterUnavailable
 from pando_runtime.plugin import NO_API_OBSERVER, ApiObserver
@@ -111,7 +110,7 @@ class ClusterConnection:
             if not self.name or error.details.get("cluster") == self.name:
                 raise
             raise self._errors.down(error.message, remedy=error.remedy) from error
-        except (ConfigException, OSError, ValueError) as error:
+        except (OSError, ValueError) as error:  # Cluster.load reports the rest
             raise self._errors.down(
                 f"no usable Kubernetes configuration: {error}",
                 remedy="Set 'kubeconfig'/'context', or run inside a cluster.",

@@ -11,7 +11,7 @@ replica waits to hold it again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
@@ -19,10 +19,9 @@ from ._errors import NotOwner
 from ._log import logger
 
 if TYPE_CHECKING:
-    from ._catalog_sync import CatalogSyncer
     from ._member import Membership
 
-__all__ = ["CATALOG_SINGLETON", "sync_as_singleton"]
+__all__ = ["CATALOG_SINGLETON", "SyncLoop", "sync_as_singleton"]
 
 CATALOG_SINGLETON = "catalog-sync"
 """The singleton's default name (``Lease/pando-singleton-catalog-sync`` on Kubernetes)."""
@@ -30,8 +29,19 @@ CATALOG_SINGLETON = "catalog-sync"
 _LOG = logger("catalog")
 
 
+class SyncLoop(Protocol):
+    """What the singleton runs: a :class:`~pando_runtime.catalog.CatalogSyncer`'s loop.
+
+    Typed on this, not on the syncer, because the syncer starts the singleton: naming it
+    here would be an import circle.
+    """
+
+    async def run(self) -> None:
+        """Sync until cancelled, beginning with a full pass."""
+
+
 async def sync_as_singleton(
-    syncer: CatalogSyncer,
+    syncer: SyncLoop,
     membership: Membership,
     *,
     name: str = CATALOG_SINGLETON,

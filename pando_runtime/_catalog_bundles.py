@@ -21,13 +21,13 @@ import anyio
 import attrs
 
 from ._adapter import RuntimeAdapter
-from ._background import in_background
 from ._catalog import CATALOG_NODE, CatalogRegistration, Syncer
-from ._errors import CapabilityUnsupported, PandoRuntimeError
-from ._events import BundleEventKind
-from ._observed import ObservedBundle
-from ._plans import BundlePlan
-from ._refs import BundleRef, WorkloadRef
+from ._contract._errors import CapabilityUnsupported, PandoRuntimeError
+from ._contract._events import BundleEventKind
+from ._contract._observed import ObservedBundle
+from ._contract._plans import BundlePlan
+from ._contract._refs import BundleRef, WorkloadRef
+from ._util._background import in_background
 
 __all__ = ["BundleSource", "bundle_service_name"]
 

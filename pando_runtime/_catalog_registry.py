@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._catalog import CatalogBackend, CatalogInfo
-from ._config import structure_config
-from ._errors import CatalogNotInstalled, UnknownCatalog
-from ._plugin_kinds import PluginKind
+from ._contract._errors import CatalogNotInstalled, UnknownCatalog
+from ._input._config import structure_config
+from ._plugins._kinds import PluginKind
 
 __all__ = [
     "CATALOG_ENTRY_POINT_GROUP",

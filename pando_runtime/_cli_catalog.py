@@ -28,10 +28,10 @@ from ._catalog import CATALOG_NODE, CatalogBackend, Syncer
 from ._catalog_bundles import BundleSource
 from ._catalog_registry import available_catalogs, load_catalog
 from ._catalog_sync import CatalogSyncer, SyncChange
-from ._convert import load_bundle_file, unstructure
-from ._errors import InvalidInput, PandoRuntimeError, Problem
-from ._membership import MembershipSettings
-from ._plugin_kinds import import_attr, plugin_targets
+from ._contract._errors import InvalidInput, PandoRuntimeError, Problem
+from ._input._convert import load_bundle_file, unstructure
+from ._plugins._kinds import import_attr, plugin_targets
+from ._replicas._settings import MembershipSettings
 
 __all__ = ["SOURCE_ENTRY_POINT_GROUP", "catalog_command"]
 

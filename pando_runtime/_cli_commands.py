@@ -13,11 +13,10 @@ from typing import Any, TextIO
 import anyio
 
 from ._adapter import RuntimeAdapter
-from ._capacity import BundleUsage
 from ._cli_progress import AppProgress, ReadyDisplay
 from ._cli_units import cpu, size
-from ._convert import load_bundle_file, unstructure
-from ._errors import (
+from ._contract._capacity import BundleUsage
+from ._contract._errors import (
     AdapterUnavailable,
     CapabilityUnsupported,
     CatalogUnavailable,
@@ -25,15 +24,16 @@ from ._errors import (
     NotFound,
     PandoRuntimeError,
 )
-from ._exec import ExecRequest
-from ._logs import LogOptions
-from ._observed import ObservedBundle
-from ._plans import BundlePlan
-from ._refs import BundleRef, DestroyOptions, WorkloadRef
+from ._contract._exec import ExecRequest
+from ._contract._log_options import LogOptions
+from ._contract._observed import ObservedBundle
+from ._contract._plans import BundlePlan
+from ._contract._refs import BundleRef, DestroyOptions, WorkloadRef
+from ._contract._streams import IteratorByteStream
+from ._contract._volumes import VolumeHandle
+from ._input._convert import load_bundle_file, unstructure
+from ._input._validation import validate_plan
 from ._registry import available_adapters, load_adapter
-from ._streams import IteratorByteStream
-from ._validation import validate_plan
-from ._volumes import VolumeHandle
 
 __all__ = ["HANDLERS", "run"]
 

@@ -15,8 +15,8 @@ import anyio
 from anyio.abc import ByteReceiveStream
 
 from ._adapter import RuntimeAdapter
-from ._exec import ExecRequest, ExecSession
-from ._refs import WorkloadRef
+from ._contract._exec import ExecRequest, ExecSession
+from ._contract._refs import WorkloadRef
 
 __all__ = ["interactive_exec"]
 

@@ -17,10 +17,10 @@ from typing import Any
 import attrs
 
 from ._adapter import RuntimeAdapter
-from ._errors import AdapterNotInstalled, IncompatibleAdapter, UnknownAdapter
+from ._contract._errors import AdapterNotInstalled, IncompatibleAdapter, UnknownAdapter
+from ._contract._version import API_VERSION, api_compatible
 from ._info import AdapterInfo
-from ._plugin_kinds import PluginKind
-from ._version import API_VERSION, api_compatible
+from ._plugins._kinds import PluginKind
 
 __all__ = ["ENTRY_POINT_GROUP", "available_adapters", "load_adapter", "register_adapter"]
 

@@ -44,21 +44,21 @@ from anyio.abc import ByteReceiveStream
 
 from ._adapter import RuntimeAdapter
 from ._api_observer import ObservableApi
-from ._capabilities import RuntimeCapabilities
-from ._capacity import BundleUsage, Capacity, Fit, InUse
+from ._contract._capabilities import RuntimeCapabilities
+from ._contract._capacity import BundleUsage, Capacity, Fit, InUse
+from ._contract._edge import EdgePlan, EdgeState
+from ._contract._errors import PandoRuntimeError
+from ._contract._events import BundleEvent
+from ._contract._exec import ExecRequest, ExecResult, ExecSession
+from ._contract._log_options import LogOptions
+from ._contract._observed import ObservedBundle
+from ._contract._plans import BundlePlan
+from ._contract._refs import BundleHandle, BundleRef, DestroyOptions, WorkloadRef
+from ._contract._trial import TrialRequest, TrialResult
+from ._contract._volumes import VolumeHandle, VolumeRequest
 from ._delegating import DelegatingAdapter
-from ._edge import EdgePlan, EdgeState
-from ._errors import PandoRuntimeError
-from ._events import BundleEvent
-from ._exec import ExecRequest, ExecResult, ExecSession
-from ._log import logger
-from ._logs import LogOptions
-from ._observed import ObservedBundle
-from ._plans import BundlePlan
-from ._refs import BundleHandle, BundleRef, DestroyOptions, WorkloadRef
 from ._telemetry_otel import Instruments
-from ._trial import TrialRequest, TrialResult
-from ._volumes import VolumeHandle, VolumeRequest
+from ._util._log import logger
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         SyncChangeKind,
         SyncStatus,
     )
-    from ._errors import CatalogNotInstalled, CatalogUnavailable, UnknownCatalog
+    from ._contract._errors import CatalogNotInstalled, CatalogUnavailable, UnknownCatalog
 
 # Every public name of this namespace, by the private module that defines it.
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -49,7 +49,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "SyncChangeKind",
         "SyncStatus",
     ),
-    "_errors": ("CatalogNotInstalled", "CatalogUnavailable", "UnknownCatalog"),
+    "_contract._errors": ("CatalogNotInstalled", "CatalogUnavailable", "UnknownCatalog"),
 }
 
 __all__ = [

@@ -15,7 +15,7 @@ import pytest
 
 import pando_runtime as pr
 from pando_runtime import _catalog_registry, _registry
-from pando_runtime._plugin_kinds import PluginKind
+from pando_runtime._plugins._kinds import PluginKind
 
 
 @attrs.frozen

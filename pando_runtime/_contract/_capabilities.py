@@ -11,8 +11,8 @@ import enum
 
 import attrs
 
+from .._util._frozen import frozen_tuple
 from ._errors import CapabilityUnsupported
-from ._frozen import frozen_tuple
 
 __all__ = [
     "Capability",

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import attrs
 
-from ._frozen import frozen_mapping, frozen_tuple
+from .._util._frozen import frozen_mapping, frozen_tuple
 
 __all__ = ["BundleUsage", "Capacity", "Fit", "InUse", "VolumeUsage", "WorkloadUsage", "roomiest"]
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from ._frozen import frozen_mapping, frozen_tuple
+from .._util._frozen import frozen_mapping, frozen_tuple
 from ._plans import PortProtocol
 
 __all__ = ["EdgeCertificate", "EdgeMount", "EdgePlan", "EdgePort", "EdgeState"]

@@ -10,7 +10,7 @@ from typing import Self
 import attrs
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-from ._frozen import frozen_mapping, frozen_tuple
+from .._util._frozen import frozen_mapping, frozen_tuple
 
 __all__ = ["ExecRequest", "ExecResult", "ExecSession"]
 

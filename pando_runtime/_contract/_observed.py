@@ -11,7 +11,7 @@ from datetime import datetime
 
 import attrs
 
-from ._frozen import frozen_tuple
+from .._util._frozen import frozen_tuple
 from ._volumes import VolumeHandle
 
 __all__ = ["ObservedBundle", "ObservedVolume", "ObservedWorkload", "WorkloadProblem"]

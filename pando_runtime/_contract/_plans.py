@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from ._frozen import frozen_mapping, frozen_tuple
+from .._util._frozen import frozen_mapping, frozen_tuple
 
 __all__ = [
     "BundlePlan",

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from ._frozen import frozen_mapping
+from .._util._frozen import frozen_mapping
 
 __all__ = ["BundleHandle", "BundleRef", "DestroyOptions", "Upstream", "WorkloadRef"]
 

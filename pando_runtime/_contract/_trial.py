@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 import attrs
 
+from .._util._frozen import frozen_mapping, frozen_tuple
 from ._capabilities import IsolationClass
-from ._frozen import frozen_mapping, frozen_tuple
 from ._plans import EgressPolicy, Port, RegistryAuth
 
 __all__ = ["TrialRequest", "TrialResult"]

@@ -19,7 +19,7 @@ from typing import Any, TypeGuard, TypeVar
 
 import attrs
 
-from ._errors import InvalidConfig, Problem
+from .._contract._errors import InvalidConfig, Problem
 
 __all__ = [
     "ConfigField",

@@ -26,9 +26,9 @@ from cattrs.errors import (
 )
 from cattrs.preconf.json import make_converter
 
-from ._capabilities import IsolationClass
-from ._errors import InvalidInput, InvalidPlan, Problem
-from ._plans import BundlePlan, CarriedFile
+from .._contract._capabilities import IsolationClass
+from .._contract._errors import InvalidInput, InvalidPlan, Problem
+from .._contract._plans import BundlePlan, CarriedFile
 from ._validation import MAX_CARRIED_FILES_BYTES, carried_file_too_large
 
 __all__ = [

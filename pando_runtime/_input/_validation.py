@@ -13,13 +13,13 @@ import re
 from collections.abc import Iterable
 from datetime import datetime
 
-from ._capabilities import Capability, RuntimeCapabilities
-from ._edge import EdgePlan
-from ._errors import CapabilityUnsupported, InvalidInput, InvalidPlan, Problem
-from ._exec import ExecRequest
-from ._plans import BundlePlan, EgressPolicy, HealthCheck, Resources, WorkloadPlan
-from ._trial import TrialRequest
-from ._volumes import VolumeRequest
+from .._contract._capabilities import Capability, RuntimeCapabilities
+from .._contract._edge import EdgePlan
+from .._contract._errors import CapabilityUnsupported, InvalidInput, InvalidPlan, Problem
+from .._contract._exec import ExecRequest
+from .._contract._plans import BundlePlan, EgressPolicy, HealthCheck, Resources, WorkloadPlan
+from .._contract._trial import TrialRequest
+from .._contract._volumes import VolumeRequest
 
 __all__ = [
     "CAPABILITY_PROBLEM",

@@ -18,7 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 import attrs
 
-from ._errors import PandoRuntimeError
+from .._contract._errors import PandoRuntimeError
 
 __all__ = ["PluginInfo", "PluginKind", "import_attr", "install_hint", "plugin_targets"]
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from ._errors import AdapterFailed, AdapterUnavailable, PandoRuntimeError
+from .._contract._errors import AdapterFailed, AdapterUnavailable, PandoRuntimeError
 
 __all__ = [
     "LeaseConflict",

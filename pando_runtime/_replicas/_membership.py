@@ -31,8 +31,9 @@ import anyio
 import attrs
 from anyio.streams.memory import MemoryObjectSendStream
 
-from ._background import beside
-from ._errors import NotOwner, PandoRuntimeError
+from .._contract._errors import NotOwner, PandoRuntimeError
+from .._util._background import beside
+from .._util._log import logger
 from ._leases import (
     MEMBERS,
     LeaseConflict,
@@ -42,9 +43,8 @@ from ._leases import (
     StoredLease,
     lease_failure,
 )
-from ._log import logger
-from ._membership import MembershipSettings, OwnershipChange, check_membership
 from ._ownership import OwnershipHistory, OwnershipView
+from ._settings import MembershipSettings, OwnershipChange, check_membership
 from ._singleton import Singletons
 
 __all__ = ["Membership"]

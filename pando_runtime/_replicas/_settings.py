@@ -15,7 +15,7 @@ import re
 
 import attrs
 
-from ._errors import InvalidConfig, InvalidInput, Problem
+from .._contract._errors import InvalidConfig, InvalidInput, Problem
 
 __all__ = [
     "JITTER_FACTOR",

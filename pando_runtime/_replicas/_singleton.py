@@ -15,8 +15,9 @@ from collections.abc import AsyncIterator, Callable
 import anyio
 import attrs
 
-from ._background import beside
-from ._errors import NotOwner, PandoRuntimeError
+from .._contract._errors import NotOwner, PandoRuntimeError
+from .._util._background import beside
+from .._util._log import logger
 from ._leases import (
     SINGLETONS,
     LeaseConflict,
@@ -25,8 +26,7 @@ from ._leases import (
     LeaseWatch,
     StoredLease,
 )
-from ._log import logger
-from ._membership import MembershipSettings, check_singleton_name
+from ._settings import MembershipSettings, check_singleton_name
 
 __all__ = ["Singletons"]
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
-from ._errors import InvalidInput, Problem
+from .._contract._errors import InvalidInput, Problem
 from ._leases import LeaseStore
-from ._member import Membership
-from ._membership import MembershipSettings
+from ._membership import Membership
+from ._settings import MembershipSettings
 
 __all__ = ["MembershipSlot"]
 

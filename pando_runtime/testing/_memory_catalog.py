@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 import anyio
 
 from .._catalog import CatalogInfo, CatalogRegistration
-from .._config import EmptyConfig
-from .._errors import CatalogUnavailable
+from .._contract._errors import CatalogUnavailable
+from .._input._config import EmptyConfig
 
 __all__ = ["MEMORY_CATALOG", "MemoryCatalog", "memory_catalog"]
 

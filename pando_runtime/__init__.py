@@ -29,7 +29,9 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from . import catalog as catalog
     from . import plugin as plugin
     from . import testing as testing
-    from ._adapter import RuntimeAdapter
+    from ._adapter._abc import RuntimeAdapter
+    from ._adapter._info import AdapterInfo
+    from ._adapter._registry import available_adapters, load_adapter
     from ._contract._capabilities import (
         Capability,
         ImageDelivery,
@@ -85,21 +87,19 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from ._contract._trial import TrialRequest, TrialResult
     from ._contract._version import API_VERSION, __version__
     from ._contract._volumes import VolumeHandle, VolumeRequest
-    from ._info import AdapterInfo
     from ._input._config import config_json_schema, structure_config
     from ._input._convert import from_json, load_bundle_file, structure, to_json, unstructure
     from ._input._validation import check_plan, validate_plan
-    from ._registry import available_adapters, load_adapter
     from ._replicas._membership import Membership
     from ._replicas._ownership import rendezvous_owner
     from ._replicas._settings import MembershipSettings, OwnershipChange
-    from ._telemetry import InstrumentedAdapter, instrument
+    from ._telemetry._instrumented import InstrumentedAdapter, instrument
 
 # Every public name, by the private module that defines it: the one table to extend when a
 # name is added (with its line in the imports above and in __all__; tests/test_public_api.py
 # checks that the three agree).
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "_adapter": ("RuntimeAdapter",),
+    "_adapter._abc": ("RuntimeAdapter",),
     "_contract._capabilities": (
         "Capability",
         "ImageDelivery",
@@ -137,7 +137,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "_contract._events": ("BundleEvent", "BundleEventKind", "BundleEventStream"),
     "_contract._exec": ("ExecRequest", "ExecResult", "ExecSession"),
-    "_info": ("AdapterInfo",),
+    "_adapter._info": ("AdapterInfo",),
     "_contract._log_options": ("LogOptions",),
     "_replicas._membership": ("Membership",),
     "_replicas._settings": ("MembershipSettings", "OwnershipChange"),
@@ -164,9 +164,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "WorkloadPlan",
     ),
     "_contract._refs": ("BundleHandle", "BundleRef", "DestroyOptions", "Upstream", "WorkloadRef"),
-    "_registry": ("available_adapters", "load_adapter"),
+    "_adapter._registry": ("available_adapters", "load_adapter"),
     "_contract._streams": ("BytesReceiveStream", "read_all"),
-    "_telemetry": ("InstrumentedAdapter", "instrument"),
+    "_telemetry._instrumented": ("InstrumentedAdapter", "instrument"),
     "_contract._trial": ("TrialRequest", "TrialResult"),
     "_input._validation": ("check_plan", "validate_plan"),
     "_contract._version": ("API_VERSION", "__version__"),

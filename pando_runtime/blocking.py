@@ -25,7 +25,9 @@ from typing import Any, Self
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from ._adapter import RuntimeAdapter
+from ._adapter._abc import RuntimeAdapter
+from ._adapter._info import AdapterInfo
+from ._adapter._registry import load_adapter
 from ._contract._capabilities import RuntimeCapabilities
 from ._contract._capacity import BundleUsage, Capacity, Fit, InUse
 from ._contract._edge import EdgePlan, EdgeState
@@ -38,8 +40,6 @@ from ._contract._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, 
 from ._contract._streams import BytesReceiveStream, read_all
 from ._contract._trial import TrialRequest, TrialResult
 from ._contract._volumes import VolumeHandle, VolumeRequest
-from ._info import AdapterInfo
-from ._registry import load_adapter
 
 __all__ = ["BlockingRuntime"]
 

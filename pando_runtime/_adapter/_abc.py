@@ -20,24 +20,24 @@ from typing import Any, ClassVar, Self
 import anyio
 from anyio.abc import ByteReceiveStream
 
-from ._contract._capabilities import Capability, RuntimeCapabilities
-from ._contract._capacity import BundleUsage, Capacity, Fit, InUse
-from ._contract._edge import EdgePlan, EdgeState
-from ._contract._errors import CapabilityUnsupported
-from ._contract._events import BundleEvent
-from ._contract._exec import ExecRequest, ExecResult, ExecSession
-from ._contract._log_options import LogOptions
-from ._contract._observed import ObservedBundle
-from ._contract._plans import BundlePlan
-from ._contract._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
-from ._contract._streams import read_all
-from ._contract._trial import TrialRequest, TrialResult
-from ._contract._volumes import VolumeHandle, VolumeRequest
+from .._contract._capabilities import Capability, RuntimeCapabilities
+from .._contract._capacity import BundleUsage, Capacity, Fit, InUse
+from .._contract._edge import EdgePlan, EdgeState
+from .._contract._errors import CapabilityUnsupported
+from .._contract._events import BundleEvent
+from .._contract._exec import ExecRequest, ExecResult, ExecSession
+from .._contract._log_options import LogOptions
+from .._contract._observed import ObservedBundle
+from .._contract._plans import BundlePlan
+from .._contract._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
+from .._contract._streams import read_all
+from .._contract._trial import TrialRequest, TrialResult
+from .._contract._volumes import VolumeHandle, VolumeRequest
+from .._input._config import EmptyConfig, structure_config
+from .._input._validation import check_not_before, check_plan
+from .._replicas._membership import Membership
+from .._replicas._settings import MembershipSettings
 from ._info import AdapterInfo
-from ._input._config import EmptyConfig, structure_config
-from ._input._validation import check_not_before, check_plan
-from ._replicas._membership import Membership
-from ._replicas._settings import MembershipSettings
 from ._scope import read_scope
 
 __all__ = ["RuntimeAdapter"]

@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from ._adapter import RuntimeAdapter
+from ._abc import RuntimeAdapter
 
 __all__ = ["CONTRACT_DEFAULTS", "contract_methods", "missing_contract_methods"]
 

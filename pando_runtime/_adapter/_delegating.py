@@ -20,21 +20,21 @@ from typing import Any, Self
 
 from anyio.abc import ByteReceiveStream
 
-from ._adapter import RuntimeAdapter
-from ._contract._capabilities import RuntimeCapabilities
-from ._contract._capacity import BundleUsage, Capacity, Fit, InUse
-from ._contract._edge import EdgePlan, EdgeState
-from ._contract._events import BundleEvent
-from ._contract._exec import ExecRequest, ExecResult, ExecSession
-from ._contract._log_options import LogOptions
-from ._contract._observed import ObservedBundle
-from ._contract._plans import BundlePlan
-from ._contract._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
-from ._contract._trial import TrialRequest, TrialResult
-from ._contract._volumes import VolumeHandle, VolumeRequest
+from .._contract._capabilities import RuntimeCapabilities
+from .._contract._capacity import BundleUsage, Capacity, Fit, InUse
+from .._contract._edge import EdgePlan, EdgeState
+from .._contract._events import BundleEvent
+from .._contract._exec import ExecRequest, ExecResult, ExecSession
+from .._contract._log_options import LogOptions
+from .._contract._observed import ObservedBundle
+from .._contract._plans import BundlePlan
+from .._contract._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
+from .._contract._trial import TrialRequest, TrialResult
+from .._contract._volumes import VolumeHandle, VolumeRequest
+from .._replicas._membership import Membership
+from .._replicas._settings import MembershipSettings
+from ._abc import RuntimeAdapter
 from ._info import AdapterInfo
-from ._replicas._membership import Membership
-from ._replicas._settings import MembershipSettings
 
 __all__ = ["DelegatingAdapter"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import attrs
 
+from .._input._config import setting
 from ._info import AdapterInfo
-from ._input._config import setting
 
 __all__ = ["FAKE", "FakeConfig"]
 

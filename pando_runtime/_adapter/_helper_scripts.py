@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 
-from ._contract._plans import Port, PortProtocol
+from .._contract._plans import Port, PortProtocol
 
 __all__ = [
     "RESTORE_SCRIPT",

@@ -6,9 +6,9 @@ from typing import Any
 
 import attrs
 
-from ._contract._version import API_VERSION
-from ._input._config import ConfigField, EmptyConfig, config_fields, config_json_schema
-from ._plugins._kinds import install_hint
+from .._contract._version import API_VERSION
+from .._input._config import ConfigField, EmptyConfig, config_fields, config_json_schema
+from .._plugins._kinds import install_hint
 
 __all__ = ["AdapterInfo"]
 

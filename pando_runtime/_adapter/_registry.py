@@ -16,11 +16,11 @@ from typing import Any
 
 import attrs
 
-from ._adapter import RuntimeAdapter
-from ._contract._errors import AdapterNotInstalled, IncompatibleAdapter, UnknownAdapter
-from ._contract._version import API_VERSION, api_compatible
+from .._contract._errors import AdapterNotInstalled, IncompatibleAdapter, UnknownAdapter
+from .._contract._version import API_VERSION, api_compatible
+from .._plugins._kinds import PluginKind
+from ._abc import RuntimeAdapter
 from ._info import AdapterInfo
-from ._plugins._kinds import PluginKind
 
 __all__ = ["ENTRY_POINT_GROUP", "available_adapters", "load_adapter", "register_adapter"]
 
@@ -39,7 +39,7 @@ def _adapter_info(value: Any) -> AdapterInfo | None:
 ADAPTERS = PluginKind(
     kind="adapter",
     group=ENTRY_POINT_GROUP,
-    builtin={"fake": "pando_runtime._fake_info:FAKE"},
+    builtin={"fake": "pando_runtime._adapter._fake_info:FAKE"},
     info_type=AdapterInfo,
     info_of=_adapter_info,
     expected="neither an AdapterInfo nor a RuntimeAdapter subclass",

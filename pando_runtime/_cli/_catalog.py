@@ -24,14 +24,14 @@ from typing import Any
 
 import anyio
 
-from ._catalog import CATALOG_NODE, CatalogBackend, Syncer
-from ._catalog_bundles import BundleSource
-from ._catalog_registry import available_catalogs, load_catalog
-from ._catalog_sync import CatalogSyncer, SyncChange
-from ._contract._errors import InvalidInput, PandoRuntimeError, Problem
-from ._input._convert import load_bundle_file, unstructure
-from ._plugins._kinds import import_attr, plugin_targets
-from ._replicas._settings import MembershipSettings
+from .._contract._errors import InvalidInput, PandoRuntimeError, Problem
+from .._input._convert import load_bundle_file, unstructure
+from .._plugins._kinds import import_attr, plugin_targets
+from .._replicas._settings import MembershipSettings
+from ..catalog._bundles import BundleSource
+from ..catalog._registry import available_catalogs, load_catalog
+from ..catalog._sync import CatalogSyncer, SyncChange
+from ..catalog._types import CATALOG_NODE, CatalogBackend, Syncer
 
 __all__ = ["SOURCE_ENTRY_POINT_GROUP", "catalog_command"]
 

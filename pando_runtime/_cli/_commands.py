@@ -12,11 +12,10 @@ from typing import Any, TextIO
 
 import anyio
 
-from ._adapter import RuntimeAdapter
-from ._cli_progress import AppProgress, ReadyDisplay
-from ._cli_units import cpu, size
-from ._contract._capacity import BundleUsage
-from ._contract._errors import (
+from .._adapter._abc import RuntimeAdapter
+from .._adapter._registry import available_adapters, load_adapter
+from .._contract._capacity import BundleUsage
+from .._contract._errors import (
     AdapterUnavailable,
     CapabilityUnsupported,
     CatalogUnavailable,
@@ -24,16 +23,17 @@ from ._contract._errors import (
     NotFound,
     PandoRuntimeError,
 )
-from ._contract._exec import ExecRequest
-from ._contract._log_options import LogOptions
-from ._contract._observed import ObservedBundle
-from ._contract._plans import BundlePlan
-from ._contract._refs import BundleRef, DestroyOptions, WorkloadRef
-from ._contract._streams import IteratorByteStream
-from ._contract._volumes import VolumeHandle
-from ._input._convert import load_bundle_file, unstructure
-from ._input._validation import validate_plan
-from ._registry import available_adapters, load_adapter
+from .._contract._exec import ExecRequest
+from .._contract._log_options import LogOptions
+from .._contract._observed import ObservedBundle
+from .._contract._plans import BundlePlan
+from .._contract._refs import BundleRef, DestroyOptions, WorkloadRef
+from .._contract._streams import IteratorByteStream
+from .._contract._volumes import VolumeHandle
+from .._input._convert import load_bundle_file, unstructure
+from .._input._validation import validate_plan
+from ._progress import AppProgress, ReadyDisplay
+from ._units import cpu, size
 
 __all__ = ["HANDLERS", "run"]
 
@@ -328,7 +328,7 @@ async def _logs(args: argparse.Namespace, console: Console) -> int:
 
 
 async def _exec(args: argparse.Namespace, console: Console) -> int:
-    from ._cli_exec import interactive_exec  # noqa: PLC0415 - terminals only matter here
+    from ._exec import interactive_exec  # noqa: PLC0415 - terminals only matter here
 
     command = [c for c in args.command if c != "--"]
     if not command:
@@ -493,7 +493,7 @@ async def _reset(args: argparse.Namespace, console: Console) -> int:
 
 
 async def _catalog(args: argparse.Namespace, console: Console) -> int:
-    from ._cli_catalog import catalog_command  # noqa: PLC0415 - only this command pays for it
+    from ._catalog import catalog_command  # noqa: PLC0415 - only this command pays for it
 
     return await catalog_command(args, console, lambda: _adapter(args, console))
 

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import anyio
 from anyio.abc import ByteReceiveStream
 
-from ._adapter import RuntimeAdapter
-from ._contract._exec import ExecRequest, ExecSession
-from ._contract._refs import WorkloadRef
+from .._adapter._abc import RuntimeAdapter
+from .._contract._exec import ExecRequest, ExecSession
+from .._contract._refs import WorkloadRef
 
 __all__ = ["interactive_exec"]
 

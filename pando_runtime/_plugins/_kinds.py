@@ -5,8 +5,8 @@ its built-ins and its run-time registrations give each name a ``"module:attr"`` 
 sources winning; the target names a light *info* object (name, description, settings, where
 the code lives, how to install it) that is resolved on use, so importing this library or
 listing plugins imports no plugin's client library. What a kind checks beyond that (the
-adapter API version, a catalog's settings) stays with the kind (``_registry``,
-``_catalog_registry``); the errors are the kind's own classes with the same messages.
+adapter API version, a catalog's settings) stays with the kind (``_adapter._registry``,
+``catalog._registry``); the errors are the kind's own classes with the same messages.
 """
 
 from __future__ import annotations

@@ -42,23 +42,23 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from anyio.abc import ByteReceiveStream
 
-from ._adapter import RuntimeAdapter
-from ._api_observer import ObservableApi
-from ._contract._capabilities import RuntimeCapabilities
-from ._contract._capacity import BundleUsage, Capacity, Fit, InUse
-from ._contract._edge import EdgePlan, EdgeState
-from ._contract._errors import PandoRuntimeError
-from ._contract._events import BundleEvent
-from ._contract._exec import ExecRequest, ExecResult, ExecSession
-from ._contract._log_options import LogOptions
-from ._contract._observed import ObservedBundle
-from ._contract._plans import BundlePlan
-from ._contract._refs import BundleHandle, BundleRef, DestroyOptions, WorkloadRef
-from ._contract._trial import TrialRequest, TrialResult
-from ._contract._volumes import VolumeHandle, VolumeRequest
-from ._delegating import DelegatingAdapter
-from ._telemetry_otel import Instruments
-from ._util._log import logger
+from .._adapter._abc import RuntimeAdapter
+from .._adapter._api_observer import ObservableApi
+from .._adapter._delegating import DelegatingAdapter
+from .._contract._capabilities import RuntimeCapabilities
+from .._contract._capacity import BundleUsage, Capacity, Fit, InUse
+from .._contract._edge import EdgePlan, EdgeState
+from .._contract._errors import PandoRuntimeError
+from .._contract._events import BundleEvent
+from .._contract._exec import ExecRequest, ExecResult, ExecSession
+from .._contract._log_options import LogOptions
+from .._contract._observed import ObservedBundle
+from .._contract._plans import BundlePlan
+from .._contract._refs import BundleHandle, BundleRef, DestroyOptions, WorkloadRef
+from .._contract._trial import TrialRequest, TrialResult
+from .._contract._volumes import VolumeHandle, VolumeRequest
+from .._util._log import logger
+from ._otel import Instruments
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider

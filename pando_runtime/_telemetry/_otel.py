@@ -24,8 +24,8 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._api_observer import ApiObserver, ApiState, ApiStateSource
-from ._contract._version import __version__
+from .._adapter._api_observer import ApiObserver, ApiState, ApiStateSource
+from .._contract._version import __version__
 
 if TYPE_CHECKING:
     from types import ModuleType

@@ -7,20 +7,22 @@ plugin of the entry-point group :data:`CATALOG_ENTRY_POINT_GROUP`). See ``docs/c
 
 from __future__ import annotations
 
-from ._lazy import lazy_attributes
+from .._lazy import lazy_attributes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API reference
-    from ._catalog import CATALOG_NODE, CatalogBackend, CatalogInfo, CatalogRegistration, Syncer
-    from ._catalog_bundles import BundleSource, bundle_service_name
-    from ._catalog_registry import (
+    # spelled from the root (..catalog._types), as the table names them: one lazy mechanism
+    # resolves every namespace's table against pando_runtime
+    from .._contract._errors import CatalogNotInstalled, CatalogUnavailable, UnknownCatalog
+    from ..catalog._bundles import BundleSource, bundle_service_name
+    from ..catalog._registry import (
         CATALOG_ENTRY_POINT_GROUP,
         available_catalogs,
         load_catalog,
         register_catalog,
     )
-    from ._catalog_singleton import CATALOG_SINGLETON, sync_as_singleton
-    from ._catalog_sync import (
+    from ..catalog._singleton import CATALOG_SINGLETON, sync_as_singleton
+    from ..catalog._sync import (
         CATALOG_OWNER_TAG,
         CATALOG_WRITER_META,
         CatalogSyncer,
@@ -28,20 +30,32 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         SyncChangeKind,
         SyncStatus,
     )
-    from ._contract._errors import CatalogNotInstalled, CatalogUnavailable, UnknownCatalog
+    from ..catalog._types import (
+        CATALOG_NODE,
+        CatalogBackend,
+        CatalogInfo,
+        CatalogRegistration,
+        Syncer,
+    )
 
 # Every public name of this namespace, by the private module that defines it.
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "_catalog": ("CATALOG_NODE", "CatalogBackend", "CatalogInfo", "CatalogRegistration", "Syncer"),
-    "_catalog_bundles": ("BundleSource", "bundle_service_name"),
-    "_catalog_registry": (
+    "catalog._types": (
+        "CATALOG_NODE",
+        "CatalogBackend",
+        "CatalogInfo",
+        "CatalogRegistration",
+        "Syncer",
+    ),
+    "catalog._bundles": ("BundleSource", "bundle_service_name"),
+    "catalog._registry": (
         "CATALOG_ENTRY_POINT_GROUP",
         "available_catalogs",
         "load_catalog",
         "register_catalog",
     ),
-    "_catalog_singleton": ("CATALOG_SINGLETON", "sync_as_singleton"),
-    "_catalog_sync": (
+    "catalog._singleton": ("CATALOG_SINGLETON", "sync_as_singleton"),
+    "catalog._sync": (
         "CATALOG_OWNER_TAG",
         "CATALOG_WRITER_META",
         "CatalogSyncer",

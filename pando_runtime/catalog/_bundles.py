@@ -20,14 +20,14 @@ from urllib.parse import urlsplit
 import anyio
 import attrs
 
-from ._adapter import RuntimeAdapter
-from ._catalog import CATALOG_NODE, CatalogRegistration, Syncer
-from ._contract._errors import CapabilityUnsupported, PandoRuntimeError
-from ._contract._events import BundleEventKind
-from ._contract._observed import ObservedBundle
-from ._contract._plans import BundlePlan
-from ._contract._refs import BundleRef, WorkloadRef
-from ._util._background import in_background
+from .._adapter._abc import RuntimeAdapter
+from .._contract._errors import CapabilityUnsupported, PandoRuntimeError
+from .._contract._events import BundleEventKind
+from .._contract._observed import ObservedBundle
+from .._contract._plans import BundlePlan
+from .._contract._refs import BundleRef, WorkloadRef
+from .._util._background import in_background
+from ._types import CATALOG_NODE, CatalogRegistration, Syncer
 
 __all__ = ["BundleSource", "bundle_service_name"]
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._catalog import CatalogBackend, CatalogInfo
-from ._contract._errors import CatalogNotInstalled, UnknownCatalog
-from ._input._config import structure_config
-from ._plugins._kinds import PluginKind
+from .._contract._errors import CatalogNotInstalled, UnknownCatalog
+from .._input._config import structure_config
+from .._plugins._kinds import PluginKind
+from ._types import CatalogBackend, CatalogInfo
 
 __all__ = [
     "CATALOG_ENTRY_POINT_GROUP",

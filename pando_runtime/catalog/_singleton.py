@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from ._contract._errors import NotOwner
-from ._util._log import logger
+from .._contract._errors import NotOwner
+from .._util._log import logger
 
 if TYPE_CHECKING:
-    from ._replicas._membership import Membership
+    from .._replicas._membership import Membership
 
 __all__ = ["CATALOG_SINGLETON", "SyncLoop", "sync_as_singleton"]
 

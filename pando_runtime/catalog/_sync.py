@@ -34,14 +34,14 @@ from typing import TYPE_CHECKING
 import anyio
 import attrs
 
-from ._catalog import CATALOG_NODE, CatalogBackend, CatalogRegistration
-from ._catalog_singleton import CATALOG_SINGLETON, sync_as_singleton
-from ._contract._errors import InvalidInput, PandoRuntimeError, Problem
-from ._util._background import in_background
-from ._util._frozen import frozen_mapping
+from .._contract._errors import InvalidInput, PandoRuntimeError, Problem
+from .._util._background import in_background
+from .._util._frozen import frozen_mapping
+from ._singleton import CATALOG_SINGLETON, sync_as_singleton
+from ._types import CATALOG_NODE, CatalogBackend, CatalogRegistration
 
 if TYPE_CHECKING:
-    from ._replicas._membership import Membership
+    from .._replicas._membership import Membership
 
 __all__ = [
     "CATALOG_OWNER_TAG",

@@ -14,9 +14,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from ._input._config import ConfigField, EmptyConfig, config_fields, config_json_schema
-from ._plugins._kinds import install_hint
-from ._util._frozen import frozen_mapping
+from .._input._config import ConfigField, EmptyConfig, config_fields, config_json_schema
+from .._plugins._kinds import install_hint
+from .._util._frozen import frozen_mapping
 
 __all__ = [
     "CATALOG_NODE",

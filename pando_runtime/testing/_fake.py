@@ -26,7 +26,8 @@ from typing import Any
 import anyio
 from anyio.abc import ByteReceiveStream
 
-from .._adapter import RuntimeAdapter
+from .._adapter._abc import RuntimeAdapter
+from .._adapter._fake_info import FakeConfig
 from .._contract._capabilities import RuntimeCapabilities
 from .._contract._capacity import BundleUsage, Capacity, Fit, InUse
 from .._contract._edge import EdgePlan, EdgeState
@@ -40,7 +41,6 @@ from .._contract._refs import BundleHandle, BundleRef, DestroyOptions, Upstream,
 from .._contract._streams import BytesReceiveStream, IteratorByteStream, read_all
 from .._contract._trial import TrialRequest, TrialResult
 from .._contract._volumes import VolumeHandle, VolumeRequest
-from .._fake_info import FakeConfig
 from .._input._validation import (
     check_plan,
     raise_problems,

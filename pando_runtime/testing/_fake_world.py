@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import attrs
 
+from .._adapter._fake_info import FakeConfig
 from .._contract._capabilities import (
     ImageDelivery,
     IsolationClass,
@@ -34,7 +35,6 @@ from .._contract._observed import ObservedVolume, WorkloadProblem
 from .._contract._plans import BundlePlan, EgressPolicy, Port, WorkloadPlan
 from .._contract._refs import WorkloadRef
 from .._contract._volumes import VolumeHandle, VolumeRequest
-from .._fake_info import FakeConfig
 from .._util._log import logger
 from ._clock import FakeClock
 from ._fake_exec import ExecHandler, command_not_found

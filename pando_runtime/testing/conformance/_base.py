@@ -9,7 +9,7 @@ from typing import Any, ClassVar, TypeVar
 import anyio
 import pytest
 
-from ..._adapter import RuntimeAdapter
+from ..._adapter._abc import RuntimeAdapter
 from ..._contract._capabilities import Capability, RuntimeCapabilities
 from ..._contract._errors import PandoRuntimeError
 from ..._contract._observed import ObservedBundle

@@ -17,7 +17,7 @@ import anyio
 from ..._replicas._settings import MembershipSettings
 
 if TYPE_CHECKING:
-    from ..._adapter import RuntimeAdapter
+    from ..._adapter._abc import RuntimeAdapter
     from ..._contract._refs import WorkloadRef
 
 __all__ = ["ConformanceHarness", "HarnessCannot"]

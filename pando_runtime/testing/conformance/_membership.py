@@ -15,7 +15,7 @@ import anyio
 import pytest
 from anyio.abc import TaskStatus
 
-from ..._adapter import RuntimeAdapter
+from ..._adapter._abc import RuntimeAdapter
 from ..._contract._capabilities import Capability
 from ..._contract._errors import InvalidConfig, NotOwner
 from ..._contract._plans import BundlePlan

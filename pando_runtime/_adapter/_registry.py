@@ -4,7 +4,7 @@ Adapters come from three places, later ones winning: the built-in fake, the
 entry-point group ``pando_runtime.adapters``, and :func:`register_adapter`.
 Every target is a ``"module:attr"`` string resolved on use, so importing this
 library or listing adapters imports no adapter's client library. The mechanism is
-every plugin kind's (:class:`~._plugin_kinds.PluginKind`); what is the adapters' own is
+every plugin kind's (:class:`PluginKind`, in ``_plugins``); what is the adapters' own is
 here: a target may name the adapter class itself, and an adapter built for another
 adapter API version is refused.
 """

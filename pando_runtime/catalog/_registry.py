@@ -3,7 +3,7 @@
 Backends come from the built-in in-memory one (``memory``), the entry-point group
 ``pando_runtime.catalogs`` and :func:`register_catalog`, later ones winning. Targets are
 ``"module:attr"`` strings naming a :class:`CatalogInfo`, resolved on use. The mechanism is
-every plugin kind's (:class:`~._plugin_kinds.PluginKind`), as adapters are found and loaded;
+every plugin kind's (:class:`PluginKind`, in ``_plugins``), as adapters are found and loaded;
 what is the catalogs' own is here: settings are checked before the backend's code is imported.
 """
 

@@ -29,19 +29,19 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from . import catalog as catalog
     from . import plugin as plugin
     from . import testing as testing
-    from ._adapter import RuntimeAdapter
-    from ._capabilities import (
+    from ._adapter._abc import RuntimeAdapter
+    from ._adapter._info import AdapterInfo
+    from ._adapter._registry import available_adapters, load_adapter
+    from ._contract._capabilities import (
         Capability,
         ImageDelivery,
         IsolationClass,
         LogRetention,
         RuntimeCapabilities,
     )
-    from ._capacity import BundleUsage, Capacity, Fit, InUse, VolumeUsage, WorkloadUsage
-    from ._config import config_json_schema, structure_config
-    from ._convert import from_json, load_bundle_file, structure, to_json, unstructure
-    from ._edge import EdgeCertificate, EdgeMount, EdgePlan, EdgePort, EdgeState
-    from ._errors import (
+    from ._contract._capacity import BundleUsage, Capacity, Fit, InUse, VolumeUsage, WorkloadUsage
+    from ._contract._edge import EdgeCertificate, EdgeMount, EdgePlan, EdgePort, EdgeState
+    from ._contract._errors import (
         AdapterFailed,
         AdapterNotInstalled,
         AdapterUnavailable,
@@ -58,15 +58,16 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         RateLimited,
         UnknownAdapter,
     )
-    from ._events import BundleEvent, BundleEventKind, BundleEventStream
-    from ._exec import ExecRequest, ExecResult, ExecSession
-    from ._info import AdapterInfo
-    from ._logs import LogOptions
-    from ._member import Membership
-    from ._membership import MembershipSettings, OwnershipChange
-    from ._observed import ObservedBundle, ObservedVolume, ObservedWorkload, WorkloadProblem
-    from ._ownership import rendezvous_owner
-    from ._plans import (
+    from ._contract._events import BundleEvent, BundleEventKind, BundleEventStream
+    from ._contract._exec import ExecRequest, ExecResult, ExecSession
+    from ._contract._log_options import LogOptions
+    from ._contract._observed import (
+        ObservedBundle,
+        ObservedVolume,
+        ObservedWorkload,
+        WorkloadProblem,
+    )
+    from ._contract._plans import (
         BundlePlan,
         CarriedFile,
         EgressPolicy,
@@ -81,33 +82,44 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         VolumePlan,
         WorkloadPlan,
     )
-    from ._privileges import LINUX_CAPABILITIES, Privileges
-    from ._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
-    from ._registry import available_adapters, load_adapter
-    from ._streams import BytesReceiveStream, read_all
-    from ._telemetry import InstrumentedAdapter, instrument
-    from ._trial import TrialRequest, TrialResult
-    from ._validation import check_plan, validate_plan
-    from ._version import API_VERSION, __version__
-    from ._volumes import VolumeHandle, VolumeRequest
+    from ._contract._privileges import LINUX_CAPABILITIES, Privileges
+    from ._contract._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
+    from ._contract._streams import BytesReceiveStream, read_all
+    from ._contract._trial import TrialRequest, TrialResult
+    from ._contract._version import API_VERSION, __version__
+    from ._contract._volumes import VolumeHandle, VolumeRequest
+    from ._input._config import config_json_schema, structure_config
+    from ._input._convert import from_json, load_bundle_file, structure, to_json, unstructure
+    from ._input._validation import check_plan, validate_plan
+    from ._replicas._membership import Membership
+    from ._replicas._ownership import rendezvous_owner
+    from ._replicas._settings import MembershipSettings, OwnershipChange
+    from ._telemetry._instrumented import InstrumentedAdapter, instrument
 
 # Every public name, by the private module that defines it: the one table to extend when a
 # name is added (with its line in the imports above and in __all__; tests/test_public_api.py
 # checks that the three agree).
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "_adapter": ("RuntimeAdapter",),
-    "_capabilities": (
+    "_adapter._abc": ("RuntimeAdapter",),
+    "_contract._capabilities": (
         "Capability",
         "ImageDelivery",
         "IsolationClass",
         "LogRetention",
         "RuntimeCapabilities",
     ),
-    "_capacity": ("BundleUsage", "Capacity", "Fit", "InUse", "VolumeUsage", "WorkloadUsage"),
-    "_config": ("config_json_schema", "structure_config"),
-    "_convert": ("from_json", "load_bundle_file", "structure", "to_json", "unstructure"),
-    "_edge": ("EdgeCertificate", "EdgeMount", "EdgePlan", "EdgePort", "EdgeState"),
-    "_errors": (
+    "_contract._capacity": (
+        "BundleUsage",
+        "Capacity",
+        "Fit",
+        "InUse",
+        "VolumeUsage",
+        "WorkloadUsage",
+    ),
+    "_input._config": ("config_json_schema", "structure_config"),
+    "_input._convert": ("from_json", "load_bundle_file", "structure", "to_json", "unstructure"),
+    "_contract._edge": ("EdgeCertificate", "EdgeMount", "EdgePlan", "EdgePort", "EdgeState"),
+    "_contract._errors": (
         "AdapterFailed",
         "AdapterNotInstalled",
         "AdapterUnavailable",
@@ -124,16 +136,21 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "RateLimited",
         "UnknownAdapter",
     ),
-    "_events": ("BundleEvent", "BundleEventKind", "BundleEventStream"),
-    "_exec": ("ExecRequest", "ExecResult", "ExecSession"),
-    "_info": ("AdapterInfo",),
-    "_logs": ("LogOptions",),
-    "_member": ("Membership",),
-    "_membership": ("MembershipSettings", "OwnershipChange"),
-    "_observed": ("ObservedBundle", "ObservedVolume", "ObservedWorkload", "WorkloadProblem"),
-    "_ownership": ("rendezvous_owner",),
-    "_privileges": ("LINUX_CAPABILITIES", "Privileges"),
-    "_plans": (
+    "_contract._events": ("BundleEvent", "BundleEventKind", "BundleEventStream"),
+    "_contract._exec": ("ExecRequest", "ExecResult", "ExecSession"),
+    "_adapter._info": ("AdapterInfo",),
+    "_contract._log_options": ("LogOptions",),
+    "_replicas._membership": ("Membership",),
+    "_replicas._settings": ("MembershipSettings", "OwnershipChange"),
+    "_contract._observed": (
+        "ObservedBundle",
+        "ObservedVolume",
+        "ObservedWorkload",
+        "WorkloadProblem",
+    ),
+    "_replicas._ownership": ("rendezvous_owner",),
+    "_contract._privileges": ("LINUX_CAPABILITIES", "Privileges"),
+    "_contract._plans": (
         "BundlePlan",
         "CarriedFile",
         "EgressPolicy",
@@ -148,14 +165,14 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "VolumePlan",
         "WorkloadPlan",
     ),
-    "_refs": ("BundleHandle", "BundleRef", "DestroyOptions", "Upstream", "WorkloadRef"),
-    "_registry": ("available_adapters", "load_adapter"),
-    "_streams": ("BytesReceiveStream", "read_all"),
-    "_telemetry": ("InstrumentedAdapter", "instrument"),
-    "_trial": ("TrialRequest", "TrialResult"),
-    "_validation": ("check_plan", "validate_plan"),
-    "_version": ("API_VERSION", "__version__"),
-    "_volumes": ("VolumeHandle", "VolumeRequest"),
+    "_contract._refs": ("BundleHandle", "BundleRef", "DestroyOptions", "Upstream", "WorkloadRef"),
+    "_adapter._registry": ("available_adapters", "load_adapter"),
+    "_contract._streams": ("BytesReceiveStream", "read_all"),
+    "_telemetry._instrumented": ("InstrumentedAdapter", "instrument"),
+    "_contract._trial": ("TrialRequest", "TrialResult"),
+    "_input._validation": ("check_plan", "validate_plan"),
+    "_contract._version": ("API_VERSION", "__version__"),
+    "_contract._volumes": ("VolumeHandle", "VolumeRequest"),
 }
 
 # Names this namespace gave before the adapter author's and the catalog's names got their own
@@ -219,7 +236,10 @@ _MOVED = {
 # Old names, still resolvable with a DeprecationWarning, in no list: ``Protocol`` shadowed
 # ``typing.Protocol`` in a star import; ``converter`` was the mutable global cattrs converter
 # (use ``to_json``, ``from_json``, ``structure`` and ``unstructure``).
-_RENAMED = {"Protocol": ("PortProtocol", "_plans"), "converter": ("converter", "_convert")}
+_RENAMED = {
+    "Protocol": ("PortProtocol", "_contract._plans"),
+    "converter": ("converter", "_input._convert"),
+}
 
 __all__ = [
     "API_VERSION",

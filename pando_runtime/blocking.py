@@ -25,21 +25,21 @@ from typing import Any, Self
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from ._adapter import RuntimeAdapter
-from ._capabilities import RuntimeCapabilities
-from ._capacity import BundleUsage, Capacity, Fit, InUse
-from ._edge import EdgePlan, EdgeState
-from ._events import BundleEvent
-from ._exec import ExecRequest, ExecResult
-from ._info import AdapterInfo
-from ._logs import LogOptions
-from ._observed import ObservedBundle
-from ._plans import BundlePlan
-from ._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
-from ._registry import load_adapter
-from ._streams import BytesReceiveStream, read_all
-from ._trial import TrialRequest, TrialResult
-from ._volumes import VolumeHandle, VolumeRequest
+from ._adapter._abc import RuntimeAdapter
+from ._adapter._info import AdapterInfo
+from ._adapter._registry import load_adapter
+from ._contract._capabilities import RuntimeCapabilities
+from ._contract._capacity import BundleUsage, Capacity, Fit, InUse
+from ._contract._edge import EdgePlan, EdgeState
+from ._contract._events import BundleEvent
+from ._contract._exec import ExecRequest, ExecResult
+from ._contract._log_options import LogOptions
+from ._contract._observed import ObservedBundle
+from ._contract._plans import BundlePlan
+from ._contract._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
+from ._contract._streams import BytesReceiveStream, read_all
+from ._contract._trial import TrialRequest, TrialResult
+from ._contract._volumes import VolumeHandle, VolumeRequest
 
 __all__ = ["BlockingRuntime"]
 

@@ -18,43 +18,40 @@ from . import _lazy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API reference
-    from ._api_observer import (
+    from ._adapter._api_observer import (
         NO_API_OBSERVER,
         ApiObserver,
         ApiState,
         ApiStateSource,
         ObservableApi,
     )
-    from ._capacity import roomiest
-    from ._config import ConfigField, EmptyConfig, setting
-    from ._contract_coverage import (
+    from ._adapter._coverage import (
         CONTRACT_DEFAULTS,
         contract_methods,
         missing_contract_methods,
     )
-    from ._delegating import DelegatingAdapter
-    from ._events import BundleEventHub, bundle_event_channel
-    from ._helper_scripts import (
+    from ._adapter._delegating import DelegatingAdapter
+    from ._adapter._helper_scripts import (
         RESTORE_SCRIPT,
         SOCKET_TABLES,
         SOCKET_TABLES_SCRIPT,
         listening_ports,
         split_socket_tables,
     )
-    from ._lazy import lazy_attributes
-    from ._leases import LeaseConflict, LeaseRecord, LeaseStore, StoredLease
-    from ._member_slot import MembershipSlot
-    from ._membership import validate_membership
-    from ._privileges import APP_CAPABILITIES
-    from ._registry import ENTRY_POINT_GROUP, register_adapter
-    from ._scope import in_read_scope, read_scope, scoped_read
-    from ._streams import (
+    from ._adapter._registry import ENTRY_POINT_GROUP, register_adapter
+    from ._adapter._scope import in_read_scope, read_scope, scoped_read
+    from ._contract._capacity import roomiest
+    from ._contract._events import BundleEventHub, bundle_event_channel
+    from ._contract._privileges import APP_CAPABILITIES
+    from ._contract._streams import (
         IteratorByteStream,
         MemoryByteReceiveStream,
         MemoryByteSendStream,
         byte_stream_pair,
     )
-    from ._validation import (
+    from ._contract._version import api_compatible
+    from ._input._config import ConfigField, EmptyConfig, setting
+    from ._input._validation import (
         MAX_CARRIED_FILES_BYTES,
         is_valid_image,
         raise_problems,
@@ -63,43 +60,46 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         validate_trial,
         validate_volume_request,
     )
-    from ._version import api_compatible
+    from ._lazy import lazy_attributes
+    from ._replicas._leases import LeaseConflict, LeaseRecord, LeaseStore, StoredLease
+    from ._replicas._settings import validate_membership
+    from ._replicas._slot import MembershipSlot
 
 # Every public name of this namespace, by the private module that defines it.
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "_api_observer": (
+    "_adapter._api_observer": (
         "NO_API_OBSERVER",
         "ApiObserver",
         "ApiState",
         "ApiStateSource",
         "ObservableApi",
     ),
-    "_capacity": ("roomiest",),
-    "_config": ("ConfigField", "EmptyConfig", "setting"),
-    "_contract_coverage": ("CONTRACT_DEFAULTS", "contract_methods", "missing_contract_methods"),
-    "_delegating": ("DelegatingAdapter",),
-    "_events": ("BundleEventHub", "bundle_event_channel"),
-    "_helper_scripts": (
+    "_contract._capacity": ("roomiest",),
+    "_input._config": ("ConfigField", "EmptyConfig", "setting"),
+    "_adapter._coverage": ("CONTRACT_DEFAULTS", "contract_methods", "missing_contract_methods"),
+    "_adapter._delegating": ("DelegatingAdapter",),
+    "_contract._events": ("BundleEventHub", "bundle_event_channel"),
+    "_adapter._helper_scripts": (
         "RESTORE_SCRIPT",
         "SOCKET_TABLES",
         "SOCKET_TABLES_SCRIPT",
         "listening_ports",
         "split_socket_tables",
     ),
+    "_replicas._leases": ("LeaseConflict", "LeaseRecord", "LeaseStore", "StoredLease"),
+    "_replicas._slot": ("MembershipSlot",),
+    "_replicas._settings": ("validate_membership",),
+    "_adapter._registry": ("ENTRY_POINT_GROUP", "register_adapter"),
+    "_adapter._scope": ("in_read_scope", "read_scope", "scoped_read"),
+    "_contract._privileges": ("APP_CAPABILITIES",),
     "_lazy": ("lazy_attributes",),
-    "_leases": ("LeaseConflict", "LeaseRecord", "LeaseStore", "StoredLease"),
-    "_member_slot": ("MembershipSlot",),
-    "_privileges": ("APP_CAPABILITIES",),
-    "_membership": ("validate_membership",),
-    "_registry": ("ENTRY_POINT_GROUP", "register_adapter"),
-    "_scope": ("in_read_scope", "read_scope", "scoped_read"),
-    "_streams": (
+    "_contract._streams": (
         "IteratorByteStream",
         "MemoryByteReceiveStream",
         "MemoryByteSendStream",
         "byte_stream_pair",
     ),
-    "_validation": (
+    "_input._validation": (
         "MAX_CARRIED_FILES_BYTES",
         "is_valid_image",
         "raise_problems",
@@ -108,7 +108,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "validate_trial",
         "validate_volume_request",
     ),
-    "_version": ("api_compatible",),
+    "_contract._version": ("api_compatible",),
 }
 
 __all__ = [

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 import pando_runtime as pr
-from pando_runtime._cli_commands import Console, _wait_running
-from pando_runtime._cli_progress import AppProgress, ReadyDisplay
-from pando_runtime._cli_units import cpu, size
+from pando_runtime._cli._commands import Console, _wait_running
+from pando_runtime._cli._progress import AppProgress, ReadyDisplay
+from pando_runtime._cli._units import cpu, size
 from pando_runtime.testing import FakeAdapter, make_tar, read_tar
 
 SCRIPT = Path(sys.executable).parent / "pando-runtime"

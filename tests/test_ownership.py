@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pando_runtime as pr
-from pando_runtime._ownership import OwnershipHistory, OwnershipView
+from pando_runtime._replicas._ownership import OwnershipHistory, OwnershipView
 
 names = st.from_regex(r"[a-z][a-z0-9-]{0,8}[a-z0-9]", fullmatch=True)
 members_sets = st.frozensets(names, min_size=1, max_size=8)

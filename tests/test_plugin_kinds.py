@@ -14,8 +14,9 @@ import attrs
 import pytest
 
 import pando_runtime as pr
-from pando_runtime import _catalog_registry, _registry
-from pando_runtime._plugin_kinds import PluginKind
+from pando_runtime._adapter import _registry
+from pando_runtime._plugins._kinds import PluginKind
+from pando_runtime.catalog import _registry as _catalog_registry
 
 
 @attrs.frozen

@@ -144,7 +144,7 @@ def test_the_command_lines_help_imports_no_runtime_code() -> None:
         "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
         "    main(['--help'])"
     )
-    assert "pando_runtime._cli_commands" not in loaded
+    assert "pando_runtime._cli._commands" not in loaded
     assert not {m for m in loaded if m.split(".")[0] in {"cattrs", "yaml", "attrs", "anyio"}}
 
 

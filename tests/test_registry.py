@@ -13,7 +13,7 @@ import attrs
 import pytest
 
 import pando_runtime as pr
-from pando_runtime import _registry
+from pando_runtime._adapter import _registry
 from pando_runtime.testing import FakeAdapter
 
 

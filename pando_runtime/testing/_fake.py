@@ -26,23 +26,22 @@ from typing import Any
 import anyio
 from anyio.abc import ByteReceiveStream
 
-from .._adapter import RuntimeAdapter
-from .._capabilities import RuntimeCapabilities
-from .._capacity import BundleUsage, Capacity, Fit, InUse
-from .._edge import EdgePlan, EdgeState
-from .._errors import AdapterFailed, AdapterUnavailable, InvalidPlan
-from .._events import BundleEvent, BundleEventKind
-from .._exec import ExecRequest, ExecSession
-from .._fake_info import FakeConfig
-from .._logs import LogOptions
-from .._member import Membership
-from .._membership import MembershipSettings
-from .._observed import ObservedBundle, ObservedWorkload
-from .._plans import BundlePlan
-from .._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
-from .._streams import BytesReceiveStream, IteratorByteStream, read_all
-from .._trial import TrialRequest, TrialResult
-from .._validation import (
+from .._adapter._abc import RuntimeAdapter
+from .._adapter._fake_info import FakeConfig
+from .._contract._capabilities import RuntimeCapabilities
+from .._contract._capacity import BundleUsage, Capacity, Fit, InUse
+from .._contract._edge import EdgePlan, EdgeState
+from .._contract._errors import AdapterFailed, AdapterUnavailable, InvalidPlan
+from .._contract._events import BundleEvent, BundleEventKind
+from .._contract._exec import ExecRequest, ExecSession
+from .._contract._log_options import LogOptions
+from .._contract._observed import ObservedBundle, ObservedWorkload
+from .._contract._plans import BundlePlan
+from .._contract._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
+from .._contract._streams import BytesReceiveStream, IteratorByteStream, read_all
+from .._contract._trial import TrialRequest, TrialResult
+from .._contract._volumes import VolumeHandle, VolumeRequest
+from .._input._validation import (
     check_plan,
     raise_problems,
     validate_edge,
@@ -50,7 +49,8 @@ from .._validation import (
     validate_trial,
     validate_volume_request,
 )
-from .._volumes import VolumeHandle, VolumeRequest
+from .._replicas._membership import Membership
+from .._replicas._settings import MembershipSettings
 from ._clock import FakeClock
 from ._fake_controls import FakeControls
 from ._fake_exec import new_session

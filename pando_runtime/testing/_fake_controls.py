@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from .._errors import AdapterUnavailable
-from .._events import BundleEvent, BundleEventKind
-from .._plans import BundlePlan, EgressPolicy, Port, PortProtocol
-from .._refs import BundleRef, WorkloadRef
+from .._contract._errors import AdapterUnavailable
+from .._contract._events import BundleEvent, BundleEventKind
+from .._contract._plans import BundlePlan, EgressPolicy, Port, PortProtocol
+from .._contract._refs import BundleRef, WorkloadRef
 from ._clock import FakeClock
 from ._fake_exec import ExecHandler
 from ._fake_membership import FakeLeaseStore

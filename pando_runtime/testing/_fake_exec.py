@@ -9,9 +9,9 @@ import anyio
 import attrs
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-from .._exec import ExecSession
-from .._refs import WorkloadRef
-from .._streams import (
+from .._contract._exec import ExecSession
+from .._contract._refs import WorkloadRef
+from .._contract._streams import (
     MemoryByteReceiveStream,
     MemoryByteSendStream,
     byte_stream_pair,

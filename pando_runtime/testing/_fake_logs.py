@@ -7,7 +7,7 @@ from datetime import datetime
 
 import anyio
 
-from .._logs import LogOptions
+from .._contract._log_options import LogOptions
 
 __all__ = ["LogBuffer"]
 

@@ -14,11 +14,11 @@ import contextlib
 import itertools
 from collections.abc import Awaitable, Callable, Iterable
 
-from .._errors import AdapterUnavailable
-from .._leases import LeaseConflict, LeaseRecord, StoredLease
-from .._member import Membership
-from .._member_slot import MembershipSlot
-from .._membership import MembershipSettings
+from .._contract._errors import AdapterUnavailable
+from .._replicas._leases import LeaseConflict, LeaseRecord, StoredLease
+from .._replicas._membership import Membership
+from .._replicas._settings import MembershipSettings
+from .._replicas._slot import MembershipSlot
 
 __all__ = ["FakeLeaseStore", "ReplicaLink"]
 

@@ -14,13 +14,13 @@ import json
 
 import attrs
 
-from .._capacity import Fit, roomiest
-from .._convert import unstructure
-from .._errors import CapacityExceeded
-from .._events import BundleEventKind
-from .._plans import BundlePlan, WorkloadPlan
-from .._refs import WorkloadRef
-from .._scope import scoped_read
+from .._adapter._scope import scoped_read
+from .._contract._capacity import Fit, roomiest
+from .._contract._errors import CapacityExceeded
+from .._contract._events import BundleEventKind
+from .._contract._plans import BundlePlan, WorkloadPlan
+from .._contract._refs import WorkloadRef
+from .._input._convert import unstructure
 from ._fake_world import FakeWorld, Instance, Workload
 
 __all__ = [

@@ -15,11 +15,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .._convert import structure, unstructure
-from .._edge import EdgePlan
-from .._observed import WorkloadProblem
-from .._plans import BundlePlan
-from .._volumes import VolumeRequest
+from .._contract._edge import EdgePlan
+from .._contract._observed import WorkloadProblem
+from .._contract._plans import BundlePlan
+from .._contract._volumes import VolumeRequest
+from .._input._convert import structure, unstructure
 from ._fake_world import Bundle, Edge, FakeWorld, Instance, Volume, Workload
 
 __all__ = ["FakeStateFile"]

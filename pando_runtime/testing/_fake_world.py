@@ -20,17 +20,22 @@ from typing import Any
 import anyio
 import attrs
 
-from .._capabilities import ImageDelivery, IsolationClass, LogRetention, RuntimeCapabilities
-from .._capacity import BundleUsage, VolumeUsage, WorkloadUsage
-from .._edge import EdgePlan
-from .._errors import AdapterUnavailable, NotFound
-from .._events import BundleEvent, BundleEventHub, BundleEventKind
-from .._fake_info import FakeConfig
-from .._log import logger
-from .._observed import ObservedVolume, WorkloadProblem
-from .._plans import BundlePlan, EgressPolicy, Port, WorkloadPlan
-from .._refs import WorkloadRef
-from .._volumes import VolumeHandle, VolumeRequest
+from .._adapter._fake_info import FakeConfig
+from .._contract._capabilities import (
+    ImageDelivery,
+    IsolationClass,
+    LogRetention,
+    RuntimeCapabilities,
+)
+from .._contract._capacity import BundleUsage, VolumeUsage, WorkloadUsage
+from .._contract._edge import EdgePlan
+from .._contract._errors import AdapterUnavailable, NotFound
+from .._contract._events import BundleEvent, BundleEventHub, BundleEventKind
+from .._contract._observed import ObservedVolume, WorkloadProblem
+from .._contract._plans import BundlePlan, EgressPolicy, Port, WorkloadPlan
+from .._contract._refs import WorkloadRef
+from .._contract._volumes import VolumeHandle, VolumeRequest
+from .._util._log import logger
 from ._clock import FakeClock
 from ._fake_exec import ExecHandler, command_not_found
 from ._fake_logs import LogBuffer

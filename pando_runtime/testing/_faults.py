@@ -6,7 +6,7 @@ from collections import Counter, deque
 
 import anyio
 
-from .._errors import PandoRuntimeError
+from .._contract._errors import PandoRuntimeError
 
 __all__ = ["Faults"]
 

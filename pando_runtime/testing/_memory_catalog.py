@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 
 import anyio
 
-from .._catalog import CatalogInfo, CatalogRegistration
-from .._config import EmptyConfig
-from .._errors import CatalogUnavailable
+from .._contract._errors import CatalogUnavailable
+from .._input._config import EmptyConfig
+from ..catalog._types import CatalogInfo, CatalogRegistration
 
 __all__ = ["MEMORY_CATALOG", "MemoryCatalog", "memory_catalog"]
 

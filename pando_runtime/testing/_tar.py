@@ -7,7 +7,7 @@ import tarfile
 from collections.abc import Mapping
 from datetime import datetime
 
-from .._errors import InvalidInput, Problem
+from .._contract._errors import InvalidInput, Problem
 
 __all__ = ["make_tar", "read_tar"]
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from setting_ranges import NUMERIC, in_range, out_of_range_values
 
 import pando_runtime as pr
-from pando_runtime._config import config_fields
+from pando_runtime._input._config import config_fields
 
 EDGE_NUMBERS = st.sampled_from(
     [0, -1, 1, 2, 0.0, -0.0, 0.5, 1e-300, -1e-300, 10_000, 10_001, 86_400, 86_401, 2**63,

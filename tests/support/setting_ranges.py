@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pando_runtime as pr
-from pando_runtime._config import config_fields
+from pando_runtime._input._config import config_fields
 
 NUMERIC = ("integer", "number")
 

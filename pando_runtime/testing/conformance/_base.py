@@ -9,14 +9,14 @@ from typing import Any, ClassVar, TypeVar
 import anyio
 import pytest
 
-from ..._adapter import RuntimeAdapter
-from ..._capabilities import Capability, RuntimeCapabilities
-from ..._errors import PandoRuntimeError
-from ..._observed import ObservedBundle
-from ..._plans import BundlePlan, VolumePlan, WorkloadPlan
-from ..._refs import BundleHandle, BundleRef, DestroyOptions, WorkloadRef
-from ..._version import API_VERSION
-from ..._volumes import VolumeHandle
+from ..._adapter._abc import RuntimeAdapter
+from ..._contract._capabilities import Capability, RuntimeCapabilities
+from ..._contract._errors import PandoRuntimeError
+from ..._contract._observed import ObservedBundle
+from ..._contract._plans import BundlePlan, VolumePlan, WorkloadPlan
+from ..._contract._refs import BundleHandle, BundleRef, DestroyOptions, WorkloadRef
+from ..._contract._version import API_VERSION
+from ..._contract._volumes import VolumeHandle
 from ._harness import ConformanceHarness, HarnessCannot
 
 __all__ = ["CONFORMANCE_VERSION", "ConformanceBase", "Kit", "requires", "since"]

@@ -7,12 +7,16 @@ from datetime import UTC, datetime, timedelta
 import anyio
 import pytest
 
-from ..._capabilities import Capability
-from ..._convert import from_json, to_json
-from ..._errors import AdapterUnavailable, CapabilityUnsupported, InvalidInput, InvalidPlan
-from ..._events import BundleEventKind
-from ..._observed import ObservedBundle, WorkloadProblem
-from ..._plans import (
+from ..._contract._capabilities import Capability
+from ..._contract._errors import (
+    AdapterUnavailable,
+    CapabilityUnsupported,
+    InvalidInput,
+    InvalidPlan,
+)
+from ..._contract._events import BundleEventKind
+from ..._contract._observed import ObservedBundle, WorkloadProblem
+from ..._contract._plans import (
     BundlePlan,
     CarriedFile,
     EgressPolicy,
@@ -24,7 +28,8 @@ from ..._plans import (
     VolumePlan,
     WorkloadPlan,
 )
-from ..._refs import BundleRef, DestroyOptions, WorkloadRef
+from ..._contract._refs import BundleRef, DestroyOptions, WorkloadRef
+from ..._input._convert import from_json, to_json
 from ._base import ConformanceBase, Kit, requires, since
 
 __all__ = ["BundleConformance", "ValidationConformance"]

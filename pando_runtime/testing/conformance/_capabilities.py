@@ -6,15 +6,15 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from ..._capabilities import Capability, RuntimeCapabilities
-from ..._convert import from_json, to_json
-from ..._edge import EdgePlan
-from ..._errors import CapabilityUnsupported
-from ..._exec import ExecRequest
-from ..._refs import BundleRef, WorkloadRef
-from ..._streams import BytesReceiveStream
-from ..._trial import TrialRequest
-from ..._volumes import VolumeHandle, VolumeRequest
+from ..._contract._capabilities import Capability, RuntimeCapabilities
+from ..._contract._edge import EdgePlan
+from ..._contract._errors import CapabilityUnsupported
+from ..._contract._exec import ExecRequest
+from ..._contract._refs import BundleRef, WorkloadRef
+from ..._contract._streams import BytesReceiveStream
+from ..._contract._trial import TrialRequest
+from ..._contract._volumes import VolumeHandle, VolumeRequest
+from ..._input._convert import from_json, to_json
 from ._base import ConformanceBase, Kit
 
 __all__ = ["CapabilityConformance"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ..._capabilities import Capability
-from ..._errors import CapacityExceeded, NotFound
-from ..._plans import Resources
-from ..._refs import BundleRef
+from ..._contract._capabilities import Capability
+from ..._contract._errors import CapacityExceeded, NotFound
+from ..._contract._plans import Resources
+from ..._contract._refs import BundleRef
 from ._base import ConformanceBase, Kit, requires
 
 __all__ = ["CapacityConformance"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ..._capabilities import Capability
-from ..._edge import EdgePlan, EdgePort
-from ..._errors import InvalidPlan
+from ..._contract._capabilities import Capability
+from ..._contract._edge import EdgePlan, EdgePort
+from ..._contract._errors import InvalidPlan
 from ._base import ConformanceBase, Kit
 
 __all__ = ["EdgeConformance"]

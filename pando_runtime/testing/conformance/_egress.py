@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from ..._capabilities import Capability
-from ..._errors import CapabilityUnsupported, InvalidPlan
-from ..._plans import BundlePlan, EgressPolicy, EgressRule, NetworkPlan
-from ..._refs import BundleRef
-from ..._trial import TrialRequest
+from ..._contract._capabilities import Capability
+from ..._contract._errors import CapabilityUnsupported, InvalidPlan
+from ..._contract._plans import BundlePlan, EgressPolicy, EgressRule, NetworkPlan
+from ..._contract._refs import BundleRef
+from ..._contract._trial import TrialRequest
 from ._base import ConformanceBase, Kit, requires
 
 __all__ = ["EgressConformance", "EgressRefusalConformance"]

@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-from ..._capabilities import Capability
-from ..._events import BundleEvent, BundleEventKind
-from ..._refs import BundleRef
+from ..._contract._capabilities import Capability
+from ..._contract._events import BundleEvent, BundleEventKind
+from ..._contract._refs import BundleRef
 from ._base import ConformanceBase, Kit
 
 __all__ = ["EventConformance"]

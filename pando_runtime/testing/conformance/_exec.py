@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import anyio
 
-from ..._capabilities import Capability
-from ..._exec import ExecRequest
-from ..._streams import read_all
+from ..._contract._capabilities import Capability
+from ..._contract._exec import ExecRequest
+from ..._contract._streams import read_all
 from ._base import ConformanceBase, Kit
 
 __all__ = ["ExecConformance"]

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..._membership import MembershipSettings
+from ..._replicas._settings import MembershipSettings
 
 if TYPE_CHECKING:
-    from ..._adapter import RuntimeAdapter
-    from ..._refs import WorkloadRef
+    from ..._adapter._abc import RuntimeAdapter
+    from ..._contract._refs import WorkloadRef
 
 __all__ = ["ConformanceHarness", "HarnessCannot"]
 

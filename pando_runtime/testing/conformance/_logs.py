@@ -5,10 +5,10 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from ..._errors import NotFound
-from ..._logs import LogOptions
-from ..._refs import WorkloadRef
-from ..._streams import read_all
+from ..._contract._errors import NotFound
+from ..._contract._log_options import LogOptions
+from ..._contract._refs import WorkloadRef
+from ..._contract._streams import read_all
 from ._base import ConformanceBase, Kit
 
 __all__ = ["LogConformance"]

@@ -15,14 +15,14 @@ import anyio
 import pytest
 from anyio.abc import TaskStatus
 
-from ..._adapter import RuntimeAdapter
-from ..._capabilities import Capability
-from ..._errors import InvalidConfig, NotOwner
-from ..._member import Membership
-from ..._membership import MembershipSettings, OwnershipChange
-from ..._ownership import rendezvous_owner
-from ..._plans import BundlePlan
-from ..._refs import BundleRef
+from ..._adapter._abc import RuntimeAdapter
+from ..._contract._capabilities import Capability
+from ..._contract._errors import InvalidConfig, NotOwner
+from ..._contract._plans import BundlePlan
+from ..._contract._refs import BundleRef
+from ..._replicas._membership import Membership
+from ..._replicas._ownership import rendezvous_owner
+from ..._replicas._settings import MembershipSettings, OwnershipChange
 from ._base import ConformanceBase, Kit, since
 
 __all__ = ["MembershipConformance"]

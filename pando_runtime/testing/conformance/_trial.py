@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import anyio
 
-from ..._capabilities import Capability
-from ..._trial import TrialRequest
+from ..._contract._capabilities import Capability
+from ..._contract._trial import TrialRequest
 from ._base import ConformanceBase, Kit
 
 __all__ = ["TrialConformance"]

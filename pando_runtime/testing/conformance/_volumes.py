@@ -6,11 +6,11 @@ import os
 
 import anyio
 
-from ..._capabilities import Capability
-from ..._plans import Mount, VolumePlan
-from ..._refs import BundleRef
-from ..._streams import BytesReceiveStream, read_all
-from ..._volumes import VolumeHandle, VolumeRequest
+from ..._contract._capabilities import Capability
+from ..._contract._plans import Mount, VolumePlan
+from ..._contract._refs import BundleRef
+from ..._contract._streams import BytesReceiveStream, read_all
+from ..._contract._volumes import VolumeHandle, VolumeRequest
 from .._tar import make_tar, read_tar
 from ._base import ConformanceBase, Kit
 

@@ -1,0 +1,10 @@
+"""The ``pando-runtime`` command line (the entry point ``pando_runtime._cli:main``).
+
+``_main`` parses the arguments (and imports no runtime code for ``--help``); ``_commands``
+holds the handlers and the exit-code policy, ``_catalog`` and ``_exec`` the catalog and exec
+commands, ``_progress`` and ``_units`` the console's displays.
+"""
+
+from ._main import main
+
+__all__ = ["main"]

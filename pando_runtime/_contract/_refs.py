@@ -1,0 +1,67 @@
+"""Names a host uses to point at what it applied: refs, handles and upstreams."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+from .._util._frozen import frozen_mapping
+
+__all__ = ["BundleHandle", "BundleRef", "DestroyOptions", "Upstream", "WorkloadRef"]
+
+
+@attrs.frozen
+class BundleRef:
+    """Points at one app's bundle by its stable id."""
+
+    bundle_id: str
+
+
+@attrs.frozen
+class WorkloadRef:
+    """Points at one workload of a bundle."""
+
+    bundle_id: str
+    workload: str
+
+    @property
+    def bundle(self) -> BundleRef:
+        """The bundle this workload belongs to."""
+        return BundleRef(self.bundle_id)
+
+
+@attrs.frozen(kw_only=True)
+class BundleHandle:
+    """What ``apply`` returns: the bundle id and an adapter-private handle.
+
+    ``handle`` is opaque to the host; it may store it and hand it back, never parse it.
+    """
+
+    bundle_id: str
+    handle: str
+    details: Mapping[str, str] = attrs.field(factory=dict, converter=frozen_mapping)
+
+    @property
+    def ref(self) -> BundleRef:
+        """A ref to the applied bundle."""
+        return BundleRef(self.bundle_id)
+
+
+@attrs.frozen(kw_only=True)
+class DestroyOptions:
+    """How far ``destroy`` goes; volumes are kept unless the host says otherwise."""
+
+    keep_volumes: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class Upstream:
+    """Where the host's proxy sends a workload's traffic; computed, no I/O.
+
+    ``url`` has a scheme, host and port and no path; connections with the same
+    ``pool_key`` may share a pool.
+    """
+
+    url: str
+    pool_key: str

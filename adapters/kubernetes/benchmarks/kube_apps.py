@@ -35,6 +35,7 @@ from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._multi import MultiClusterAdapter
 from pando_runtime_kubernetes._names import MANAGED_SELECTOR
 from pando_runtime_kubernetes.cache._stores import PodStore
+from pando_runtime_kubernetes.session._session import ClusterSession
 
 from pando_runtime import (
     BundlePlan,
@@ -131,7 +132,7 @@ async def measure_variant(
                 group.start_soon(adapter.destroy, BundleRef(p.bundle_id))
 
 
-def sessions(adapter: RuntimeAdapter) -> list[Any]:
+def sessions(adapter: RuntimeAdapter) -> list[ClusterSession]:
     """The cluster session of every cluster the adapter drives."""
     if isinstance(adapter, MultiClusterAdapter):
         return [m.session for m in adapter.members.values()]
@@ -140,11 +141,15 @@ def sessions(adapter: RuntimeAdapter) -> list[Any]:
 
 
 def api_calls(adapter: RuntimeAdapter) -> int:
-    return sum(s.api_calls for s in sessions(adapter))
+    return sum(s.connection.api_calls for s in sessions(adapter))
 
 
 def placement_calls(adapter: RuntimeAdapter) -> int:
-    return sum(s.calls_by_kind.get(kind, 0) for s in sessions(adapter) for kind in PLACEMENT_READS)
+    return sum(
+        s.connection.calls_by_kind.get(kind, 0)
+        for s in sessions(adapter)
+        for kind in PLACEMENT_READS
+    )
 
 
 async def measure_usage(adapter: Any, plans: list[BundlePlan]) -> None:
@@ -190,7 +195,7 @@ async def report_placement(
 
 async def measure_cache(adapter: RuntimeAdapter) -> None:
     """The memory one cached pod takes (the first cluster's pods)."""
-    api = await sessions(adapter)[0].transport()
+    api = await sessions(adapter)[0].connection.transport()
     items = (await api.get("/api/v1/pods", labelSelector=MANAGED_SELECTOR))["items"]
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
@@ -229,8 +234,9 @@ def build_adapter(kubeconfig: str, clusters: int) -> Any:
 async def run(kubeconfig: str, apps: int, concurrency: int, clusters: int) -> None:
     async with build_adapter(kubeconfig, clusters) as adapter:
         for session in sessions(adapter):
-            assert session.cache is not None
-            await session.cache.wait_synced(30)
+            informer = session.cache.informer
+            assert informer is not None
+            await informer.wait_synced(30)
         many = clusters > 1
         plans = [plan(i, first_deploy=many) for i in range(apps)]
         limiter = anyio.CapacityLimiter(concurrency)

@@ -161,7 +161,7 @@ def child_start(kubeconfig: str, cache_dir: str | None, apps: int, mode: str) ->
             assert observed.exists, "the last app exists"
             assert observed.confirmed_at is not None
             age = (started - observed.confirmed_at).total_seconds()
-            synced_then = adapter.session.cache is not None and adapter.session.cache.synced
+            synced_then = adapter.cache is not None and adapter.cache.synced
             pass_start = time.perf_counter()
             ages = []
             for i in range(apps):

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         missing_contract_methods,
     )
     from ._adapter._delegating import DelegatingAdapter
+    from ._adapter._event_hub import BundleEventHub, bundle_event_channel
     from ._adapter._helper_scripts import (
         RESTORE_SCRIPT,
         SOCKET_TABLES,
@@ -41,7 +42,6 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from ._adapter._registry import ENTRY_POINT_GROUP, register_adapter
     from ._adapter._scope import in_read_scope, read_scope, scoped_read
     from ._contract._capacity import roomiest
-    from ._contract._events import BundleEventHub, bundle_event_channel
     from ._contract._privileges import APP_CAPABILITIES
     from ._contract._streams import (
         IteratorByteStream,
@@ -78,7 +78,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "_input._config": ("ConfigField", "EmptyConfig", "setting"),
     "_adapter._coverage": ("CONTRACT_DEFAULTS", "contract_methods", "missing_contract_methods"),
     "_adapter._delegating": ("DelegatingAdapter",),
-    "_contract._events": ("BundleEventHub", "bundle_event_channel"),
+    "_adapter._event_hub": ("BundleEventHub", "bundle_event_channel"),
     "_adapter._helper_scripts": (
         "RESTORE_SCRIPT",
         "SOCKET_TABLES",

@@ -4,25 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import anyio
 
 from .._adapter._abc import RuntimeAdapter
 from .._adapter._registry import available_adapters, load_adapter
 from .._contract._capacity import BundleUsage
-from .._contract._errors import (
-    AdapterUnavailable,
-    CapabilityUnsupported,
-    CatalogUnavailable,
-    InvalidInput,
-    NotFound,
-    PandoRuntimeError,
-)
+from .._contract._errors import InvalidInput, NotFound, PandoRuntimeError
 from .._contract._exec import ExecRequest
 from .._contract._log_options import LogOptions
 from .._contract._observed import ObservedBundle
@@ -32,102 +24,15 @@ from .._contract._streams import IteratorByteStream
 from .._contract._volumes import VolumeHandle
 from .._input._convert import load_bundle_file, unstructure
 from .._input._validation import validate_plan
-from ._progress import AppProgress, ReadyDisplay
+from ._console import EXIT_FAILED, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_OK, Console, tables, yes
+from ._progress import AppProgress
+from ._setup import STATE_FILE, adapter_name, default_state_file, open_adapter, read_config
 from ._units import cpu, size
 
-__all__ = ["HANDLERS", "run"]
+__all__ = ["HANDLERS", "Handler"]
 
-EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_UNAVAILABLE, EXIT_NOT_FOUND, EXIT_UNSUPPORTED = range(6)
-
-Handler = Callable[[argparse.Namespace, "Console"], Coroutine[Any, Any, int]]
-
-
-class Console:
-    """Where output goes: tables for people, JSON for scripts; progress on stderr."""
-
-    def __init__(self, json_output: bool, out: TextIO, err: TextIO) -> None:
-        self.json_output = json_output
-        self.out = out
-        self.err = err
-
-    def data(self, value: Any, table: Callable[[Any], list[list[str]]] | None = None) -> None:
-        """Print ``value``: as JSON, or as a table when one is given and JSON is not wanted."""
-        if self.json_output or table is None:
-            print(json.dumps(unstructure(value), indent=2, default=str), file=self.out)
-            return
-        rows = table(value)
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        for row in rows:
-            print(
-                "  ".join(
-                    cell.ljust(width) for cell, width in zip(row, widths, strict=True)
-                ).rstrip(),
-                file=self.out,
-            )
-
-    def progress(self, message: str) -> None:
-        """A progress line for people (never in JSON output)."""
-        if not self.json_output:
-            print(message, file=self.err, flush=True)
-
-    def ready_display(self) -> ReadyDisplay | None:
-        """The display of apps becoming ready, on stderr; none for JSON output."""
-        return None if self.json_output else ReadyDisplay(self.err)
-
-    def note(self, message: str) -> None:
-        """Something the user should know once, on stderr whatever the output format."""
-        print(f"note: {message}", file=self.err, flush=True)
-
-
-def _read_config(args: argparse.Namespace) -> dict[str, Any]:
-    import yaml  # noqa: PLC0415 - only the CLI reads config files
-
-    config: dict[str, Any] = {}
-    path = args.config or os.environ.get("PANDO_RUNTIME_CONFIG")
-    if path:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        if not isinstance(loaded, dict):
-            raise InvalidInput(f"config file {path} must hold a mapping of settings")
-        config.update(loaded)
-    for item in args.set or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise InvalidInput(f"--set takes key=value, got {item!r}")
-        config[key] = yaml.safe_load(value)
-    return config
-
-
-_STATE_FILE = "state_file"
-
-
-def default_state_file() -> Path:
-    """Where the fake adapter keeps its world for the command line, per user (XDG)."""
-    base = os.environ.get("XDG_STATE_HOME", "")
-    # The XDG spec ignores a relative path.
-    root = Path(base) if Path(base).is_absolute() else Path.home() / ".local" / "state"
-    return root / "pando-runtime" / "fake.json"
-
-
-def _adapter_name(args: argparse.Namespace) -> str:
-    return str(args.adapter or os.environ.get("PANDO_RUNTIME_ADAPTER") or "fake")
-
-
-def _adapter(args: argparse.Namespace, console: Console) -> RuntimeAdapter:
-    name = _adapter_name(args)
-    config = _read_config(args)
-    if name == "fake" and _STATE_FILE not in config:
-        state = default_state_file()
-        if not state.exists():
-            console.note(
-                f"the fake adapter keeps its world in {state} between commands "
-                "(pando-runtime reset clears it)"
-            )
-        config[_STATE_FILE] = str(state)
-    return load_adapter(name, config)
-
-
-def _yes(value: bool | None) -> str:
-    return {True: "yes", False: "no", None: "-"}[value]
+Handler = Callable[[argparse.Namespace, Console], Coroutine[Any, Any, int]]
+"""A command: its parsed arguments and the console in, its exit code out."""
 
 
 def _bundle_table(observed: ObservedBundle) -> list[list[str]]:
@@ -135,15 +40,15 @@ def _bundle_table(observed: ObservedBundle) -> list[list[str]]:
     rows += [
         [
             w.name,
-            _yes(w.present),
-            _yes(w.running),
-            _yes(w.healthy),
+            yes(w.present),
+            yes(w.running),
+            yes(w.healthy),
             "-" if w.exit_code is None else str(w.exit_code),
             w.started_at.isoformat() if w.started_at else "-",
         ]
         for w in observed.workloads
     ]
-    rows += [[f"volume {v.volume_id}", _yes(v.present), "", "", "", ""] for v in observed.volumes]
+    rows += [[f"volume {v.volume_id}", yes(v.present), "", "", "", ""] for v in observed.volumes]
     if not observed.exists:
         rows.append([f"(bundle {observed.bundle_id} does not exist)", "", "", "", "", ""])
     return rows
@@ -183,7 +88,7 @@ async def _adapters(args: argparse.Namespace, console: Console) -> int:
 
 
 async def _check(args: argparse.Namespace, console: Console) -> int:
-    async with _adapter(args, console) as adapter:
+    async with open_adapter(args, console) as adapter:
         await adapter.health_check()
         caps = await adapter.capabilities()
     console.data(
@@ -200,7 +105,7 @@ async def _validate(args: argparse.Namespace, console: Console) -> int:
     plan = load_bundle_file(args.file)
     caps = None
     if args.against:
-        async with _adapter(args, console) as adapter:
+        async with open_adapter(args, console) as adapter:
             caps = await adapter.capabilities()
     problems = validate_plan(plan, caps)
     console.data(
@@ -259,7 +164,7 @@ async def _wait_running(
 
 async def _apply(args: argparse.Namespace, console: Console) -> int:
     plans = [load_bundle_file(file) for file in args.files]
-    async with _adapter(args, console) as adapter:
+    async with open_adapter(args, console) as adapter:
         for plan in plans:
             handle = await adapter.apply(plan)
             console.progress(f"applied {handle.bundle_id}")
@@ -271,30 +176,19 @@ async def _apply(args: argparse.Namespace, console: Console) -> int:
     if len(observed) == 1:
         console.data(observed[0], _bundle_table)
     else:
-        console.data(observed, lambda many: _tables(many, _bundle_table))
+        console.data(observed, lambda many: tables(many, _bundle_table))
     return EXIT_OK if all(o.all_running for o in observed) or not args.wait else EXIT_FAILED
 
 
-def _tables(values: Sequence[Any], table: Callable[[Any], list[list[str]]]) -> list[list[str]]:
-    """Several tables as one, with a blank row between them."""
-    rows: list[list[str]] = []
-    for value in values:
-        part = table(value)
-        if rows:
-            rows.append([""] * len(part[0]))
-        rows += part
-    return rows
-
-
 async def _observe(args: argparse.Namespace, console: Console) -> int:
-    async with _adapter(args, console) as adapter:
+    async with open_adapter(args, console) as adapter:
         observed = await adapter.observe(BundleRef(args.app))
     console.data(observed, _bundle_table)
     return EXIT_OK if observed.exists else EXIT_NOT_FOUND
 
 
 async def _watch(args: argparse.Namespace, console: Console) -> int:
-    async with _adapter(args, console) as adapter, adapter.watch_bundles() as events:
+    async with open_adapter(args, console) as adapter, adapter.watch_bundles() as events:
         count = 0
         async for event in events:
             if args.app and event.bundle_id not in (None, args.app):
@@ -318,7 +212,7 @@ async def _watch(args: argparse.Namespace, console: Console) -> int:
 async def _logs(args: argparse.Namespace, console: Console) -> int:
     options = LogOptions(follow=args.follow, tail=args.tail)
     async with (
-        _adapter(args, console) as adapter,
+        open_adapter(args, console) as adapter,
         adapter.logs(WorkloadRef(args.app, args.workload), options) as stream,
     ):
         async for chunk in stream:
@@ -334,7 +228,7 @@ async def _exec(args: argparse.Namespace, console: Console) -> int:
     if not command:
         raise InvalidInput("exec needs a command after --")
     ref = WorkloadRef(args.app, args.workload)
-    async with _adapter(args, console) as adapter:
+    async with open_adapter(args, console) as adapter:
         if sys.stdin.isatty() and not args.no_tty:
             return await interactive_exec(adapter, ref, tuple(command))
         stdin = None if sys.stdin.isatty() else sys.stdin.buffer.read()
@@ -348,14 +242,14 @@ async def _exec(args: argparse.Namespace, console: Console) -> int:
 
 
 async def _stop(args: argparse.Namespace, console: Console) -> int:
-    async with _adapter(args, console) as adapter:
+    async with open_adapter(args, console) as adapter:
         await adapter.stop(BundleRef(args.app))
         console.data(await adapter.observe(BundleRef(args.app)), _bundle_table)
     return EXIT_OK
 
 
 async def _destroy(args: argparse.Namespace, console: Console) -> int:
-    async with _adapter(args, console) as adapter:
+    async with open_adapter(args, console) as adapter:
         await adapter.destroy(BundleRef(args.app), DestroyOptions(keep_volumes=not args.volumes))
         observed = await adapter.observe(BundleRef(args.app))
         console.data(observed, _bundle_table)
@@ -369,7 +263,7 @@ async def _destroy(args: argparse.Namespace, console: Console) -> int:
 
 
 async def _volume(args: argparse.Namespace, console: Console) -> int:
-    async with _adapter(args, console) as adapter:
+    async with open_adapter(args, console) as adapter:
         observed = await adapter.observe(BundleRef(args.app))
         try:
             handle = observed.volume(args.volume).handle
@@ -411,7 +305,7 @@ async def _snapshot(
 
 
 async def _capacity(args: argparse.Namespace, console: Console) -> int:
-    async with _adapter(args, console) as adapter, adapter.read_scope():
+    async with open_adapter(args, console) as adapter, adapter.read_scope():
         capacity = await adapter.capacity()
     fit = capacity.largest_fit
     console.data(
@@ -443,7 +337,7 @@ def _usage_table(usage: BundleUsage) -> list[list[str]]:
     rows += [
         [
             w.workload,
-            _yes(w.running),
+            yes(w.running),
             _measured(w.cpu_millis, cpu),
             _limit(w.cpu_limit_millis, cpu),
             _measured(w.memory_bytes, size),
@@ -458,7 +352,7 @@ def _usage_table(usage: BundleUsage) -> list[list[str]]:
 
 
 async def _usage(args: argparse.Namespace, console: Console) -> int:
-    async with _adapter(args, console) as adapter:
+    async with open_adapter(args, console) as adapter:
         if args.app is None:
             total = await adapter.in_use()
             console.data(
@@ -472,12 +366,12 @@ async def _usage(args: argparse.Namespace, console: Console) -> int:
 
 
 async def _reset(args: argparse.Namespace, console: Console) -> int:
-    name = _adapter_name(args)
+    name = adapter_name(args)
     if name != "fake":
         raise InvalidInput(
             f"reset clears the fake adapter's world; the {name} adapter keeps no state here"
         )
-    configured = _read_config(args).get(_STATE_FILE, default_state_file())
+    configured = read_config(args).get(STATE_FILE, default_state_file())
     state = None if configured is None else Path(configured)
     removed = state is not None and state.exists()
     if removed and state is not None:
@@ -486,7 +380,7 @@ async def _reset(args: argparse.Namespace, console: Console) -> int:
         {"state_file": None if state is None else str(state), "removed": removed},
         lambda d: [
             ["STATE FILE", "CLEARED"],
-            [d["state_file"] or "(none: the world was kept in memory)", _yes(d["removed"])],
+            [d["state_file"] or "(none: the world was kept in memory)", yes(d["removed"])],
         ],
     )
     return EXIT_OK
@@ -495,7 +389,7 @@ async def _reset(args: argparse.Namespace, console: Console) -> int:
 async def _catalog(args: argparse.Namespace, console: Console) -> int:
     from ._catalog import catalog_command  # noqa: PLC0415 - only this command pays for it
 
-    return await catalog_command(args, console, lambda: _adapter(args, console))
+    return await catalog_command(args, console, lambda: open_adapter(args, console))
 
 
 HANDLERS: dict[str, Handler] = {
@@ -516,36 +410,3 @@ HANDLERS: dict[str, Handler] = {
     "catalog": _catalog,
 }
 """The command line's commands, by name."""
-
-
-def _exit_code(error: PandoRuntimeError) -> int:
-    for kind, code in (
-        (InvalidInput, EXIT_INVALID),
-        (AdapterUnavailable, EXIT_UNAVAILABLE),
-        (CatalogUnavailable, EXIT_UNAVAILABLE),
-        (NotFound, EXIT_NOT_FOUND),
-        (CapabilityUnsupported, EXIT_UNSUPPORTED),
-    ):
-        if isinstance(error, kind):
-            return code
-    return EXIT_FAILED
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run the parsed command; returns the exit code."""
-    console = Console(args.output == "json", sys.stdout, sys.stderr)
-    handler = HANDLERS[args.handler]
-    try:
-        return anyio.run(handler, args, console)
-    except PandoRuntimeError as error:
-        if console.json_output:
-            print(json.dumps({"error": error.to_dict()}, default=str), file=sys.stdout)
-        else:
-            print(f"error [{error.code}]: {error.message}", file=sys.stderr)
-            print(f"remedy: {error.remedy}", file=sys.stderr)
-        return _exit_code(error)
-    except FileNotFoundError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_INVALID
-    except KeyboardInterrupt:
-        return 130

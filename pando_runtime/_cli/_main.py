@@ -155,6 +155,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         _complete(parser)
     args = parser.parse_args(argv)
     # Imported after parsing, so that --help and usage errors import no runtime code.
-    from ._commands import run  # noqa: PLC0415
+    from ._run import run  # noqa: PLC0415
 
     return run(args)

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import attrs
 
+from .._adapter._event_hub import BundleEventHub
 from .._adapter._fake_info import FakeConfig
 from .._contract._capabilities import (
     ImageDelivery,
@@ -30,7 +31,7 @@ from .._contract._capabilities import (
 from .._contract._capacity import BundleUsage, VolumeUsage, WorkloadUsage
 from .._contract._edge import EdgePlan
 from .._contract._errors import AdapterUnavailable, NotFound
-from .._contract._events import BundleEvent, BundleEventHub, BundleEventKind
+from .._contract._events import BundleEvent, BundleEventKind
 from .._contract._observed import ObservedVolume, WorkloadProblem
 from .._contract._plans import BundlePlan, EgressPolicy, Port, WorkloadPlan
 from .._contract._refs import WorkloadRef

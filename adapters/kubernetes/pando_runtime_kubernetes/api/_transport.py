@@ -18,6 +18,11 @@ Each call is also reported, by verb, resource and status, to the transport's
 adapter) and logged on ``pando_runtime.kubernetes.transport``: DEBUG per call,
 WARNING when the server throttles (429), fails (5xx) or does not answer. Neither
 ever sees a body, a query's values or a header.
+
+Long because :class:`KubeTransport` is one object: its requests, streams and exec sessions share
+its counts, its token bucket, its limiters and its closed flag. The parts that stand alone are
+already apart: the HTTP helpers (``_http``), the token bucket (``_ratelimit``), the exec
+WebSocket (``_exec``).
 """
 
 from __future__ import annotations

@@ -31,6 +31,11 @@ def free_ports(count: int) -> list[int]:
         return ports
 
 
+def port_taken(output: str) -> bool:
+    """Whether a component's output says a port it was given was taken before it bound it."""
+    return "address already in use" in output.lower()
+
+
 def wait_until(
     check: Callable[[], bool],
     *,

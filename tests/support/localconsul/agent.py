@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Self
 
 from localcluster.binaries import go_tool
-from localcluster.net import free_ports, wait_until
+from localcluster.net import free_ports, port_taken, wait_until
 from localcluster.process import Component
 
 ENV_BIN = "PANDO_CONSUL_BIN"
@@ -20,6 +20,10 @@ ENV_BIN = "PANDO_CONSUL_BIN"
 
 PORTS = ("http", "dns", "grpc", "grpc-tls", "serf-lan", "serf-wan", "server")
 """Every port the dev agent opens (gRPC over TLS too: its fixed default collides between agents)."""
+
+
+PORT_TRIES = 3
+"""Starts on fresh ports when another process took a chosen one first."""
 
 
 class ConsulError(RuntimeError):
@@ -41,6 +45,11 @@ class ConsulAgent:
             self._tmp = tempfile.TemporaryDirectory(prefix="pando-consul-")
             workdir = Path(self._tmp.name)
         self.workdir = workdir
+        self.ports: dict[str, int] = {}
+        self.component = self._on_free_ports()
+
+    def _on_free_ports(self) -> Component:
+        """The agent's process, on ports free a moment ago (see :func:`free_ports`)."""
         self.ports = dict(zip(PORTS, free_ports(len(PORTS)), strict=True))
         argv = [
             str(self.binary),
@@ -52,7 +61,7 @@ class ConsulAgent:
             "-log-level=warn",
             *(f"-{name}-port={port}" for name, port in self.ports.items()),
         ]
-        self.component = Component("consul", argv, workdir / "consul.log")
+        return Component("consul", argv, self.workdir / "consul.log")
 
     @property
     def http_address(self) -> str:
@@ -75,9 +84,23 @@ class ConsulAgent:
         return f"consul exited with {code}:\n{self.component.tail()}"
 
     def start(self, timeout: float = 60.0) -> None:
-        """Start the agent and wait until it has elected itself leader."""
-        self.component.start()
-        if not wait_until(self._leader, timeout=timeout, abort=self._died):
+        """Start the agent and wait until it has elected itself leader.
+
+        Another process may bind one of the chosen ports between their choice and the agent's
+        start (a second test run on the machine): the agent then exits saying so, and starts
+        again on other ports, at most :data:`PORT_TRIES` times.
+        """
+        for attempt in range(1, PORT_TRIES + 1):
+            self.component.start()
+            try:
+                if wait_until(self._leader, timeout=timeout, abort=self._died):
+                    return
+            except RuntimeError as died:
+                if attempt == PORT_TRIES or not port_taken(str(died)):
+                    self.stop()
+                    raise ConsulError(str(died)) from died
+                self.component = self._on_free_ports()
+                continue
             self.stop()
             raise ConsulError(f"consul elected no leader in {timeout} s:\n{self.component.tail()}")
 

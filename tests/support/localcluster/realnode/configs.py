@@ -59,6 +59,12 @@ class NodeDirs:
     def config(self) -> Path:
         return self.root / "config"
 
+    @property
+    def pod_logs(self) -> Path:
+        """The containers' logs: the node's own, not ``/var/log/pods``, which every kubelet on
+        the machine garbage-collects of pods it does not know (another run's node included)."""
+        return self.root / "pod-logs"
+
 
 def containerd_config(dirs: NodeDirs, *, sandbox_image: str) -> str:
     """containerd's ``config.toml``: its own root, state and sockets; the CRI plugin with
@@ -187,6 +193,7 @@ def kubelet_config(
         "syncFrequency": "10s",
         "fileCheckFrequency": "20s",
         "containerLogMaxSize": "10Mi",
+        "podLogsDir": str(dirs.pod_logs),
         "rotateCertificates": False,
         "serverTLSBootstrap": False,
     }

@@ -100,7 +100,7 @@ class RealNode:
         """Clean a dead run's leftovers, make the namespaces and start the relay."""
         host.clean_leftovers()
         for d in (self.dirs.config, self.dirs.cni_conf, self.dirs.cni_ipam, self.dirs.kubelet,
-                  self.dirs.containerd, self.work_dir / "logs"):  # fmt: skip
+                  self.dirs.containerd, self.dirs.pod_logs, self.work_dir / "logs"):  # fmt: skip
             d.mkdir(parents=True, exist_ok=True)
         self._record = host.record(self.prefix, self.work_dir, self.cgroup_root)
         self.network.create()

@@ -222,6 +222,34 @@ async def test_a_join_waits_for_the_old_owners_write_in_flight_then_hands_over()
                     pass
 
 
+async def test_a_write_outlasting_the_renew_deadline_still_holds_the_handover() -> None:
+    # A busy process: the old owner's apply takes longer than the renew deadline. It keeps its
+    # lease renewed with the view it published, so the bundle stays its own (and nobody's
+    # else) until the write ends; it never hands an app over mid-write.
+    a, _, c = await three(FakeAdapter())
+    moving = next(i for i in IDS if pr.rendezvous_owner(i, "ac") == "c")
+    written = anyio.Event()
+
+    async def write(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        async with ma.writing(moving):
+            task_status.started()
+            await written.wait()
+
+    async with a.membership("a", SETTINGS) as ma, anyio.create_task_group() as group:
+        await settled([ma], IDS)
+        await group.start(write)
+        async with c.membership("c", SETTINGS) as mc:
+            waited = 0.0
+            while waited < 3 * SETTINGS.renew_deadline:
+                await anyio.sleep(SETTINGS.retry_period)
+                waited += SETTINGS.retry_period
+                assert not mc.owns(moving), f"taken over after {waited:.1f} s, mid-write"
+                assert "a" in mc.members(), "the old owner stays a live member"
+            written.set()
+            await settled([ma, mc], IDS)
+            assert mc.owns(moving)
+
+
 async def test_a_cut_off_replica_stops_writing_and_rejoins_writing_nothing_stale() -> None:
     a, b, _ = await three(FakeAdapter())
     async with a.membership("a", SETTINGS) as ma, b.membership("b", SETTINGS) as mb:

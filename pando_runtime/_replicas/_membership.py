@@ -51,6 +51,10 @@ __all__ = ["Membership"]
 
 _LOG = logger("membership")
 
+DRAIN_LEASES = 4
+"""Lease durations a handover waits at most for its writes in flight, renewing meanwhile: a
+write still going then is stuck, not slow (the adapter's own call timeouts end a slow one)."""
+
 _OVERRIDES: ContextVar[frozenset[tuple[int, str | None]]] = ContextVar(
     "pando_runtime_membership_overrides", default=frozenset()
 )
@@ -186,18 +190,52 @@ class Membership:
             self._write_ended = anyio.Event()
 
     async def _drain(self, keep: Callable[[str], bool]) -> None:
-        """Wait until no write is in flight of a bundle ``keep`` lets go (bounded)."""
+        """Wait until no write is in flight of a bundle ``keep`` lets go (bounded).
+
+        For a leave: the lease is not renewed meanwhile, so the wait ends within the renew
+        deadline.
+        """
         bound = max(0.0, self.settings.renew_deadline - self.settings.retry_period)
-        with anyio.move_on_after(bound) as scope:
-            while any(not keep(bundle_id) for bundle_id in self._writing):
+        with anyio.move_on_after(bound):
+            while self._in_flight(keep):
                 await self._write_ended.wait()
-        if scope.cancelled_caught:
-            _LOG.warning(
-                "replica %s: writes of bundles it hands over still in flight after %g s",
-                self.replica,
-                bound,
-                extra={"replica": self.replica},
-            )
+        if self._in_flight(keep):
+            self._warn_in_flight(bound)
+
+    async def _drain_renewing(self, keep: Callable[[str], bool], published: frozenset[str]) -> None:
+        """Wait until no write of a bundle ``keep`` lets go is in flight, renewing meanwhile.
+
+        Every retry period the lease is renewed with the view already ``published``, which
+        still claims the bundles being handed over: nobody else owns them until the writes have
+        ended and the new view is published. A busy process whose apply outlasts the renew
+        deadline keeps them instead of handing them over mid-write. Only a write that never
+        ends is bounded, by :data:`DRAIN_LEASES` lease durations (or a renewal failing past the
+        deadline); the fence covers a write landing after that.
+        """
+        started = self._now()
+        limit = max(self.settings.renew_deadline, DRAIN_LEASES * self.settings.lease_duration)
+        while self._in_flight(keep):
+            with anyio.move_on_after(self.settings.retry_period):
+                while self._in_flight(keep):
+                    await self._write_ended.wait()
+            if not self._in_flight(keep):
+                return
+            if self._now() - started >= limit or (
+                not await self._renew(published) and not self._fresh()
+            ):
+                self._warn_in_flight(self._now() - started)
+                return
+
+    def _in_flight(self, keep: Callable[[str], bool]) -> bool:
+        return any(not keep(bundle_id) for bundle_id in self._writing)
+
+    def _warn_in_flight(self, waited: float) -> None:
+        _LOG.warning(
+            "replica %s: writes of bundles it hands over still in flight after %.3g s",
+            self.replica,
+            waited,
+            extra={"replica": self.replica},
+        )
 
     @contextlib.contextmanager
     def override(self, *bundle_ids: str) -> Iterator[None]:
@@ -456,8 +494,9 @@ class Membership:
         if self._state.fresh and target != self._state.view:
             # Drop what moves away, and let its writes in flight end, before telling anyone
             # of the new view.
+            published = self._state.view
             await self._adopt(attrs.evolve(self._state, dropping=target))
-            await self._drain(self._state.owns)
+            await self._drain_renewing(self._state.owns, published)
         renewed = await self._renew(target)
         if renewed and await self._read():
             await self._adopt(

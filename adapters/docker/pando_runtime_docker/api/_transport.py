@@ -202,6 +202,17 @@ class EngineTransport:
         """``GET`` a JSON answer."""
         return (await self.request("GET", template, args=args, params=params)).json()
 
+    async def put_archive(self, container: str, archive: bytes) -> None:
+        """Extract a tar ``archive`` into ``container`` at ``/`` (before it starts, say)."""
+        await self.request(
+            "PUT",
+            "/containers/{id}/archive",
+            args={"id": container},
+            params={"path": "/"},
+            content=archive,
+            headers={"Content-Type": "application/x-tar"},
+        )
+
     @contextlib.asynccontextmanager
     async def stream(
         self,

@@ -284,14 +284,7 @@ class Bundles:
                 raise write_failed(error, f"creating workload {workload.name!r}") from None
             container_id = str(answer.json()["Id"])
             if request.files:
-                await self._api.request(
-                    "PUT",
-                    "/containers/{id}/archive",
-                    args={"id": container_id},
-                    params={"path": "/"},
-                    content=files_tar(request.files),
-                    headers={"Content-Type": "application/x-tar"},
-                )
+                await self._api.put_archive(container_id, files_tar(request.files))
             return container_id
         return None
 

@@ -117,14 +117,7 @@ class Edges:
             container_id = await self._create(request.name, request.body, plan.image)
             self._containers.add(request.name)
             if request.files:
-                await self._api.request(
-                    "PUT",
-                    "/containers/{id}/archive",
-                    args={"id": container_id},
-                    params={"path": "/"},
-                    content=files_tar(request.files),
-                    headers={"Content-Type": "application/x-tar"},
-                )
+                await self._api.put_archive(container_id, files_tar(request.files))
             await self._join_bundle_networks(await self._inspect(container_id) or {})
             await self._start(container_id)
             _LOG.info("edge %s applied", plan.name)

@@ -172,14 +172,7 @@ class EgressBundles:
             )
             container_id = str(answer.json()["Id"])
             self._gateways[plan.bundle_id] = _Gateway(container_id, digest)
-            await self._api.request(
-                "PUT",
-                "/containers/{id}/archive",
-                args={"id": container_id},
-                params={"path": "/"},
-                content=files_tar(gateway_files(config)),
-                headers={"Content-Type": "application/x-tar"},
-            )
+            await self._api.put_archive(container_id, files_tar(gateway_files(config)))
             await self._api.request(
                 "POST",
                 "/networks/{id}/connect",

@@ -195,19 +195,27 @@ async def test_a_join_is_drained_and_a_leave_hands_over() -> None:
             assert seen
 
 
+async def held_write(
+    membership: pr.Membership,
+    bundle_id: str,
+    released: anyio.Event,
+    *,
+    task_status: anyio.abc.TaskStatus[None],
+) -> None:
+    """A write of several calls of ``bundle_id``, in flight until ``released`` is set."""
+    async with membership.writing(bundle_id):
+        task_status.started()
+        await released.wait()
+
+
 async def test_a_join_waits_for_the_old_owners_write_in_flight_then_hands_over() -> None:
     a, _, c = await three(FakeAdapter())
     moving = next(i for i in IDS if pr.rendezvous_owner(i, "ac") == "c")
     written = anyio.Event()
 
-    async def write(*, task_status: anyio.abc.TaskStatus[None]) -> None:
-        async with ma.writing(moving):  # a write of several calls, begun before the join
-            task_status.started()
-            await written.wait()
-
     async with a.membership("a", SETTINGS) as ma, anyio.create_task_group() as group:
         await settled([ma], IDS)
-        await group.start(write)
+        await group.start(held_write, ma, moving, written)
         async with c.membership("c", SETTINGS) as mc:
             with anyio.fail_after(HANG):  # a lets the bundle go at once...
                 while ma.owns(moving):  # noqa: ASYNC110 - ownership changes have no event
@@ -230,14 +238,9 @@ async def test_a_write_outlasting_the_renew_deadline_still_holds_the_handover() 
     moving = next(i for i in IDS if pr.rendezvous_owner(i, "ac") == "c")
     written = anyio.Event()
 
-    async def write(*, task_status: anyio.abc.TaskStatus[None]) -> None:
-        async with ma.writing(moving):
-            task_status.started()
-            await written.wait()
-
     async with a.membership("a", SETTINGS) as ma, anyio.create_task_group() as group:
         await settled([ma], IDS)
-        await group.start(write)
+        await group.start(held_write, ma, moving, written)
         async with c.membership("c", SETTINGS) as mc:
             waited = 0.0
             while waited < 3 * SETTINGS.renew_deadline:

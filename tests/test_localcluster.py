@@ -4,6 +4,9 @@ each Kubernetes minor needs (no cluster)."""
 from __future__ import annotations
 
 import json
+import socket
+import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -16,7 +19,8 @@ from localcluster.binaries import (
 )
 from localcluster.errors import BinariesNotFoundError
 from localcluster.kubeconfig import merge_kubeconfigs, write_kubeconfig
-from localcluster.net import free_ports
+from localcluster.net import free_ports, retry_on_taken_port, wait_until
+from localcluster.process import Component
 
 
 def test_no_port_is_handed_out_twice_in_one_process() -> None:
@@ -24,6 +28,74 @@ def test_no_port_is_handed_out_twice_in_one_process() -> None:
     second = free_ports(7)
     assert len(set(first)) == 7
     assert not set(first) & set(second), "a second cluster never gets the first one's ports"
+
+
+class _Server:
+    """A real child process serving HTTP on a port, the first one given, then chosen anew."""
+
+    def __init__(self, log_dir: Path, first_port: int) -> None:
+        self.log_dir = log_dir
+        self.ports = [first_port]
+        self.component: Component | None = None
+
+    def attempt(self) -> int:
+        port = self.ports[-1]
+        self.component = Component(
+            "server",
+            [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
+            self.log_dir / f"server-{len(self.ports)}.log",
+            cwd=self.log_dir,
+        )
+        self.component.start()
+
+        def died() -> str | None:
+            code = self.component.exit_code() if self.component else None
+            return None if code is None else f"exited with {code}:\n{self.component.tail()}"
+
+        def answers() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2):
+                    return True
+            except OSError:
+                return False
+
+        assert wait_until(answers, timeout=30, abort=died)
+        return port
+
+    def choose_again(self) -> None:
+        assert self.component is not None
+        self.component.stop()
+        self.ports.extend(free_ports(1))
+
+    def stop(self) -> None:
+        if self.component is not None:
+            self.component.stop()
+
+
+def test_a_start_on_a_port_taken_meanwhile_starts_again_on_another(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        server = _Server(tmp_path, taken)
+        try:
+            port = retry_on_taken_port(server.attempt, reset=server.choose_again)
+        finally:
+            server.stop()
+    assert "address already in use" in (tmp_path / "server-1.log").read_text().lower()
+    assert server.ports == [taken, port], "one more try, on a port chosen anew"
+
+
+def test_a_start_failing_for_another_reason_is_not_tried_again(tmp_path: Path) -> None:
+    tries = []
+
+    def attempt() -> None:
+        tries.append(1)
+        raise RuntimeError("the binary is missing")
+
+    with pytest.raises(RuntimeError, match="missing"):
+        retry_on_taken_port(attempt, reset=lambda: tries.append(0))
+    assert tries == [1]
 
 
 def _kubeconfig(tmp_path: Path, name: str) -> Path:

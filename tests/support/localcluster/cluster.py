@@ -35,7 +35,7 @@ from .binaries import BINARIES, Binaries, find_binaries
 from .errors import ClusterError, ClusterStartError
 from .kubeconfig import write_kubeconfig
 from .kwok import cri_log_line, kwok_config
-from .net import free_ports, wait_until
+from .net import free_ports, retry_on_taken_port, wait_until
 from .nodes import DEFAULT_NODES, NodeSpec, Taint
 from .pki import FRONT_PROXY_CLIENT, Pki, issue_client_cert, make_pki
 from .process import Component, tail
@@ -146,9 +146,17 @@ class LocalCluster:
                 self.stop()  # removes the (still empty) work dir
                 raise
         self.timings["binaries"] = round(time.monotonic() - t0, 2)
-        try:
+
+        def attempt() -> None:
             self._prepare()
             self._start_components(t0)
+
+        try:
+            retry_on_taken_port(
+                attempt,
+                reset=self._undo_start,
+                output=lambda failure: f"{failure}\n{self.component_logs()}",
+            )
         except KeyboardInterrupt:
             self.stop()
             raise
@@ -174,6 +182,24 @@ class LocalCluster:
         self.components.clear()
         if self._own_work_dir and not self.keep_work_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def _undo_start(self) -> None:
+        """Undo a start that failed for a port taken meanwhile, so the next chooses anew.
+
+        Its components stop, etcd's data goes (it names the old peer address) and their logs
+        are set aside, so the next attempt's failure report is its own.
+        """
+        if self.real_node is not None:
+            self.real_node.stop()
+            self.real_node = None
+        if self.registry is not None:
+            self.registry.stop()
+            self.registry = None
+        self._stop_each()
+        self.components.clear()
+        shutil.rmtree(self.work_dir / "etcd", ignore_errors=True)
+        for log in self.logs_dir.glob("*.log"):
+            log.replace(log.with_suffix(".port-taken"))
 
     def _stop_each(self) -> None:
         for name in reversed(START_ORDER):

@@ -6,6 +6,12 @@ import socket
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from typing import TypeVar
+
+T = TypeVar("T")
+
+PORT_TRIES = 3
+"""Starts on ports chosen anew when another process took a chosen one first."""
 
 _handed_out: set[int] = set()
 """Every port this process has handed out: two clusters of one process never share one."""
@@ -34,6 +40,32 @@ def free_ports(count: int) -> list[int]:
 def port_taken(output: str) -> bool:
     """Whether a component's output says a port it was given was taken before it bound it."""
     return "address already in use" in output.lower()
+
+
+def retry_on_taken_port(
+    attempt: Callable[[], T],
+    *,
+    reset: Callable[[], None],
+    output: Callable[[Exception], str] = str,
+    tries: int = PORT_TRIES,
+) -> T:
+    """Run ``attempt`` (choose ports, start, wait until ready) until it does not fail for a
+    port taken meanwhile.
+
+    :func:`free_ports` hands out ports free a moment ago; another process (a second test run
+    on the machine) can bind one before the component does, and the component then exits
+    saying so. ``reset`` undoes the failed attempt, and the next one chooses its ports anew.
+    ``output`` tells what the failure said (the exception's text by default: make it hold
+    the component's log). Any other failure, or the last try's, is raised as it is.
+    """
+    for attempt_number in range(1, tries + 1):
+        try:
+            return attempt()
+        except Exception as failure:
+            if attempt_number == tries or not port_taken(output(failure)):
+                raise
+            reset()
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 def wait_until(

@@ -48,7 +48,7 @@ from urllib.parse import quote, urlsplit
 
 from .binaries import go_tool
 from .errors import ClusterError, ClusterStartError
-from .net import free_ports, wait_until
+from .net import free_ports, retry_on_taken_port, wait_until
 from .pki import REGISTRY_SANS, CertKey, Pki, issue_server_cert, make_ca
 from .process import Component, tail
 
@@ -606,12 +606,24 @@ class LocalRegistry:
         if self.work_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="pando-registry-")
             self.work_dir = Path(self._tmp.name)
-        if not self.port:
-            (self.port,) = free_ports(1)
-        try:
+        chosen_here = not self.port
+
+        def attempt() -> None:
+            if not self.port:
+                (self.port,) = free_ports(1)
             self._prepare()
             self._launch(binary)
             self._wait_ready()
+
+        def choose_again() -> None:
+            self.stop(keep=True)
+            self.port = 0
+
+        try:
+            if chosen_here:
+                retry_on_taken_port(attempt, reset=choose_again)
+            else:  # a restart keeps its port: clients were told it
+                attempt()
         except BaseException:
             self.stop()
             raise

@@ -24,7 +24,7 @@ from typing import Any, Self
 from .binaries import go_tool
 from .cluster import LocalCluster
 from .errors import ClusterError
-from .net import free_ports, wait_until
+from .net import free_ports, retry_on_taken_port, wait_until
 from .process import Component
 
 ENV_TOXIPROXY_BIN = "PANDO_TOXIPROXY_BIN"
@@ -164,6 +164,15 @@ class ToxiproxyServer:
         if self.log_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="pando-toxiproxy-")
             self.log_dir = Path(self._tmp.name)
+        try:
+            retry_on_taken_port(lambda: self._start_on_a_free_port(binary), reset=self._stop_server)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_on_a_free_port(self, binary: Path) -> None:
+        assert self.log_dir is not None
         (self.port,) = free_ports(1)
         argv = [str(binary), "-host", "127.0.0.1", "-port", str(self.port)]
         self._component = Component("toxiproxy", argv, self.log_dir / "toxiproxy.log")
@@ -177,17 +186,28 @@ class ToxiproxyServer:
                 return False
             return True
 
-        if not wait_until(up, timeout=15):
-            tail = self._component.tail()
-            self.stop()
-            raise ClusterError(f"toxiproxy did not answer on port {self.port}\n{tail}")
-        return self
+        def died() -> str | None:
+            code = self._component.exit_code() if self._component else None
+            return None if code is None else f"exited with code {code}"
 
-    def stop(self) -> None:
-        """Stop the server (its proxies go with it)."""
+        try:
+            answered = wait_until(up, timeout=15, abort=died)
+        except RuntimeError as exited:
+            answered, reason = False, str(exited)
+        else:
+            reason = "did not answer in 15 s"
+        if not answered:
+            tail = self._component.tail()
+            raise ClusterError(f"toxiproxy on port {self.port}: {reason}\n{tail}")
+
+    def _stop_server(self) -> None:
         if self._component is not None:
             self._component.stop()
             self._component = None
+
+    def stop(self) -> None:
+        """Stop the server (its proxies go with it)."""
+        self._stop_server()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Self
 
 from localcluster.binaries import go_tool
-from localcluster.net import free_ports, port_taken, wait_until
+from localcluster.net import free_ports, retry_on_taken_port, wait_until
 from localcluster.process import Component
 
 ENV_BIN = "PANDO_CONSUL_BIN"
@@ -20,10 +20,6 @@ ENV_BIN = "PANDO_CONSUL_BIN"
 
 PORTS = ("http", "dns", "grpc", "grpc-tls", "serf-lan", "serf-wan", "server")
 """Every port the dev agent opens (gRPC over TLS too: its fixed default collides between agents)."""
-
-
-PORT_TRIES = 3
-"""Starts on fresh ports when another process took a chosen one first."""
 
 
 class ConsulError(RuntimeError):
@@ -88,21 +84,27 @@ class ConsulAgent:
 
         Another process may bind one of the chosen ports between their choice and the agent's
         start (a second test run on the machine): the agent then exits saying so, and starts
-        again on other ports, at most :data:`PORT_TRIES` times.
+        again on other ports (:func:`~localcluster.net.retry_on_taken_port`).
         """
-        for attempt in range(1, PORT_TRIES + 1):
+
+        def attempt() -> None:
             self.component.start()
             try:
                 if wait_until(self._leader, timeout=timeout, abort=self._died):
                     return
             except RuntimeError as died:
-                if attempt == PORT_TRIES or not port_taken(str(died)):
-                    self.stop()
-                    raise ConsulError(str(died)) from died
-                self.component = self._on_free_ports()
-                continue
-            self.stop()
+                raise ConsulError(str(died)) from died
             raise ConsulError(f"consul elected no leader in {timeout} s:\n{self.component.tail()}")
+
+        def choose_again() -> None:
+            self.component.stop()
+            self.component = self._on_free_ports()
+
+        try:
+            retry_on_taken_port(attempt, reset=choose_again)
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         """``consul leave`` (a clean exit), then SIGTERM/SIGKILL if it is still there."""

@@ -7,7 +7,8 @@ adapter needs: registration under the entry-point group (:data:`ENTRY_POINT_GROU
 (:class:`DelegatingAdapter`) and the check that a class covers the whole contract
 (:func:`missing_contract_methods`), the validation helpers the contract's
 rules are written with, the membership's lease store and write guard, the bundle event hub,
-read scopes, byte streams for logs and exec, the API observer, and the lazy names
+read scopes, byte streams for logs and exec, the API observer, the egress gateway's
+configuration (:func:`squid_config`), and the lazy names
 (:func:`lazy_attributes`) that keep an adapter's package as light to import as this one. See
 ``docs/plugins.md``.
 """
@@ -41,6 +42,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     )
     from ._adapter._registry import ENTRY_POINT_GROUP, register_adapter
     from ._adapter._scope import in_read_scope, read_scope, scoped_read
+    from ._adapter._squid import squid_config
     from ._contract._capacity import roomiest
     from ._contract._privileges import APP_CAPABILITIES
     from ._contract._streams import (
@@ -91,6 +93,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "_replicas._settings": ("validate_membership",),
     "_adapter._registry": ("ENTRY_POINT_GROUP", "register_adapter"),
     "_adapter._scope": ("in_read_scope", "read_scope", "scoped_read"),
+    "_adapter._squid": ("squid_config",),
     "_contract._privileges": ("APP_CAPABILITIES",),
     "_lazy": ("lazy_attributes",),
     "_contract._streams": (
@@ -152,6 +155,7 @@ __all__ = [
     "scoped_read",
     "setting",
     "split_socket_tables",
+    "squid_config",
     "validate_edge",
     "validate_exec_request",
     "validate_membership",

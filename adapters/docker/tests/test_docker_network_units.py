@@ -70,7 +70,7 @@ def test_squid_refuses_unlisted_names_before_any_address_rule() -> None:
     assert "http_access allow literal rule0 rule0_port" in lines
     assert "acl rule0_port port 443" in lines
     # The private-range refusal comes after the CIDR rules and before the host rules.
-    blocked = lines.index("http_access deny blocked")
+    blocked = lines.index("http_access deny refused")
     assert lines.index("http_access allow literal rule0 rule0_port") < blocked
     assert blocked < lines.index("http_access allow !literal rule1")
     assert lines[-1] == "http_access deny all"

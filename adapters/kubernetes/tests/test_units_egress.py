@@ -233,14 +233,14 @@ def test_the_squid_config_lists_each_host_and_port_and_refuses_the_rest() -> Non
     # A name not listed is refused before any lookup; listed names resolving inward too.
     order = [line for line in config if line.startswith("http_access")]
     assert order == [
-        "http_access deny !listed",
-        "http_access deny excluded",
-        "http_access allow rule0_host rule0_port",
-        "http_access allow rule1_host",
+        "http_access deny !literal !listed",
+        "http_access deny refused",
+        "http_access allow !literal rule0 rule0_port",
+        "http_access allow !literal rule1",
         "http_access deny all",
     ]
     assert "acl listed dstdomain -n api.example.com mirror.example.org" in config
-    assert "acl excluded dst 10.0.0.0/8 fc00::/7" in config
+    assert "acl refused dst 10.0.0.0/8 fc00::/7" in config
     assert "acl rule0_port port 443" in config
 
 

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pando_runtime import CarriedFile, EgressPolicy, EgressRule
+from pando_runtime.plugin import squid_config as _squid_config
 
 from ._egress import BLOCKED_RANGES
 from ._labels import Naming
@@ -47,8 +48,6 @@ answers the bundle's own names; an outside name is forwarded here from the conta
 namespace, where an internal network has no route, so it goes nowhere. Without it, Docker
 Engines before 23.0.11, 25.0.5 and 26.0 forward an internal network's lookups from the
 daemon's namespace whenever the daemon's resolver is on loopback (CVE-2024-29018)."""
-_LITERALS = (r"^[0-9.]+$", r"^\[[0-9a-fA-F:.]+\]$", r"^[0-9a-fA-F:]+:[0-9a-fA-F:.]*$")
-"""What an address literal looks like in a request: IPv4, bracketed or bare IPv6."""
 
 
 class GatewayNames:
@@ -67,60 +66,13 @@ class GatewayNames:
         self.labels = {self.owner_key: naming.owner, self.bundle_key: bundle_id}
 
 
-def _ports(rule: EgressRule) -> str:
-    return " ".join(str(p) for p in sorted(set(rule.ports)))
-
-
 def squid_config(rules: Sequence[EgressRule], blocked: Sequence[str] = BLOCKED_RANGES) -> str:
-    """``squid.conf`` passing exactly ``rules``; everything else gets 403.
+    """``squid.conf`` passing exactly ``rules`` (the core's ``plugin.squid_config``).
 
-    Order: a request naming a host that no rule lists is refused before any lookup; address
-    literals in a CIDR rule (on its ports) pass; a listed name resolving into ``blocked`` is
-    refused; each host rule passes on its ports; the rest is refused.
+    Host names, and CIDR blocks as address literals: the bundle's network has no route, so
+    every rule goes through the gateway. A listed name resolving into ``blocked`` is refused.
     """
-    lines = [
-        "# The egress gateway of one pando app, written from its plan's rules.",
-        f"http_port {GATEWAY_PORT}",
-        "pid_filename none",
-        "cache deny all",
-        "cache_mem 0 MB",
-        "access_log stdio:/dev/stdout",
-        "cache_log stdio:/dev/stderr",
-        "cache_store_log none",
-        "logfile_rotate 0",
-        "shutdown_lifetime 1 seconds",
-        "forwarded_for delete",
-        "httpd_suppress_version_string on",
-        "acl literal dstdom_regex -n " + " ".join(_LITERALS),
-    ]
-    names = sorted({r.destination.lower() for r in rules if not r.is_cidr})
-    if names:
-        lines.append("acl listed dstdomain -n " + " ".join(names))
-        lines.append("http_access deny !literal !listed")
-    else:
-        lines.append("http_access deny !literal")
-    for i, rule in enumerate(rules):
-        if not rule.is_cidr:
-            continue
-        lines.append(f"acl rule{i} dst {rule.destination}")
-        allow = f"http_access allow literal rule{i}"
-        if rule.ports:
-            lines.append(f"acl rule{i}_port port {_ports(rule)}")
-            allow += f" rule{i}_port"
-        lines.append(allow)
-    lines.append("acl blocked dst " + " ".join(blocked))
-    lines.append("http_access deny blocked")
-    for i, rule in enumerate(rules):
-        if rule.is_cidr:
-            continue
-        lines.append(f"acl rule{i} dstdomain -n {rule.destination.lower()}")
-        allow = f"http_access allow !literal rule{i}"
-        if rule.ports:
-            lines.append(f"acl rule{i}_port port {_ports(rule)}")
-            allow += f" rule{i}_port"
-        lines.append(allow)
-    lines.append("http_access deny all")
-    return "\n".join(lines) + "\n"
+    return _squid_config(rules, listen=str(GATEWAY_PORT), refused=blocked)
 
 
 def config_digest(image: str, config: str) -> str:

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pando_runtime import EgressPolicy, EgressRule
+from pando_runtime.plugin import squid_config as _squid_config
 
 from .._names import (
     ANN_CREATED,
@@ -61,44 +62,12 @@ CONFIG_DIR = "/etc/pando-gateway"
 def squid_config(
     rules: Sequence[EgressRule], excluded: Sequence[str], *, listen: str = str(GATEWAY_PORT)
 ) -> str:
-    """``squid.conf`` allowing exactly ``rules`` (host names), never to ``excluded`` addresses.
+    """``squid.conf`` allowing exactly ``rules`` (the core's ``plugin.squid_config``).
 
-    Order matters: a name not on the list is refused before any DNS lookup; a listed name
-    is looked up and refused when it resolves into ``excluded``; then each rule allows its
-    name on its ports (every port when it names none); everything else is refused.
-    ``listen`` is Squid's ``http_port`` (a port, or ``address:port``).
+    Host names only: CIDR rules are the policy's. A listed name resolving into ``excluded``
+    is refused. ``listen`` is Squid's ``http_port`` (a port, or ``address:port``).
     """
-    lines = [
-        "# The egress gateway of one pando app, written from its plan's host-name rules.",
-        f"http_port {listen}",
-        "pid_filename none",
-        "cache deny all",
-        "cache_mem 0 MB",
-        "access_log stdio:/dev/stdout",
-        "cache_log stdio:/dev/stderr",
-        "cache_store_log none",
-        "logfile_rotate 0",
-        "shutdown_lifetime 1 seconds",
-        "forwarded_for delete",
-        "httpd_suppress_version_string on",
-    ]
-    names = sorted({r.destination.lower() for r in rules})
-    if names:
-        lines.append("acl listed dstdomain -n " + " ".join(names))
-        lines.append("http_access deny !listed")
-    if excluded:
-        lines.append("acl excluded dst " + " ".join(excluded))
-        lines.append("http_access deny excluded")
-    for i, rule in enumerate(rules):
-        lines.append(f"acl rule{i}_host dstdomain -n {rule.destination.lower()}")
-        if rule.ports:
-            ports = " ".join(str(p) for p in sorted(set(rule.ports)))
-            lines.append(f"acl rule{i}_port port {ports}")
-            lines.append(f"http_access allow rule{i}_host rule{i}_port")
-        else:
-            lines.append(f"http_access allow rule{i}_host")
-    lines.append("http_access deny all")
-    return "\n".join(lines) + "\n"
+    return _squid_config(rules, listen=listen, refused=excluded)
 
 
 def proxy_env(

@@ -70,7 +70,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict over the core and every adapter."""
+    """mypy --strict over the core, every adapter, the test support packages and the benchmarks."""
     _install(session, "typecheck")
     session.run("mypy")
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -274,7 +275,26 @@ def server_leases(cluster: Any) -> Counter[str]:
     return Counter({k: v for k, v in apiserver_requests(cluster).items() if k.endswith(" leases")})
 
 
-async def at_rest(cluster: Any, replicas: int, seconds: float, apps: int = 0) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class AtRest:
+    """What ``replicas`` joined replicas called over ``seconds`` with ``apps`` apps held."""
+
+    replicas: int
+    seconds: float
+    kinds: Counter[str]
+    """The adapters' calls by kind."""
+    server: Counter[str]
+    """The API server's Lease requests (every client's) by verb."""
+    received: int
+    """Bytes the adapters received."""
+    apps: int
+
+    def server_rate(self) -> float:
+        """The API server's Lease requests per second."""
+        return sum(self.server.values()) / self.seconds
+
+
+async def at_rest(cluster: Any, replicas: int, seconds: float, apps: int = 0) -> AtRest:
     """``replicas`` joined (default timings, following changes); their calls over ``seconds``.
 
     ``apps``: how many apps the cluster holds (none applied or changed in the window).
@@ -308,43 +328,32 @@ async def at_rest(cluster: Any, replicas: int, seconds: float, apps: int = 0) ->
         for adapter, counted in zip(adapters, before, strict=True):
             kinds.update(Counter(adapter.session.connection.calls_by_kind) - counted)
         group.cancel_scope.cancel()
-    return {
-        "replicas": replicas,
-        "seconds": seconds,
-        "kinds": kinds,
-        "server": server,
-        "received": received,
-        "apps": apps,
-    }
+    return AtRest(replicas, seconds, kinds, server, received, apps)
 
 
-def report_rest(results: list[dict[str, Any]]) -> None:
+def report_rest(results: list[AtRest]) -> None:
     base = results[0]
     print(
-        f"at rest, no replica: API server {server_rate(base):.2f} Lease requests/s from the "
+        f"at rest, no replica: API server {base.server_rate():.2f} Lease requests/s from the "
         f"control plane's own components ("
-        + ", ".join(f"{k} {v}" for k, v in base["server"].items())
+        + ", ".join(f"{k} {v}" for k, v in base.server.items())
         + "; less from each figure below)"
     )
     for r in results[1:]:
-        report_rest_row(r, server_rate(base))
+        report_rest_row(r, base.server_rate())
 
 
-def server_rate(r: dict[str, Any]) -> float:
-    return sum(r["server"].values()) / r["seconds"]
-
-
-def report_rest_row(r: dict[str, Any], base_rate: float) -> None:
-    n, s = r["replicas"], r["seconds"]
-    adapter_leases = sum(v for k, v in r["kinds"].items() if k.endswith(" leases"))
-    adapter_all = sum(r["kinds"].values())
-    server = sum(r["server"].values()) / s - base_rate
-    kinds = ", ".join(f"{k} {v / n / s:.2f}" for k, v in sorted(r["kinds"].items()))
+def report_rest_row(r: AtRest, base_rate: float) -> None:
+    n, s = r.replicas, r.seconds
+    adapter_leases = sum(v for k, v in r.kinds.items() if k.endswith(" leases"))
+    adapter_all = sum(r.kinds.values())
+    server = r.server_rate() - base_rate
+    kinds = ", ".join(f"{k} {v / n / s:.2f}" for k, v in sorted(r.kinds.items()))
     print(
-        f"at rest, {n} replica(s), {r['apps']:,} apps held: per replica per second, Lease "
+        f"at rest, {n} replica(s), {r.apps:,} apps held: per replica per second, Lease "
         f"calls: adapter {adapter_leases / n / s:.2f}, API server {server / n:.2f}; every "
         f"call of the adapter {adapter_all / n / s:.2f} ({kinds}), "
-        f"{r['received'] / n / s / 1024:,.1f} KiB received ({s:g} s window)"
+        f"{r.received / n / s / 1024:,.1f} KiB received ({s:g} s window)"
     )
 
 
@@ -558,7 +567,7 @@ def run(args: argparse.Namespace) -> None:
             if replicas == max(args.replicas):
                 # The namespace list each round of a replica following changes, with apps held.
                 held = anyio.run(at_rest, cluster, replicas, args.rest_seconds, args.apps)
-                report_rest_row(held, server_rate(rest[0]))
+                report_rest_row(held, rest[0].server_rate())
             if replicas != args.replicas[-1] or args.kills or args.default_kills:
                 ids = [bundle_id(f"tp{replicas}", i) for i in range(args.apps)]
                 destroy_all(str(cluster.kubeconfig), ids, cluster)

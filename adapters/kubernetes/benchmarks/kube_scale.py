@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import functools
 import io
 import json
 import math
@@ -37,18 +38,22 @@ import threading
 import time
 import tracemalloc
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import anyio
+
+if TYPE_CHECKING:  # the children that never need the official client stay light
+    from kubernetes.client import CoreV1Api
 
 ROOT = Path(__file__).resolve().parents[3]
 SELECTOR = "app.kubernetes.io/managed-by=pando"
 PODS_PER_NODE = 1000
 EXIT_CODE_ANNOTATION = "test.pando.dev/exit-code"  # the local cluster's kwok exit stage
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_Facts = TypeVar("_Facts")
 
 
 def bundle_id(i: int) -> str:
@@ -158,7 +163,7 @@ class Window:
 
 
 async def each(
-    indices: range, concurrency: int, fn: Callable[[int], Awaitable[object]]
+    indices: Sequence[int], concurrency: int, fn: Callable[[int], Awaitable[object]]
 ) -> tuple[float, list[float]]:
     """Run ``fn`` for every app index, ``concurrency`` at a time; wall time and latencies."""
     apps = len(indices)
@@ -248,43 +253,80 @@ def child_cold(kubeconfig: str, apps: int, args: argparse.Namespace) -> dict[str
 
 def cache_bytes(kubeconfig: str) -> dict[str, float]:
     """Bytes the lean cache's projections of every managed pod, namespace and Service take."""
-    from kubernetes import client, config  # noqa: PLC0415
+    from kubeadmin import admin_client, unread  # noqa: PLC0415
+    from kubernetes import client  # noqa: PLC0415
     from pando_runtime_kubernetes.cache._stores import (  # noqa: PLC0415
         NamespaceStore,
         PodStore,
         ServiceStore,
     )
 
-    api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
-
-    def items(read: Callable[..., Any]) -> list[dict[str, Any]]:
-        body = json.loads(read(label_selector=SELECTOR, _preload_content=False).data)
+    def items(response: object) -> list[dict[str, Any]]:
+        body = json.loads(unread(response).data)
         return list(body["items"])
 
-    lists = {
-        "pods": (PodStore(), items(api.list_pod_for_all_namespaces)),
-        "namespaces": (NamespaceStore(), items(api.list_namespace)),
-        "services": (ServiceStore(), items(api.list_service_for_all_namespaces)),
+    with admin_client(kubeconfig) as api_client:
+        api = client.CoreV1Api(api_client)
+        listed = {
+            "pods": items(
+                api.list_pod_for_all_namespaces(label_selector=SELECTOR, _preload_content=False)
+            ),
+            "namespaces": items(
+                api.list_namespace(label_selector=SELECTOR, _preload_content=False)
+            ),
+            "services": items(
+                api.list_service_for_all_namespaces(label_selector=SELECTOR, _preload_content=False)
+            ),
+        }
+    pods, namespaces, services = PodStore(), NamespaceStore(), ServiceStore()
+    held = {
+        "pods": held_bytes(
+            pods.project, functools.partial(pods.on_list, relist=False), listed["pods"]
+        ),
+        "namespaces": held_bytes(
+            namespaces.project,
+            functools.partial(namespaces.on_list, relist=False),
+            listed["namespaces"],
+        ),
+        "services": held_bytes(
+            services.project,
+            functools.partial(services.on_list, relist=False),
+            listed["services"],
+        ),
     }
     out: dict[str, float] = {}
-    for kind, (store, found) in lists.items():
-        tracemalloc.start()
-        before = tracemalloc.take_snapshot()
-        store.on_list([f for f in map(store.project, found) if f], relist=False)
-        after = tracemalloc.take_snapshot()
-        tracemalloc.stop()
-        size = sum(s.size_diff for s in after.compare_to(before, "filename"))
-        out[kind] = size / max(1, len(found))
+    for kind, found in listed.items():
+        out[kind] = held[kind] / max(1, len(found))
         out[f"{kind}_count"] = len(found)
         out[f"{kind}_json_bytes"] = len(json.dumps(found)) / max(1, len(found))
     return out
 
 
+def held_bytes(
+    project: Callable[[dict[str, Any]], _Facts | None],
+    hold: Callable[[list[_Facts]], None],
+    found: list[dict[str, Any]],
+) -> int:
+    """Bytes a store takes to hold the projections (``project``) of the objects ``found``."""
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    hold([facts for facts in map(project, found) if facts is not None])
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    return sum(s.size_diff for s in after.compare_to(before, "filename"))
+
+
 def child_naive(kubeconfig: str, apps: int, seconds: float) -> dict[str, Any]:
     """The naive host: four typed reads of the official client per app per observe."""
-    from kubernetes import client, config  # noqa: PLC0415
+    from kubeadmin import admin_client  # noqa: PLC0415
+    from kubernetes import client  # noqa: PLC0415
 
-    api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
+    with admin_client(kubeconfig) as api_client:
+        return naive_reads(client.CoreV1Api(api_client), apps, seconds)
+
+
+def naive_reads(api: CoreV1Api, apps: int, seconds: float) -> dict[str, Any]:
+    """Observe ``apps`` apps (at most ``seconds``) by the official client's typed reads."""
     rss_before = rss_bytes()
     done = calls = running = 0
     start = time.perf_counter()
@@ -295,7 +337,9 @@ def child_naive(kubeconfig: str, apps: int, seconds: float) -> dict[str, Any]:
         api.list_namespaced_service(ns, label_selector=SELECTOR)
         api.list_namespaced_persistent_volume_claim(ns, label_selector=SELECTOR)
         calls += 4
-        running += all(p.status.phase == "Running" for p in pods.items) and bool(pods.items)
+        running += bool(pods.items) and all(
+            p.status is not None and p.status.phase == "Running" for p in pods.items
+        )
         done += 1
         if time.perf_counter() - start > seconds:
             break
@@ -318,10 +362,17 @@ def child_phases(kubeconfig: str, targets_file: str, out_file: str, rate: float)
     ``phase <monotonic> <ns>/<pod>`` when the watch shows the pod Failed (kwok's exit stage).
     CLOCK_MONOTONIC is one clock for every process of the machine.
     """
-    from kubernetes import client, config  # noqa: PLC0415
+    from kubeadmin import admin_client  # noqa: PLC0415
+    from kubernetes import client  # noqa: PLC0415
 
-    api_client = config.new_client_from_config(config_file=kubeconfig)
-    api = client.CoreV1Api(api_client)
+    with admin_client(kubeconfig) as api_client:
+        watch_phases(client.CoreV1Api(api_client), targets_file, out_file, rate)
+
+
+def watch_phases(api: CoreV1Api, targets_file: str, out_file: str, rate: float) -> None:
+    """:func:`child_phases` with the admin's client."""
+    from kubeadmin import unread  # noqa: PLC0415
+
     targets = [line.split("/") for line in Path(targets_file).read_text().split()]
     wanted = {f"{ns}/{pod}" for ns, pod in targets}
     out = Path(out_file).open("a", buffering=1)  # noqa: SIM115 - lives as long as the process
@@ -332,16 +383,20 @@ def child_phases(kubeconfig: str, targets_file: str, out_file: str, rate: float)
             out.write(line + "\n")
 
     listed = json.loads(
-        api.list_pod_for_all_namespaces(
-            label_selector=SELECTOR, limit=1, _preload_content=False
+        unread(
+            api.list_pod_for_all_namespaces(
+                label_selector=SELECTOR, limit=1, _preload_content=False
+            )
         ).data
     )
-    response = api.list_pod_for_all_namespaces(
-        label_selector=SELECTOR,
-        watch=True,
-        resource_version=listed["metadata"]["resourceVersion"],
-        timeout_seconds=900,
-        _preload_content=False,
+    response = unread(
+        api.list_pod_for_all_namespaces(
+            label_selector=SELECTOR,
+            watch=True,
+            resource_version=listed["metadata"]["resourceVersion"],
+            timeout_seconds=900,
+            _preload_content=False,
+        )
     )
 
     def patch_all() -> None:
@@ -541,7 +596,9 @@ async def measure(cluster: Any, stages: list[int], args: argparse.Namespace) -> 
     pids["adapter (benchmark process)"] = os.getpid()
     results: list[dict[str, Any]] = []
     async with KubernetesAdapter(adapter_config(kubeconfig, args)) as adapter:
-        assert await adapter.cache.wait_synced(60), "the cache syncs"
+        cache = adapter.cache
+        assert cache is not None, "a connected adapter has its cache"
+        assert await cache.wait_synced(60), "the cache syncs"
         rss_start = rss_bytes()
         first = 0
         for apps in stages:
@@ -558,13 +615,18 @@ async def measure(cluster: Any, stages: list[int], args: argparse.Namespace) -> 
             r["observe_first_pass_s"] = passes[0]
             # Children run from a worker thread: this adapter's watches keep being read.
             r["cold"] = await anyio.to_thread.run_sync(
-                lambda apps=apps: run_child(
-                    "cold", kubeconfig, str(apps), *forwarded(args), timeout=1800
+                functools.partial(
+                    run_child, "cold", kubeconfig, str(apps), *forwarded(args), timeout=1800
                 )
             )
             r["naive"] = await anyio.to_thread.run_sync(
-                lambda apps=apps: run_child(
-                    "naive", kubeconfig, str(apps), str(args.naive_seconds), timeout=1800
+                functools.partial(
+                    run_child,
+                    "naive",
+                    kubeconfig,
+                    str(apps),
+                    str(args.naive_seconds),
+                    timeout=1800,
                 )
             )
             r["events"], ended = await event_latency(
@@ -689,7 +751,6 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
 
 
 def run_stages(stages: list[int], args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(ROOT / "tests" / "support"))
     from localcluster import LocalCluster  # noqa: PLC0415
 
     start = time.perf_counter()
@@ -718,6 +779,7 @@ def main() -> None:
     parser.add_argument("--json", help="also write every figure to this file")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "tests" / "support"))  # the children's admin client too
     if args.child:
         kind, *rest = args.child
         if kind == "cold":

@@ -34,7 +34,6 @@ from faultbench import (  # noqa: E402 - after the path of the test support pack
     throttled,
     watch_resets,
 )
-from kubeadmin import grant_adapter  # noqa: E402
 from localcluster import LocalCluster, ToxiproxyServer, proxy_apiserver  # noqa: E402
 
 
@@ -83,7 +82,7 @@ def main() -> int:
     with (
         LocalCluster() as cluster,
         ToxiproxyServer(log_dir=cluster.logs_dir) as server,
-        FaultBench(cluster, proxy_apiserver(cluster, server), grant=grant_adapter) as bench,
+        FaultBench(cluster, proxy_apiserver(cluster, server)) as bench,
     ):
         results = anyio.run(_run, bench, args)
     print(_table([HEADER, *(r.row() for r in results)]))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,12 +106,6 @@ def second_volume_pool(
     """The second cluster's volume pool (its own host directories)."""
     with _volume_pool(second_admin_api, tmp_path_factory.mktemp("volumes")) as mounts:
         yield mounts
-
-
-@pytest.fixture(scope="session")
-def adapter_grant() -> Callable[[Any, str], None]:
-    """:func:`grant_adapter`, for tests that run a control plane of their own."""
-    return grant_adapter
 
 
 @contextlib.contextmanager

@@ -47,6 +47,10 @@ import anyio
 
 if TYPE_CHECKING:  # the children that never need the official client stay light
     from kubernetes.client import CoreV1Api
+    from localcluster import LocalCluster
+    from pando_runtime_kubernetes import KubernetesAdapter, KubeTransport
+
+    from pando_runtime import BundlePlan
 
 ROOT = Path(__file__).resolve().parents[3]
 SELECTOR = "app.kubernetes.io/managed-by=pando"
@@ -60,7 +64,7 @@ def bundle_id(i: int) -> str:
     return f"scale-{i:05d}"
 
 
-def plan(i: int) -> Any:
+def plan(i: int) -> BundlePlan:
     import pando_runtime as pr  # noqa: PLC0415 - children that never plan stay light
 
     web = pr.WorkloadPlan(
@@ -73,10 +77,9 @@ def plan(i: int) -> Any:
     return pr.BundlePlan(bundle_id=bundle_id(i), workloads=(web,))
 
 
-async def transport(adapter: Any) -> Any:
+async def transport(adapter: KubernetesAdapter) -> KubeTransport:
     """The adapter's transport (its call and byte counters)."""
-    session = getattr(adapter, "session", None)
-    return await (session.connection.transport() if session is not None else adapter._api())
+    return await adapter.session.connection.transport()
 
 
 def adapter_config(kubeconfig: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -117,7 +120,7 @@ _SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
-def apiserver_requests(cluster: Any) -> Counter[str]:
+def apiserver_requests(cluster: LocalCluster) -> Counter[str]:
     """``apiserver_request_total`` by ``VERB resource``, summed over codes and scopes."""
     status, text = cluster.rest.get("/metrics")
     assert status == HTTPStatus.OK, f"metrics: HTTP {status}"
@@ -134,7 +137,9 @@ def apiserver_requests(cluster: Any) -> Counter[str]:
 class Window:
     """API calls (adapter and API server), wall and CPU time of one phase."""
 
-    def __init__(self, cluster: Any, adapter: Any, pids: dict[str, int]) -> None:
+    def __init__(
+        self, cluster: LocalCluster, adapter: KubernetesAdapter, pids: dict[str, int]
+    ) -> None:
         self.cluster, self.adapter, self.pids = cluster, adapter, pids
 
     def __enter__(self) -> Self:
@@ -186,7 +191,7 @@ async def each(
     return time.perf_counter() - start, latencies
 
 
-async def observe_pass(adapter: Any, apps: int) -> tuple[float, int]:
+async def observe_pass(adapter: KubernetesAdapter, apps: int) -> tuple[float, int]:
     """Seconds of one observe of every app, one after another; how many run."""
     from pando_runtime import BundleRef  # noqa: PLC0415
 
@@ -445,17 +450,19 @@ def run_child(*argv: str, timeout: float) -> dict[str, Any]:
 
 
 async def event_latency(
-    adapter: Any, kubeconfig: str, apps: int, samples: int, rate: float
+    adapter: KubernetesAdapter, kubeconfig: str, apps: int, samples: int, rate: float
 ) -> tuple[dict[str, Any], list[int]]:
     """kwok phase change (seen by another process) to the BundleEvent; PATCH to the event."""
     from pando_runtime import BundleEventKind  # noqa: PLC0415
 
     step = max(1, apps // samples)
     chosen = list(range(0, apps, step))[:samples]
+    cache = adapter.cache
+    assert cache is not None, "a connected adapter has its cache"
     targets: list[str] = []
     for i in chosen:
         ns = f"pando-{bundle_id(i)}"
-        pods = adapter.cache.pods.pods(ns)
+        pods = cache.pods.pods(ns)
         targets.append(f"{ns}/{pods[0].name}")
     received: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as work:
@@ -513,8 +520,8 @@ def cluster_nodes(apps: int) -> list[Any]:
 
 
 async def first_apply(
-    cluster: Any,
-    adapter: Any,
+    cluster: LocalCluster,
+    adapter: KubernetesAdapter,
     pids: dict[str, int],
     args: argparse.Namespace,
     r: dict[str, Any],
@@ -544,7 +551,7 @@ async def first_apply(
     r["apply_server"] = w.server_total() / len(new)
     r["apply_server_top"] = w.server_top()
     r["apply_cpu"] = w.cpu
-    r["calls_by_kind"] = dict((await transport(adapter)).calls_by_kind.most_common(12))
+    r["calls_by_kind"] = dict(Counter((await transport(adapter)).calls_by_kind).most_common(12))
     if profiler is not None:
         for order in ("tottime", "cumulative"):
             text = io.StringIO()
@@ -558,7 +565,7 @@ async def first_apply(
     r["reapply_s"] = w.seconds
 
 
-async def until_running(adapter: Any, apps: int) -> float:
+async def until_running(adapter: KubernetesAdapter, apps: int) -> float:
     """Seconds until every app runs (observed as a host would, pass after pass)."""
     start = time.perf_counter()
     with anyio.fail_after(max(300, apps / 10)):
@@ -568,7 +575,11 @@ async def until_running(adapter: Any, apps: int) -> float:
 
 
 async def destroy_all(
-    cluster: Any, adapter: Any, pids: dict[str, int], args: argparse.Namespace, r: dict[str, Any]
+    cluster: LocalCluster,
+    adapter: KubernetesAdapter,
+    pids: dict[str, int],
+    args: argparse.Namespace,
+    r: dict[str, Any],
 ) -> None:
     from pando_runtime import BundleRef  # noqa: PLC0415
 
@@ -587,7 +598,7 @@ async def destroy_all(
     r["destroy_server_top"] = w.server_top(4)
 
 
-async def measure(cluster: Any, stages: list[int], args: argparse.Namespace) -> None:
+async def measure(cluster: LocalCluster, stages: list[int], args: argparse.Namespace) -> None:
     """Grow one cluster through ``stages`` (app counts), measuring at each; destroy at the end."""
     from pando_runtime_kubernetes import KubernetesAdapter  # noqa: PLC0415
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-from kube_real_node import ROOT, adapter_settings, quantile, skip_reason
+from kube_real_node import ROOT, adapter_settings, quantile, real_node, skip_reason
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import LABEL_WORKLOAD, namespace_for
 
@@ -40,7 +40,6 @@ from pando_runtime import BundlePlan, BundleRef, Port, Resources, WorkloadPlan
 if TYPE_CHECKING:  # the test support packages join the path in main()
     from kubernetes.client import V1Pod
     from localcluster import LocalCluster
-    from localcluster.realnode.stack import RealNode
 
 CGROUPS = Path("/sys/fs/cgroup")
 PORT = 8080
@@ -67,12 +66,6 @@ def pod_of(cluster: LocalCluster, bundle: str, workload: str) -> V1Pod:
             namespace_for(bundle), label_selector=f"{LABEL_WORKLOAD}={workload}"
         )
     return pods.items[0]
-
-
-def real_node(cluster: LocalCluster) -> RealNode:
-    if cluster.real_node is None:
-        raise RuntimeError("the cluster runs no real node")
-    return cluster.real_node
 
 
 def cgroup_file(controller: str, cluster: LocalCluster, name: str, file: str) -> Path:

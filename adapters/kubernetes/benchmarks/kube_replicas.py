@@ -45,13 +45,19 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from kube_scale import apiserver_requests, cluster_nodes, cpu_seconds, percentile
 from kube_warm import config
+
+if TYPE_CHECKING:  # the test support packages join the path in main()
+    from localcluster import LocalCluster
+    from pando_runtime_kubernetes import KubernetesAdapter
+
+    from pando_runtime import BundlePlan, Membership, OwnershipChange
 
 ROOT = Path(__file__).resolve().parents[3]
 SELECTOR = "app.kubernetes.io/managed-by=pando"
@@ -68,7 +74,7 @@ def bundle_id(prefix: str, i: int) -> str:
     return f"{prefix}-{i:05d}"
 
 
-def plan(bundle: str) -> Any:
+def plan(bundle: str) -> BundlePlan:
     import pando_runtime as pr  # noqa: PLC0415 - the parent process plans nothing
 
     web = pr.WorkloadPlan(
@@ -133,7 +139,7 @@ class HostReplica:
                     group.cancel_scope.cancel()
         self.write("left")
 
-    async def follow(self, changes: Any) -> None:
+    async def follow(self, changes: AsyncIterator[OwnershipChange]) -> None:
         async for change in changes:
             self.write(
                 "change",
@@ -144,7 +150,7 @@ class HostReplica:
             self.applied.difference_update(change.lost)  # applied again once regained
             self.wake.set()
 
-    async def apply(self, adapter: Any, bundle: str) -> None:
+    async def apply(self, adapter: KubernetesAdapter, bundle: str) -> None:
         import pando_runtime as pr  # noqa: PLC0415
 
         try:
@@ -157,11 +163,11 @@ class HostReplica:
             self.applied.add(bundle)
             self.write("applied", bundle=bundle)
 
-    def ready(self, membership: Any) -> bool:
+    def ready(self, membership: Membership) -> bool:
         gated = self.go_file != "-" and not Path(self.go_file).exists()
         return len(membership.members()) >= self.wait_members and not gated
 
-    async def sweep(self, adapter: Any, membership: Any) -> None:
+    async def sweep(self, adapter: KubernetesAdapter, membership: Membership) -> None:
         while not self.ready(membership):  # noqa: ASYNC110 - polls a file another process makes
             await anyio.sleep(0.05)
         self.write("start", members=sorted(membership.members()))
@@ -248,7 +254,9 @@ class Hosts:
                 raise RuntimeError(f"host {name} exited ({process.returncode}):\n{log}")
 
 
-def wait_for(check: Any, timeout: float, what: str, hosts: Hosts | None = None) -> None:
+def wait_for(
+    check: Callable[[], object], timeout: float, what: str, hosts: Hosts | None = None
+) -> None:
     """Poll ``check()`` until it holds; a bound that only catches a hang."""
     deadline = time.monotonic() + timeout
     while not check():
@@ -271,7 +279,7 @@ def hosts_running(work: Path, kubeconfig: str, prefix: str, apps: int) -> Iterat
 # -- at rest ---------------------------------------------------------------------------------
 
 
-def server_leases(cluster: Any) -> Counter[str]:
+def server_leases(cluster: LocalCluster) -> Counter[str]:
     return Counter({k: v for k, v in apiserver_requests(cluster).items() if k.endswith(" leases")})
 
 
@@ -294,7 +302,7 @@ class AtRest:
         return sum(self.server.values()) / self.seconds
 
 
-async def at_rest(cluster: Any, replicas: int, seconds: float, apps: int = 0) -> AtRest:
+async def at_rest(cluster: LocalCluster, replicas: int, seconds: float, apps: int = 0) -> AtRest:
     """``replicas`` joined (default timings, following changes); their calls over ``seconds``.
 
     ``apps``: how many apps the cluster holds (none applied or changed in the window).
@@ -311,7 +319,7 @@ async def at_rest(cluster: Any, replicas: int, seconds: float, apps: int = 0) ->
             membership = await stack.enter_async_context(adapter.membership(name))
             changes = await stack.enter_async_context(membership.changes())
 
-            async def drain(changes: Any = changes) -> None:
+            async def drain(changes: AsyncIterator[OwnershipChange] = changes) -> None:
                 async for _ in changes:
                     pass
 
@@ -360,11 +368,11 @@ def report_rest_row(r: AtRest, base_rate: float) -> None:
 # -- first-apply throughput ------------------------------------------------------------------
 
 
-def control_plane_pids(cluster: Any) -> dict[str, int]:
+def control_plane_pids(cluster: LocalCluster) -> dict[str, int]:
     return {name: c.pid for name, c in cluster.components.items() if c.pid}
 
 
-def throughput(cluster: Any, work: Path, replicas: int, apps: int) -> dict[str, Any]:
+def throughput(cluster: LocalCluster, work: Path, replicas: int, apps: int) -> dict[str, Any]:
     """``replicas`` host processes apply the same ``apps`` apps, each what it owns."""
     kubeconfig = str(cluster.kubeconfig)
     with hosts_running(work, kubeconfig, f"tp{replicas}", apps) as hosts:
@@ -433,7 +441,7 @@ def report_throughput(r: dict[str, Any]) -> None:
     )
 
 
-def destroy_all(kubeconfig: str, ids: list[str], cluster: Any) -> None:
+def destroy_all(kubeconfig: str, ids: list[str], cluster: LocalCluster) -> None:
     """Destroy the apps (no membership: a host that never joined) and wait for their namespaces."""
     from pando_runtime_kubernetes import KubernetesAdapter  # noqa: PLC0415
 
@@ -464,7 +472,7 @@ def destroy_all(kubeconfig: str, ids: list[str], cluster: Any) -> None:
 
 
 def failover(
-    cluster: Any, work: Path, timings: tuple[float, float, float], kills: int, apps: int
+    cluster: LocalCluster, work: Path, timings: tuple[float, float, float], kills: int, apps: int
 ) -> dict[str, Any]:
     """SIGKILL the owner of a chosen bundle ``kills`` times; time the takeover."""
     import pando_runtime as pr  # noqa: PLC0415
@@ -537,7 +545,7 @@ def report_failover(r: dict[str, Any]) -> None:
 # -- main ------------------------------------------------------------------------------------
 
 
-def prepare(cluster: Any) -> None:
+def prepare(cluster: LocalCluster) -> None:
     """The host's namespace, where the Leases live (an installer's part)."""
     status, body = cluster.rest.post("/api/v1/namespaces", {"metadata": {"name": SERVER_NAMESPACE}})
     assert status in (201, 409), f"namespace {SERVER_NAMESPACE}: HTTP {status} {body}"

@@ -20,7 +20,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -35,6 +35,9 @@ from pando_runtime import (
     WorkloadPlan,
     WorkloadRef,
 )
+
+if TYPE_CHECKING:  # the test support packages join the path in main()
+    from localcluster import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[3]
 MIB = 1024 * 1024
@@ -80,7 +83,7 @@ def provision(admin_kubeconfig: str, root: Path) -> None:
         client.CoreV1Api(api).create_persistent_volume(volume)
 
 
-async def run(cluster: Any, mib: int, log_mib: int) -> None:
+async def run(cluster: LocalCluster, mib: int, log_mib: int) -> None:
     root = Path(tempfile.mkdtemp(prefix="pando-bench-volumes-"))
     await anyio.to_thread.run_sync(provision, str(cluster.kubeconfig), root)
     config = {

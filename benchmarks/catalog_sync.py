@@ -29,15 +29,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 import httpx
 
 import pando_runtime as pr
 from pando_runtime.testing import FakeAdapter
+
+if TYPE_CHECKING:
+    from pando_runtime_consul import ConsulCatalog
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -133,7 +136,7 @@ class OneByOne:
     call, 8 in flight: what it did before batches.
     """
 
-    def __init__(self, backend: Any) -> None:
+    def __init__(self, backend: pr.catalog.CatalogBackend) -> None:
         self.backend = backend
 
     async def node_services(self, node: str) -> Sequence[pr.catalog.CatalogRegistration]:
@@ -161,7 +164,7 @@ def registration(index: int, node: str) -> pr.catalog.CatalogRegistration:
     )
 
 
-async def timed(backend: Any, work: Any) -> tuple[float, int]:
+async def timed(backend: ConsulCatalog, work: Callable[[], Awaitable[object]]) -> tuple[float, int]:
     """Seconds and Consul HTTP requests ``work`` took."""
     before = sum(backend.requests.values())
     start = time.perf_counter()
@@ -184,7 +187,7 @@ async def compare(address: str, sizes: list[int]) -> None:
             for mode in ("transactions", "one request/service"):
                 node = f"bench-{size}-{'txn' if mode == 'transactions' else 'single'}"
                 consul_backend = ConsulCatalog(ConsulConfig(address=address, timeout=60))
-                backend: Any = (
+                backend: pr.catalog.CatalogBackend = (
                     consul_backend if mode == "transactions" else OneByOne(consul_backend)
                 )
                 syncer = pr.catalog.CatalogSyncer(

@@ -14,12 +14,11 @@ error, a duplicate, an orphan, a lost transition).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -38,17 +37,6 @@ from faultbench import (  # noqa: E402 - after the path of the test support pack
 from localcluster import LocalCluster, ToxiproxyServer, proxy_apiserver  # noqa: E402
 
 
-def _grant() -> Any:
-    """The Kubernetes tests' own grant of the adapter's roles (their conftest, by path)."""
-    path = ROOT / "adapters" / "kubernetes" / "tests" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("kube_test_fixtures", path)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.grant_adapter
-
-
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
@@ -58,7 +46,7 @@ def _table(rows: list[list[str]]) -> str:
 
 async def _run(bench: FaultBench, args: argparse.Namespace) -> list[ScenarioResult]:
     results = []
-    plan = [
+    plan: list[Callable[[], Awaitable[ScenarioResult]]] = [
         lambda: component_restarted(
             bench, component="kube-apiserver", rounds=args.rounds, apps=args.apps
         ),
@@ -94,7 +82,7 @@ def main() -> int:
     with (
         LocalCluster() as cluster,
         ToxiproxyServer(log_dir=cluster.logs_dir) as server,
-        FaultBench(cluster, proxy_apiserver(cluster, server), grant=_grant()) as bench,
+        FaultBench(cluster, proxy_apiserver(cluster, server)) as bench,
     ):
         results = anyio.run(_run, bench, args)
     print(_table([HEADER, *(r.row() for r in results)]))

@@ -23,17 +23,22 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 
 import pando_runtime as pr
 from pando_runtime.testing import make_tar, read_tar
 
+if TYPE_CHECKING:  # the test support packages join the path in main()
+    from localdocker import DockerEngine
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
-async def measure(engine: Any, rounds: int, megabytes: int, work: Path) -> dict[str, list[float]]:
+async def measure(
+    engine: DockerEngine, rounds: int, megabytes: int, work: Path
+) -> dict[str, list[float]]:
     from localdocker import BUSYBOX, build_image  # noqa: PLC0415 - after the path is set
     from pando_runtime_docker import DockerAdapter  # noqa: PLC0415 - the adapter under test
 

@@ -152,7 +152,9 @@ def placement_calls(adapter: RuntimeAdapter) -> int:
     )
 
 
-async def measure_usage(adapter: Any, plans: list[BundlePlan]) -> None:
+async def measure_usage(
+    adapter: KubernetesAdapter | MultiClusterAdapter, plans: list[BundlePlan]
+) -> None:
     """API calls and seconds of ``usage`` over every app and of one ``in_use``."""
     if not (await adapter.capabilities()).reports_usage:
         print("usage:        the cluster serves no metrics API")
@@ -224,7 +226,7 @@ SETTINGS: dict[str, Any] = {
 }
 
 
-def build_adapter(kubeconfig: str, clusters: int) -> Any:
+def build_adapter(kubeconfig: str, clusters: int) -> KubernetesAdapter | MultiClusterAdapter:
     """The adapter over one cluster, or the multi-cluster one over every context."""
     if clusters == 1:
         return KubernetesAdapter({**SETTINGS, "kubeconfig": kubeconfig})
@@ -258,7 +260,7 @@ async def run(kubeconfig: str, apps: int, concurrency: int, clusters: int) -> No
         placing = placement_calls(adapter) - placing
         first = (api_calls(adapter) - calls - placing) / apps
         print(f"first apply:  {first:.2f} API calls per app ({seconds:.1f} s for {apps} apps)")
-        if many:
+        if isinstance(adapter, MultiClusterAdapter):
             await report_placement(adapter, plans, placing)
         await all_running(adapter, plans)
         calls = api_calls(adapter)

@@ -27,15 +27,19 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-from kube_real_node import ROOT, adapter_settings, quantile, skip_reason
+from kube_real_node import ROOT, adapter_settings, quantile, real_node, skip_reason
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import LABEL_WORKLOAD, namespace_for
 
 from pando_runtime import BundlePlan, BundleRef, Port, Resources, WorkloadPlan
+
+if TYPE_CHECKING:  # the test support packages join the path in main()
+    from kubernetes.client import V1Pod
+    from localcluster import LocalCluster
 
 CGROUPS = Path("/sys/fs/cgroup")
 PORT = 8080
@@ -53,21 +57,19 @@ def busybox(name: str, script: str, **fields: Any) -> WorkloadPlan:
     return WorkloadPlan(name=name, image=images.WORKLOAD, entrypoint=("sh", "-c", script), **fields)
 
 
-def pod_of(cluster: Any, bundle: str, workload: str) -> Any:
-    from kubernetes import client, config  # noqa: PLC0415
+def pod_of(cluster: LocalCluster, bundle: str, workload: str) -> V1Pod:
+    from kubeadmin import admin_client  # noqa: PLC0415
+    from kubernetes import client  # noqa: PLC0415
 
-    api = config.new_client_from_config(str(cluster.kubeconfig))
-    try:
+    with admin_client(cluster.kubeconfig) as api:
         pods = client.CoreV1Api(api).list_namespaced_pod(
             namespace_for(bundle), label_selector=f"{LABEL_WORKLOAD}={workload}"
         )
-    finally:
-        api.close()
     return pods.items[0]
 
 
-def cgroup_file(controller: str, cluster: Any, name: str, file: str) -> Path:
-    base = CGROUPS / controller / cluster.real_node.cgroup_root.strip("/")
+def cgroup_file(controller: str, cluster: LocalCluster, name: str, file: str) -> Path:
+    base = CGROUPS / controller / real_node(cluster).cgroup_root.strip("/")
     return next(p for p in base.rglob(name) if p.is_dir()) / file
 
 
@@ -83,7 +85,7 @@ def counters(paths: list[Path], key: str) -> int:
 
 def request_seconds(netns_name: str, address: str) -> float | None:
     """One HTTP GET from the node's namespace: seconds to the whole answer (None: failed)."""
-    from _real import connects_from  # noqa: PLC0415 - the real-node tests' own client
+    from localcluster.realnode.netns import connects_from  # noqa: PLC0415
 
     t0 = time.perf_counter()
     data = connects_from(netns_name, address, PORT, timeout=10)
@@ -91,8 +93,8 @@ def request_seconds(netns_name: str, address: str) -> float | None:
     return seconds if data is not None and data.endswith(b"ok-web\n") else None
 
 
-async def phase(cluster: Any, address: str, requests: int) -> tuple[list[float], int]:
-    netns_name = cluster.real_node.network.node
+async def phase(cluster: LocalCluster, address: str, requests: int) -> tuple[list[float], int]:
+    netns_name = real_node(cluster).network.node
     times: list[float] = []
     failed = 0
     for _ in range(requests):
@@ -110,7 +112,7 @@ async def until_running(adapter: KubernetesAdapter, bundle: str) -> None:
             await anyio.sleep(0.5)
 
 
-async def measure(cluster: Any, args: argparse.Namespace) -> list[list[str]]:
+async def measure(cluster: LocalCluster, args: argparse.Namespace) -> list[list[str]]:
     rows: list[list[str]] = []
     async with KubernetesAdapter(adapter_settings(cluster)) as adapter:
         page = "mkdir -p /w && echo ok-web > /w/index.html"
@@ -125,7 +127,8 @@ async def measure(cluster: Any, args: argparse.Namespace) -> list[list[str]]:
         await adapter.apply(BundlePlan(bundle_id="neighbour", workloads=(web,)))
         await until_running(adapter, "neighbour")
         pod = await anyio.to_thread.run_sync(pod_of, cluster, "neighbour", "web")
-        address = pod.status.pod_ip
+        address = pod.status.pod_ip if pod.status is not None else None
+        assert address, "a running pod has its address"
         disturbances = [
             ("alone", None, ""),
             ("beside a CPU hog", busybox("hog", "while :; do :; done",
@@ -143,6 +146,7 @@ async def measure(cluster: Any, args: argparse.Namespace) -> list[list[str]]:
             times, failed = await phase(cluster, address, args.requests)
             if workload is not None:
                 noisy = await anyio.to_thread.run_sync(pod_of, cluster, name, name)
+                assert noisy.metadata is not None, "a listed pod has its metadata"
                 uid = f"pod{noisy.metadata.uid}"
                 if name == "hog":
                     pod_dir = cgroup_file("cpu", cluster, uid, "cpu.stat").parent
@@ -213,7 +217,6 @@ def main() -> None:
         out(f"kube_neighbours: skipped, this machine cannot run a real node: it lacks {reason}")
         return
     sys.path.insert(0, str(ROOT / "tests" / "support"))
-    sys.path.insert(0, str(ROOT / "adapters" / "kubernetes" / "tests"))
     run(args)
 
 

@@ -50,7 +50,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -58,6 +58,10 @@ from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import MANAGED_SELECTOR, namespace_for
 
 from pando_runtime import BundlePlan, BundleRef, Resources, WorkloadPlan
+
+if TYPE_CHECKING:  # the test support packages join the path in main()
+    from localcluster import LocalCluster
+    from localcluster.realnode.stack import RealNode
 
 ROOT = Path(__file__).resolve().parents[3]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -148,18 +152,30 @@ def machine_ticks() -> tuple[int, int]:
     return user + nice + system + irq + softirq, sum(values[:8])
 
 
+def real_node(cluster: LocalCluster) -> RealNode:
+    """The cluster's real node (started with ``real_node=True``)."""
+    if cluster.real_node is None:
+        raise RuntimeError("the cluster runs no real node")
+    return cluster.real_node
+
+
+def running(pid: int | None) -> list[int]:
+    """``[pid]`` of a running process, none of one that is not."""
+    return [pid] if pid else []
+
+
 class Processes:
     """The pids of each component group, resolved at each sample (shims come and go)."""
 
-    def __init__(self, cluster: Any, coredns_pid: int | None) -> None:
-        node = cluster.real_node
+    def __init__(self, cluster: LocalCluster, coredns_pid: int | None) -> None:
+        node = real_node(cluster)
         self._socket = node.dirs.containerd_socket
         fixed: dict[str, list[int]] = {}
         for name in ("containerd", "kubelet", "kube-proxy", "kube-router", "relay"):
-            fixed[name] = [node.components[name].pid]
-        fixed["coredns"] = [coredns_pid] if coredns_pid else []
+            fixed[name] = running(node.components[name].pid)
+        fixed["coredns"] = running(coredns_pid)
         for name in PLANE_GROUPS[:-2]:
-            fixed[name] = [cluster.components[name].pid]
+            fixed[name] = running(cluster.components[name].pid)
         registry = getattr(cluster.registry, "_component", None)
         fixed["registry"] = [registry.pid] if registry is not None and registry.pid else []
         fixed["benchmark"] = [os.getpid()]
@@ -253,15 +269,15 @@ def progress(text: str) -> None:
 # -- the cluster's side: pods, containerd's records --------------------------------------------
 
 
-def cri_status(cluster: Any, container_id: str) -> dict[str, Any]:
+def cri_status(cluster: LocalCluster, container_id: str) -> dict[str, Any]:
     """containerd's CRI record of a container (``Pid``, ``CreatedAt``, ``StartedAt`` in ns)."""
-    root = cluster.real_node.dirs.containerd / "root" / "io.containerd.grpc.v1.cri"
+    root = real_node(cluster).dirs.containerd / "root" / "io.containerd.grpc.v1.cri"
     text = (root / "containers" / container_id / "status").read_text()
     record: dict[str, Any] = json.loads(text)
     return record
 
 
-def container_ids(cluster: Any, path: str) -> dict[str, str]:
+def container_ids(cluster: LocalCluster, path: str) -> dict[str, str]:
     """``namespace -> containerd id`` of the first container of each pod at ``path``."""
     status, body = cluster.rest.get(path)
     assert status == HTTPStatus.OK, f"GET {path}: {status} {body}"
@@ -273,7 +289,7 @@ def container_ids(cluster: Any, path: str) -> dict[str, str]:
     return found
 
 
-def coredns_pid(cluster: Any) -> int | None:
+def coredns_pid(cluster: LocalCluster) -> int | None:
     ids = container_ids(
         cluster, "/api/v1/namespaces/kube-system/pods?labelSelector=k8s-app%3Dkube-dns"
     )
@@ -283,7 +299,7 @@ def coredns_pid(cluster: Any) -> int | None:
     return int(pid) if pid else None
 
 
-def app_pods_left(cluster: Any) -> int:
+def app_pods_left(cluster: LocalCluster) -> int:
     """App pods not yet gone (the node has not yet stopped their containers)."""
     path = f"/api/v1/pods?labelSelector={MANAGED_SELECTOR}"
     status, body = cluster.rest.get(path)
@@ -334,7 +350,7 @@ class Phase:
 
 class Bench:
     def __init__(
-        self, cluster: Any, adapter: KubernetesAdapter, image: str, resources: Resources
+        self, cluster: LocalCluster, adapter: KubernetesAdapter, image: str, resources: Resources
     ) -> None:
         self.cluster = cluster
         self.adapter = adapter
@@ -439,7 +455,7 @@ class Bench:
 # -- the run ---------------------------------------------------------------------------------
 
 
-def adapter_settings(cluster: Any) -> dict[str, Any]:
+def adapter_settings(cluster: LocalCluster) -> dict[str, Any]:
     """The real-node tests' settings (``real_adapter_config``) where an admin runs the adapter:
     the admin kubeconfig, NetworkPolicy trusted (kube-router enforces it; the tests check),
     the client's rate limit out of the way (as ``kube_apps.py``)."""
@@ -481,7 +497,7 @@ class Report:
     total_s: float = 0.0
 
 
-async def measure(cluster: Any, args: argparse.Namespace, r: Report) -> None:
+async def measure(cluster: LocalCluster, args: argparse.Namespace, r: Report) -> None:
     from localcluster import images  # noqa: PLC0415
 
     returned = time.monotonic()

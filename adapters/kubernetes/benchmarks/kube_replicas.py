@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -44,13 +45,19 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from kube_scale import apiserver_requests, cluster_nodes, cpu_seconds, percentile
 from kube_warm import config
+
+if TYPE_CHECKING:  # the test support packages join the path in main()
+    from localcluster import LocalCluster
+    from pando_runtime_kubernetes import KubernetesAdapter
+
+    from pando_runtime import BundlePlan, Membership, OwnershipChange
 
 ROOT = Path(__file__).resolve().parents[3]
 SELECTOR = "app.kubernetes.io/managed-by=pando"
@@ -67,7 +74,7 @@ def bundle_id(prefix: str, i: int) -> str:
     return f"{prefix}-{i:05d}"
 
 
-def plan(bundle: str) -> Any:
+def plan(bundle: str) -> BundlePlan:
     import pando_runtime as pr  # noqa: PLC0415 - the parent process plans nothing
 
     web = pr.WorkloadPlan(
@@ -132,7 +139,7 @@ class HostReplica:
                     group.cancel_scope.cancel()
         self.write("left")
 
-    async def follow(self, changes: Any) -> None:
+    async def follow(self, changes: AsyncIterator[OwnershipChange]) -> None:
         async for change in changes:
             self.write(
                 "change",
@@ -143,7 +150,7 @@ class HostReplica:
             self.applied.difference_update(change.lost)  # applied again once regained
             self.wake.set()
 
-    async def apply(self, adapter: Any, bundle: str) -> None:
+    async def apply(self, adapter: KubernetesAdapter, bundle: str) -> None:
         import pando_runtime as pr  # noqa: PLC0415
 
         try:
@@ -156,11 +163,11 @@ class HostReplica:
             self.applied.add(bundle)
             self.write("applied", bundle=bundle)
 
-    def ready(self, membership: Any) -> bool:
+    def ready(self, membership: Membership) -> bool:
         gated = self.go_file != "-" and not Path(self.go_file).exists()
         return len(membership.members()) >= self.wait_members and not gated
 
-    async def sweep(self, adapter: Any, membership: Any) -> None:
+    async def sweep(self, adapter: KubernetesAdapter, membership: Membership) -> None:
         while not self.ready(membership):  # noqa: ASYNC110 - polls a file another process makes
             await anyio.sleep(0.05)
         self.write("start", members=sorted(membership.members()))
@@ -247,7 +254,9 @@ class Hosts:
                 raise RuntimeError(f"host {name} exited ({process.returncode}):\n{log}")
 
 
-def wait_for(check: Any, timeout: float, what: str, hosts: Hosts | None = None) -> None:
+def wait_for(
+    check: Callable[[], object], timeout: float, what: str, hosts: Hosts | None = None
+) -> None:
     """Poll ``check()`` until it holds; a bound that only catches a hang."""
     deadline = time.monotonic() + timeout
     while not check():
@@ -270,11 +279,30 @@ def hosts_running(work: Path, kubeconfig: str, prefix: str, apps: int) -> Iterat
 # -- at rest ---------------------------------------------------------------------------------
 
 
-def server_leases(cluster: Any) -> Counter[str]:
+def server_leases(cluster: LocalCluster) -> Counter[str]:
     return Counter({k: v for k, v in apiserver_requests(cluster).items() if k.endswith(" leases")})
 
 
-async def at_rest(cluster: Any, replicas: int, seconds: float, apps: int = 0) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class AtRest:
+    """What ``replicas`` joined replicas called over ``seconds`` with ``apps`` apps held."""
+
+    replicas: int
+    seconds: float
+    kinds: Counter[str]
+    """The adapters' calls by kind."""
+    server: Counter[str]
+    """The API server's Lease requests (every client's) by verb."""
+    received: int
+    """Bytes the adapters received."""
+    apps: int
+
+    def server_rate(self) -> float:
+        """The API server's Lease requests per second."""
+        return sum(self.server.values()) / self.seconds
+
+
+async def at_rest(cluster: LocalCluster, replicas: int, seconds: float, apps: int = 0) -> AtRest:
     """``replicas`` joined (default timings, following changes); their calls over ``seconds``.
 
     ``apps``: how many apps the cluster holds (none applied or changed in the window).
@@ -291,7 +319,7 @@ async def at_rest(cluster: Any, replicas: int, seconds: float, apps: int = 0) ->
             membership = await stack.enter_async_context(adapter.membership(name))
             changes = await stack.enter_async_context(membership.changes())
 
-            async def drain(changes: Any = changes) -> None:
+            async def drain(changes: AsyncIterator[OwnershipChange] = changes) -> None:
                 async for _ in changes:
                     pass
 
@@ -308,54 +336,43 @@ async def at_rest(cluster: Any, replicas: int, seconds: float, apps: int = 0) ->
         for adapter, counted in zip(adapters, before, strict=True):
             kinds.update(Counter(adapter.session.connection.calls_by_kind) - counted)
         group.cancel_scope.cancel()
-    return {
-        "replicas": replicas,
-        "seconds": seconds,
-        "kinds": kinds,
-        "server": server,
-        "received": received,
-        "apps": apps,
-    }
+    return AtRest(replicas, seconds, kinds, server, received, apps)
 
 
-def report_rest(results: list[dict[str, Any]]) -> None:
+def report_rest(results: list[AtRest]) -> None:
     base = results[0]
     print(
-        f"at rest, no replica: API server {server_rate(base):.2f} Lease requests/s from the "
+        f"at rest, no replica: API server {base.server_rate():.2f} Lease requests/s from the "
         f"control plane's own components ("
-        + ", ".join(f"{k} {v}" for k, v in base["server"].items())
+        + ", ".join(f"{k} {v}" for k, v in base.server.items())
         + "; less from each figure below)"
     )
     for r in results[1:]:
-        report_rest_row(r, server_rate(base))
+        report_rest_row(r, base.server_rate())
 
 
-def server_rate(r: dict[str, Any]) -> float:
-    return sum(r["server"].values()) / r["seconds"]
-
-
-def report_rest_row(r: dict[str, Any], base_rate: float) -> None:
-    n, s = r["replicas"], r["seconds"]
-    adapter_leases = sum(v for k, v in r["kinds"].items() if k.endswith(" leases"))
-    adapter_all = sum(r["kinds"].values())
-    server = sum(r["server"].values()) / s - base_rate
-    kinds = ", ".join(f"{k} {v / n / s:.2f}" for k, v in sorted(r["kinds"].items()))
+def report_rest_row(r: AtRest, base_rate: float) -> None:
+    n, s = r.replicas, r.seconds
+    adapter_leases = sum(v for k, v in r.kinds.items() if k.endswith(" leases"))
+    adapter_all = sum(r.kinds.values())
+    server = r.server_rate() - base_rate
+    kinds = ", ".join(f"{k} {v / n / s:.2f}" for k, v in sorted(r.kinds.items()))
     print(
-        f"at rest, {n} replica(s), {r['apps']:,} apps held: per replica per second, Lease "
+        f"at rest, {n} replica(s), {r.apps:,} apps held: per replica per second, Lease "
         f"calls: adapter {adapter_leases / n / s:.2f}, API server {server / n:.2f}; every "
         f"call of the adapter {adapter_all / n / s:.2f} ({kinds}), "
-        f"{r['received'] / n / s / 1024:,.1f} KiB received ({s:g} s window)"
+        f"{r.received / n / s / 1024:,.1f} KiB received ({s:g} s window)"
     )
 
 
 # -- first-apply throughput ------------------------------------------------------------------
 
 
-def control_plane_pids(cluster: Any) -> dict[str, int]:
+def control_plane_pids(cluster: LocalCluster) -> dict[str, int]:
     return {name: c.pid for name, c in cluster.components.items() if c.pid}
 
 
-def throughput(cluster: Any, work: Path, replicas: int, apps: int) -> dict[str, Any]:
+def throughput(cluster: LocalCluster, work: Path, replicas: int, apps: int) -> dict[str, Any]:
     """``replicas`` host processes apply the same ``apps`` apps, each what it owns."""
     kubeconfig = str(cluster.kubeconfig)
     with hosts_running(work, kubeconfig, f"tp{replicas}", apps) as hosts:
@@ -424,7 +441,7 @@ def report_throughput(r: dict[str, Any]) -> None:
     )
 
 
-def destroy_all(kubeconfig: str, ids: list[str], cluster: Any) -> None:
+def destroy_all(kubeconfig: str, ids: list[str], cluster: LocalCluster) -> None:
     """Destroy the apps (no membership: a host that never joined) and wait for their namespaces."""
     from pando_runtime_kubernetes import KubernetesAdapter  # noqa: PLC0415
 
@@ -455,7 +472,7 @@ def destroy_all(kubeconfig: str, ids: list[str], cluster: Any) -> None:
 
 
 def failover(
-    cluster: Any, work: Path, timings: tuple[float, float, float], kills: int, apps: int
+    cluster: LocalCluster, work: Path, timings: tuple[float, float, float], kills: int, apps: int
 ) -> dict[str, Any]:
     """SIGKILL the owner of a chosen bundle ``kills`` times; time the takeover."""
     import pando_runtime as pr  # noqa: PLC0415
@@ -528,7 +545,7 @@ def report_failover(r: dict[str, Any]) -> None:
 # -- main ------------------------------------------------------------------------------------
 
 
-def prepare(cluster: Any) -> None:
+def prepare(cluster: LocalCluster) -> None:
     """The host's namespace, where the Leases live (an installer's part)."""
     status, body = cluster.rest.post("/api/v1/namespaces", {"metadata": {"name": SERVER_NAMESPACE}})
     assert status in (201, 409), f"namespace {SERVER_NAMESPACE}: HTTP {status} {body}"
@@ -558,7 +575,7 @@ def run(args: argparse.Namespace) -> None:
             if replicas == max(args.replicas):
                 # The namespace list each round of a replica following changes, with apps held.
                 held = anyio.run(at_rest, cluster, replicas, args.rest_seconds, args.apps)
-                report_rest_row(held, server_rate(rest[0]))
+                report_rest_row(held, rest[0].server_rate())
             if replicas != args.replicas[-1] or args.kills or args.default_kills:
                 ids = [bundle_id(f"tp{replicas}", i) for i in range(args.apps)]
                 destroy_all(str(cluster.kubeconfig), ids, cluster)

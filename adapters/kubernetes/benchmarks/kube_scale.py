@@ -15,7 +15,7 @@ a pod's phase change (a kwok stage, seen by an independent watch in another proc
 typed reads of the namespace, its pods, Services and claims per app per observe) with its
 observe pass, memory and the ratio. Prints figures; asserts only that the run did what it says.
 
-Child processes (``--child ...``) measure what must not share the applying process.
+Child processes (``_kube_scale_children.py``) measure what must not share the applying process.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import functools
 import io
 import json
 import math
@@ -33,18 +34,23 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import tracemalloc
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 
+if TYPE_CHECKING:  # annotations only: the adapter and the harness load where they are used
+    from localcluster import LocalCluster
+    from pando_runtime_kubernetes import KubernetesAdapter, KubeTransport
+
+    from pando_runtime import BundlePlan
+
 ROOT = Path(__file__).resolve().parents[3]
+CHILDREN = Path(__file__).with_name("_kube_scale_children.py")
 SELECTOR = "app.kubernetes.io/managed-by=pando"
 PODS_PER_NODE = 1000
 EXIT_CODE_ANNOTATION = "test.pando.dev/exit-code"  # the local cluster's kwok exit stage
@@ -55,7 +61,7 @@ def bundle_id(i: int) -> str:
     return f"scale-{i:05d}"
 
 
-def plan(i: int) -> Any:
+def plan(i: int) -> BundlePlan:
     import pando_runtime as pr  # noqa: PLC0415 - children that never plan stay light
 
     web = pr.WorkloadPlan(
@@ -68,10 +74,9 @@ def plan(i: int) -> Any:
     return pr.BundlePlan(bundle_id=bundle_id(i), workloads=(web,))
 
 
-async def transport(adapter: Any) -> Any:
+async def transport(adapter: KubernetesAdapter) -> KubeTransport:
     """The adapter's transport (its call and byte counters)."""
-    session = getattr(adapter, "session", None)
-    return await (session.connection.transport() if session is not None else adapter._api())
+    return await adapter.session.connection.transport()
 
 
 def adapter_config(kubeconfig: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -112,7 +117,7 @@ _SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
-def apiserver_requests(cluster: Any) -> Counter[str]:
+def apiserver_requests(cluster: LocalCluster) -> Counter[str]:
     """``apiserver_request_total`` by ``VERB resource``, summed over codes and scopes."""
     status, text = cluster.rest.get("/metrics")
     assert status == HTTPStatus.OK, f"metrics: HTTP {status}"
@@ -129,7 +134,9 @@ def apiserver_requests(cluster: Any) -> Counter[str]:
 class Window:
     """API calls (adapter and API server), wall and CPU time of one phase."""
 
-    def __init__(self, cluster: Any, adapter: Any, pids: dict[str, int]) -> None:
+    def __init__(
+        self, cluster: LocalCluster, adapter: KubernetesAdapter, pids: dict[str, int]
+    ) -> None:
         self.cluster, self.adapter, self.pids = cluster, adapter, pids
 
     def __enter__(self) -> Self:
@@ -158,7 +165,7 @@ class Window:
 
 
 async def each(
-    indices: range, concurrency: int, fn: Callable[[int], Awaitable[object]]
+    indices: Sequence[int], concurrency: int, fn: Callable[[int], Awaitable[object]]
 ) -> tuple[float, list[float]]:
     """Run ``fn`` for every app index, ``concurrency`` at a time; wall time and latencies."""
     apps = len(indices)
@@ -181,7 +188,7 @@ async def each(
     return time.perf_counter() - start, latencies
 
 
-async def observe_pass(adapter: Any, apps: int) -> tuple[float, int]:
+async def observe_pass(adapter: KubernetesAdapter, apps: int) -> tuple[float, int]:
     """Seconds of one observe of every app, one after another; how many run."""
     from pando_runtime import BundleRef  # noqa: PLC0415
 
@@ -193,188 +200,9 @@ async def observe_pass(adapter: Any, apps: int) -> tuple[float, int]:
     return time.perf_counter() - start, running
 
 
-# -- children --------------------------------------------------------------------------------
-
-
-def child_cold(kubeconfig: str, apps: int, args: argparse.Namespace) -> dict[str, Any]:
-    """A fresh adapter process: cold start, bytes, memory, observe pass, capacity."""
-    from pando_runtime_kubernetes import KubernetesAdapter  # noqa: PLC0415
-
-    from pando_runtime import BundleRef  # noqa: PLC0415
-    from pando_runtime.plugin import read_scope  # noqa: PLC0415
-
-    # The official client's modules (imported when the adapter connects): a cost per process,
-    # not per app, measured apart so the growth per app is the adapter's own.
-    rss_bare = rss_bytes()
-    import kubernetes.client  # noqa: PLC0415
-    import kubernetes.config  # noqa: PLC0415, F401
-
-    rss_imported = rss_bytes()
-
-    async def run() -> dict[str, Any]:
-        out: dict[str, Any] = {"rss_client_import": rss_imported - rss_bare}
-        rss_before = rss_bytes()
-        start = time.perf_counter()
-        async with KubernetesAdapter(adapter_config(kubeconfig, args)) as adapter:
-            observed = await adapter.observe(BundleRef(bundle_id(apps - 1)))
-            out["cold_start_s"] = time.perf_counter() - start
-            assert observed.exists, "the last app exists"
-            out["cold_calls"] = adapter.api_calls
-            out["cold_bytes"] = (await transport(adapter)).bytes_received
-            await anyio.sleep(1)  # let the watch threads settle
-            out["rss_growth"] = rss_bytes() - rss_before
-            passes = [await observe_pass(adapter, apps) for _ in range(3)]
-            out["observe_pass_s"] = statistics.median(p[0] for p in passes)
-            out["observe_running"] = passes[-1][1]
-            calls = adapter.api_calls
-            start = time.perf_counter()
-            async with read_scope():
-                capacity = await adapter.capacity()
-                fit = await adapter.largest_fit_for(bundle_id(0))
-            out["capacity_s"] = time.perf_counter() - start
-            out["capacity_calls"] = adapter.api_calls - calls
-            out["capacity_nodes"] = capacity.details.get("nodes")
-            out["fit"] = f"{fit.cpu_millis}m/{fit.memory_bytes >> 20}Mi" if fit else "-"
-            start = time.perf_counter()
-            capacity = await adapter.capacity()
-            out["capacity_unscoped_s"] = time.perf_counter() - start
-            out["rss_after"] = rss_bytes()
-        return out
-
-    result = anyio.run(run)
-    result["cache_bytes"] = cache_bytes(kubeconfig)
-    return result
-
-
-def cache_bytes(kubeconfig: str) -> dict[str, float]:
-    """Bytes the lean cache's projections of every managed pod, namespace and Service take."""
-    from kubernetes import client, config  # noqa: PLC0415
-    from pando_runtime_kubernetes.cache._stores import (  # noqa: PLC0415
-        NamespaceStore,
-        PodStore,
-        ServiceStore,
-    )
-
-    api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
-
-    def items(read: Callable[..., Any]) -> list[dict[str, Any]]:
-        body = json.loads(read(label_selector=SELECTOR, _preload_content=False).data)
-        return list(body["items"])
-
-    lists = {
-        "pods": (PodStore(), items(api.list_pod_for_all_namespaces)),
-        "namespaces": (NamespaceStore(), items(api.list_namespace)),
-        "services": (ServiceStore(), items(api.list_service_for_all_namespaces)),
-    }
-    out: dict[str, float] = {}
-    for kind, (store, found) in lists.items():
-        tracemalloc.start()
-        before = tracemalloc.take_snapshot()
-        store.on_list([f for f in map(store.project, found) if f], relist=False)
-        after = tracemalloc.take_snapshot()
-        tracemalloc.stop()
-        size = sum(s.size_diff for s in after.compare_to(before, "filename"))
-        out[kind] = size / max(1, len(found))
-        out[f"{kind}_count"] = len(found)
-        out[f"{kind}_json_bytes"] = len(json.dumps(found)) / max(1, len(found))
-    return out
-
-
-def child_naive(kubeconfig: str, apps: int, seconds: float) -> dict[str, Any]:
-    """The naive host: four typed reads of the official client per app per observe."""
-    from kubernetes import client, config  # noqa: PLC0415
-
-    api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
-    rss_before = rss_bytes()
-    done = calls = running = 0
-    start = time.perf_counter()
-    for i in range(apps):
-        ns = f"pando-{bundle_id(i)}"
-        api.read_namespace(ns)
-        pods = api.list_namespaced_pod(ns, label_selector=SELECTOR)
-        api.list_namespaced_service(ns, label_selector=SELECTOR)
-        api.list_namespaced_persistent_volume_claim(ns, label_selector=SELECTOR)
-        calls += 4
-        running += all(p.status.phase == "Running" for p in pods.items) and bool(pods.items)
-        done += 1
-        if time.perf_counter() - start > seconds:
-            break
-    elapsed = time.perf_counter() - start
-    return {
-        "apps": done,
-        "seconds": elapsed,
-        "calls": calls,
-        "running": running,
-        "rss_growth": rss_bytes() - rss_before,
-        "rss": rss_bytes(),
-        "rss_peak": rss_bytes(field="VmHWM"),
-    }
-
-
-def child_phases(kubeconfig: str, targets_file: str, out_file: str, rate: float) -> None:
-    """An independent observer: watch managed pods, then end each target pod through kwok.
-
-    Writes ``ready``, then ``patched <monotonic> <ns>/<pod>`` after each annotation and
-    ``phase <monotonic> <ns>/<pod>`` when the watch shows the pod Failed (kwok's exit stage).
-    CLOCK_MONOTONIC is one clock for every process of the machine.
-    """
-    from kubernetes import client, config  # noqa: PLC0415
-
-    api_client = config.new_client_from_config(config_file=kubeconfig)
-    api = client.CoreV1Api(api_client)
-    targets = [line.split("/") for line in Path(targets_file).read_text().split()]
-    wanted = {f"{ns}/{pod}" for ns, pod in targets}
-    out = Path(out_file).open("a", buffering=1)  # noqa: SIM115 - lives as long as the process
-    lock = threading.Lock()
-
-    def write(line: str) -> None:
-        with lock:
-            out.write(line + "\n")
-
-    listed = json.loads(
-        api.list_pod_for_all_namespaces(
-            label_selector=SELECTOR, limit=1, _preload_content=False
-        ).data
-    )
-    response = api.list_pod_for_all_namespaces(
-        label_selector=SELECTOR,
-        watch=True,
-        resource_version=listed["metadata"]["resourceVersion"],
-        timeout_seconds=900,
-        _preload_content=False,
-    )
-
-    def patch_all() -> None:
-        for ns, pod in targets:
-            body = {"metadata": {"annotations": {EXIT_CODE_ANNOTATION: "3"}}}
-            api.patch_namespaced_pod(pod, ns, body)
-            write(f"patched {time.monotonic()} {ns}/{pod}")
-            time.sleep(1 / rate)
-
-    write("ready")
-    threading.Thread(target=patch_all, daemon=True).start()
-    seen: set[str] = set()
-    pending = b""
-    for chunk in response.stream(65536):
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            if not line.strip():
-                continue
-            obj = json.loads(line)["object"]
-            meta = obj.get("metadata") or {}
-            key = f"{meta.get('namespace')}/{meta.get('name')}"
-            phase = (obj.get("status") or {}).get("phase")
-            if key in wanted and key not in seen and phase == "Failed":
-                seen.add(key)
-                write(f"phase {time.monotonic()} {key}")
-        if seen == wanted:
-            break
-
-
 def run_child(*argv: str, timeout: float) -> dict[str, Any]:
     result = subprocess.run(
-        [sys.executable, __file__, "--child", *argv],
+        [sys.executable, str(CHILDREN), *argv],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -390,17 +218,19 @@ def run_child(*argv: str, timeout: float) -> dict[str, Any]:
 
 
 async def event_latency(
-    adapter: Any, kubeconfig: str, apps: int, samples: int, rate: float
+    adapter: KubernetesAdapter, kubeconfig: str, apps: int, samples: int, rate: float
 ) -> tuple[dict[str, Any], list[int]]:
     """kwok phase change (seen by another process) to the BundleEvent; PATCH to the event."""
     from pando_runtime import BundleEventKind  # noqa: PLC0415
 
     step = max(1, apps // samples)
     chosen = list(range(0, apps, step))[:samples]
+    cache = adapter.cache
+    assert cache is not None, "a connected adapter has its cache"
     targets: list[str] = []
     for i in chosen:
         ns = f"pando-{bundle_id(i)}"
-        pods = adapter.cache.pods.pods(ns)
+        pods = cache.pods.pods(ns)
         targets.append(f"{ns}/{pods[0].name}")
     received: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as work:
@@ -410,7 +240,7 @@ async def event_latency(
         async with adapter.watch_bundles() as events:
             first = await anext(events)
             assert first.kind is BundleEventKind.WATCHING
-            argv = [sys.executable, __file__, "--child", "phases", kubeconfig]
+            argv = [sys.executable, str(CHILDREN), "phases", kubeconfig]
             argv += [str(targets_file), str(out_file), str(rate)]
             process = subprocess.Popen(argv)  # noqa: ASYNC220 - a long-lived observer
             try:
@@ -458,8 +288,8 @@ def cluster_nodes(apps: int) -> list[Any]:
 
 
 async def first_apply(
-    cluster: Any,
-    adapter: Any,
+    cluster: LocalCluster,
+    adapter: KubernetesAdapter,
     pids: dict[str, int],
     args: argparse.Namespace,
     r: dict[str, Any],
@@ -489,7 +319,7 @@ async def first_apply(
     r["apply_server"] = w.server_total() / len(new)
     r["apply_server_top"] = w.server_top()
     r["apply_cpu"] = w.cpu
-    r["calls_by_kind"] = dict((await transport(adapter)).calls_by_kind.most_common(12))
+    r["calls_by_kind"] = dict(Counter((await transport(adapter)).calls_by_kind).most_common(12))
     if profiler is not None:
         for order in ("tottime", "cumulative"):
             text = io.StringIO()
@@ -503,7 +333,7 @@ async def first_apply(
     r["reapply_s"] = w.seconds
 
 
-async def until_running(adapter: Any, apps: int) -> float:
+async def until_running(adapter: KubernetesAdapter, apps: int) -> float:
     """Seconds until every app runs (observed as a host would, pass after pass)."""
     start = time.perf_counter()
     with anyio.fail_after(max(300, apps / 10)):
@@ -513,7 +343,11 @@ async def until_running(adapter: Any, apps: int) -> float:
 
 
 async def destroy_all(
-    cluster: Any, adapter: Any, pids: dict[str, int], args: argparse.Namespace, r: dict[str, Any]
+    cluster: LocalCluster,
+    adapter: KubernetesAdapter,
+    pids: dict[str, int],
+    args: argparse.Namespace,
+    r: dict[str, Any],
 ) -> None:
     from pando_runtime import BundleRef  # noqa: PLC0415
 
@@ -532,7 +366,7 @@ async def destroy_all(
     r["destroy_server_top"] = w.server_top(4)
 
 
-async def measure(cluster: Any, stages: list[int], args: argparse.Namespace) -> None:
+async def measure(cluster: LocalCluster, stages: list[int], args: argparse.Namespace) -> None:
     """Grow one cluster through ``stages`` (app counts), measuring at each; destroy at the end."""
     from pando_runtime_kubernetes import KubernetesAdapter  # noqa: PLC0415
 
@@ -541,7 +375,9 @@ async def measure(cluster: Any, stages: list[int], args: argparse.Namespace) -> 
     pids["adapter (benchmark process)"] = os.getpid()
     results: list[dict[str, Any]] = []
     async with KubernetesAdapter(adapter_config(kubeconfig, args)) as adapter:
-        assert await adapter.cache.wait_synced(60), "the cache syncs"
+        cache = adapter.cache
+        assert cache is not None, "a connected adapter has its cache"
+        assert await cache.wait_synced(60), "the cache syncs"
         rss_start = rss_bytes()
         first = 0
         for apps in stages:
@@ -558,13 +394,18 @@ async def measure(cluster: Any, stages: list[int], args: argparse.Namespace) -> 
             r["observe_first_pass_s"] = passes[0]
             # Children run from a worker thread: this adapter's watches keep being read.
             r["cold"] = await anyio.to_thread.run_sync(
-                lambda apps=apps: run_child(
-                    "cold", kubeconfig, str(apps), *forwarded(args), timeout=1800
+                functools.partial(
+                    run_child, "cold", kubeconfig, str(apps), *forwarded(args), timeout=1800
                 )
             )
             r["naive"] = await anyio.to_thread.run_sync(
-                lambda apps=apps: run_child(
-                    "naive", kubeconfig, str(apps), str(args.naive_seconds), timeout=1800
+                functools.partial(
+                    run_child,
+                    "naive",
+                    kubeconfig,
+                    str(apps),
+                    str(args.naive_seconds),
+                    timeout=1800,
                 )
             )
             r["events"], ended = await event_latency(
@@ -716,18 +557,7 @@ def main() -> None:
     parser.add_argument("--event-rate", type=float, default=25.0)
     parser.add_argument("--profile", action="store_true", help="cProfile the first apply")
     parser.add_argument("--json", help="also write every figure to this file")
-    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        kind, *rest = args.child
-        if kind == "cold":
-            print(json.dumps(child_cold(rest[0], int(rest[1]), args)))
-        elif kind == "naive":
-            print(json.dumps(child_naive(rest[0], int(rest[1]), float(rest[2]))))
-        elif kind == "phases":
-            child_phases(rest[0], rest[1], rest[2], float(rest[3]))
-            print("{}")
-        return
     run_stages(sorted(args.apps), args)
 
 

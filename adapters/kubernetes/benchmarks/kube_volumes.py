@@ -20,7 +20,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -35,6 +35,9 @@ from pando_runtime import (
     WorkloadPlan,
     WorkloadRef,
 )
+
+if TYPE_CHECKING:  # the test support packages join the path in main()
+    from localcluster import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[3]
 MIB = 1024 * 1024
@@ -54,17 +57,17 @@ def volume_tar(mib: int) -> bytes:
 
 def provision(admin_kubeconfig: str, root: Path) -> None:
     """What an administrator does on a cluster without a provisioner: a class and a PV."""
-    from kubernetes import client, config  # noqa: PLC0415
+    from kubeadmin import admin_client  # noqa: PLC0415
+    from kubernetes import client  # noqa: PLC0415
 
-    api = config.new_client_from_config(config_file=admin_kubeconfig)
-    client.StorageV1Api(api).create_storage_class(
+    storage_class = client.V1StorageClass.model_validate(
         {
             "metadata": {"name": CLASS},
             "provisioner": "kubernetes.io/no-provisioner",
             "volumeBindingMode": "Immediate",
         }
     )
-    client.CoreV1Api(api).create_persistent_volume(
+    volume = client.V1PersistentVolume.model_validate(
         {
             "metadata": {"name": "pando-bench-pv"},
             "spec": {
@@ -75,10 +78,12 @@ def provision(admin_kubeconfig: str, root: Path) -> None:
             },
         }
     )
-    api.close()
+    with admin_client(admin_kubeconfig) as api:
+        client.StorageV1Api(api).create_storage_class(storage_class)
+        client.CoreV1Api(api).create_persistent_volume(volume)
 
 
-async def run(cluster: Any, mib: int, log_mib: int) -> None:
+async def run(cluster: LocalCluster, mib: int, log_mib: int) -> None:
     root = Path(tempfile.mkdtemp(prefix="pando-bench-volumes-"))
     await anyio.to_thread.run_sync(provision, str(cluster.kubeconfig), root)
     config = {

@@ -36,12 +36,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
+
+if TYPE_CHECKING:  # the test support packages join the path in main()
+    from localcluster import LocalCluster
+
+    from pando_runtime import BundlePlan
 
 ROOT = Path(__file__).resolve().parents[3]
 PODS_PER_NODE = 110
@@ -54,7 +60,7 @@ def bundle_id(i: int) -> str:
     return f"warm-{i:05d}"
 
 
-def plan(i: int, image: str = "registry.example/bench/app:1") -> Any:
+def plan(i: int, image: str = "registry.example/bench/app:1") -> BundlePlan:
     import pando_runtime as pr  # noqa: PLC0415 - children that never plan stay light
 
     web = pr.WorkloadPlan(
@@ -90,7 +96,7 @@ def config(kubeconfig: str, cache_dir: str | None) -> dict[str, Any]:
     }
 
 
-async def each(count: int, concurrency: int, fn: Any) -> None:
+async def each(count: int, concurrency: int, fn: Callable[[int], Awaitable[object]]) -> None:
     limiter = anyio.Semaphore(concurrency)
 
     async def one(i: int) -> None:
@@ -286,7 +292,7 @@ _GAUGE = re.compile(
 )
 
 
-def pods_watch_cache(cluster: Any) -> dict[str, int]:
+def pods_watch_cache(cluster: LocalCluster) -> dict[str, int]:
     """The API server's watch cache for pods: ``capacity`` and ``events_received_total``."""
     status, text = cluster.rest.get("/metrics")
     assert status == HTTPStatus.OK, f"metrics: HTTP {status}"
@@ -312,7 +318,12 @@ async def churn_spread(kubeconfig: str, count: int, image: str, spread: float) -
 
 
 def restart(  # noqa: PLR0917 - one restart's inputs
-    cluster: Any, cache_dir: str, args: Any, round_: int, down: float, fake: dict[str, float]
+    cluster: LocalCluster,
+    cache_dir: str,
+    args: argparse.Namespace,
+    round_: int,
+    down: float,
+    fake: dict[str, float],
 ) -> None:
     """One restart of ``down`` seconds with churn: the warm start, then a cold one."""
     kubeconfig = str(cluster.kubeconfig)
@@ -364,7 +375,7 @@ def restart(  # noqa: PLR0917 - one restart's inputs
             assert run["start"] == "relisted", run
 
 
-def local_cluster(stack: contextlib.ExitStack, apps: int, minor: str | None = None) -> Any:
+def local_cluster(stack: contextlib.ExitStack, apps: int, minor: str | None = None) -> LocalCluster:
     sys.path.insert(0, str(ROOT / "tests" / "support"))
     from localcluster import LocalCluster, NodeSpec  # noqa: PLC0415
 

@@ -3,7 +3,6 @@ opened inside the real node's namespaces (what a node or the outside world would
 
 from __future__ import annotations
 
-import socket
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -62,27 +61,9 @@ async def wait_for(
     return observed
 
 
-def connects_from(netns_name: str, host: str, port: int, timeout: float = 3.0) -> bytes | None:
-    """What a TCP connection from namespace ``netns_name`` to ``host:port`` reads after an
-    HTTP GET (None when the connection is refused or times out)."""
+async def connects_from_async(netns_name: str, host: str, port: int) -> bytes | None:
+    """What a TCP connection from ``netns_name`` to ``host:port`` reads after an HTTP GET
+    (None when refused or timed out), in a worker thread (see ``netns.connects_from``)."""
     from localcluster.realnode import netns  # noqa: PLC0415
 
-    with netns.entered(netns_name):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(timeout)
-        sock.connect((host, port))
-        sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
-        data = b""
-        while chunk := sock.recv(4096):
-            data += chunk
-    except OSError:
-        return None
-    finally:
-        sock.close()
-    return data
-
-
-async def connects_from_async(netns_name: str, host: str, port: int) -> bytes | None:
-    """:func:`connects_from` in a worker thread."""
-    return await anyio.to_thread.run_sync(connects_from, netns_name, host, port)
+    return await anyio.to_thread.run_sync(netns.connects_from, netns_name, host, port)

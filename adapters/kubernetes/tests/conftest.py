@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kubeadmin import BINDING, EDGE_NAMESPACE, admin_client, created, grant_adapter
 
-DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "rbac.yaml"
-BINDING = "pando-runtime-tests"
-EDGE_NAMESPACE = "pando-edge"
-SERVER_NAMESPACE = "pando"
 STORAGE_CLASS = "pando-test-manual"
 POOL_LABEL = "pando-runtime-tests/pool"
 POOL_SIZE = 48
@@ -29,17 +26,8 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@contextlib.contextmanager
-def _admin_client(cluster: Any) -> Iterator[Any]:
-    from kubernetes import config  # noqa: PLC0415
-
-    client = config.new_client_from_config(
-        config_file=str(cluster.kubeconfig), context=cluster.context
-    )
-    try:
-        yield client
-    finally:
-        client.close()
+def _admin_client(cluster: Any) -> contextlib.AbstractContextManager[Any]:
+    return admin_client(cluster.kubeconfig, context=cluster.context)
 
 
 @pytest.fixture(scope="session")
@@ -54,16 +42,6 @@ def second_admin_api(second_kube_cluster: Any) -> Iterator[Any]:
     """An admin ApiClient of the second cluster."""
     with _admin_client(second_kube_cluster) as client:
         yield client
-
-
-def _created(call: Any, *args: Any) -> None:
-    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
-
-    try:
-        call(*args)
-    except ApiException as error:
-        if error.status != 409:
-            raise
 
 
 @contextlib.contextmanager
@@ -81,7 +59,7 @@ def _volume_pool(admin_api: Any, root: Path) -> Iterator[Path]:
     pool = root.name
     core = client.CoreV1Api(admin_api)
     storage = client.StorageV1Api(admin_api)
-    _created(
+    created(
         storage.create_storage_class,
         {
             "metadata": {"name": STORAGE_CLASS},
@@ -128,69 +106,6 @@ def second_volume_pool(
     """The second cluster's volume pool (its own host directories)."""
     with _volume_pool(second_admin_api, tmp_path_factory.mktemp("volumes")) as mounts:
         yield mounts
-
-
-def grant_adapter(admin_api: Any, user: str) -> None:
-    """Bind the adapter's roles (deploy/rbac.yaml) to ``user``: the edge's in its namespace,
-    the membership's in the host's.
-
-    The edge namespace and its RoleBinding are the installer's part.
-    """
-    from kubernetes import client  # noqa: PLC0415
-    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
-
-    rbac = client.RbacAuthorizationV1Api(admin_api)
-    for doc in yaml.safe_load_all(DEPLOY.read_text()):
-        try:
-            rbac.create_cluster_role(doc)
-        except ApiException as error:
-            if error.status != 409:
-                raise
-            rbac.replace_cluster_role(doc["metadata"]["name"], doc)
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": BINDING},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": "pando-runtime",
-        },
-        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}],
-    }
-    try:
-        rbac.create_cluster_role_binding(binding)
-    except ApiException as error:
-        if error.status != 409:
-            raise
-    core = client.CoreV1Api(admin_api)
-    _created(core.create_namespace, {"metadata": {"name": EDGE_NAMESPACE}})
-    edge_binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": "pando-runtime-edge", "namespace": EDGE_NAMESPACE},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": "pando-runtime-edge",
-        },
-        "subjects": binding["subjects"],
-    }
-    _created(rbac.create_namespaced_role_binding, EDGE_NAMESPACE, edge_binding)
-    # The replicas' Leases live in the host's namespace (server_namespace): the installer's part.
-    _created(core.create_namespace, {"metadata": {"name": SERVER_NAMESPACE}})
-    membership_binding = {
-        **edge_binding,
-        "metadata": {"name": "pando-runtime-membership", "namespace": SERVER_NAMESPACE},
-        "roleRef": {**edge_binding["roleRef"], "name": "pando-runtime-membership"},
-    }
-    _created(rbac.create_namespaced_role_binding, SERVER_NAMESPACE, membership_binding)
-
-
-@pytest.fixture(scope="session")
-def adapter_grant() -> Callable[[Any, str], None]:
-    """:func:`grant_adapter`, for tests that run a control plane of their own."""
-    return grant_adapter
 
 
 @contextlib.contextmanager

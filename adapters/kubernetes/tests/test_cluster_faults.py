@@ -9,9 +9,8 @@ one at a small, bounded count and asserts what it promises.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import anyio
 import pytest
@@ -46,12 +45,8 @@ def fault_proxy(fault_cluster: LocalCluster) -> Iterator[ProxiedApiServer]:
 
 
 @pytest.fixture(scope="module")
-def bench(
-    fault_cluster: LocalCluster,
-    fault_proxy: ProxiedApiServer,
-    adapter_grant: Callable[[Any, str], None],
-) -> Iterator[FaultBench]:
-    with FaultBench(fault_cluster, fault_proxy, grant=adapter_grant) as made:
+def bench(fault_cluster: LocalCluster, fault_proxy: ProxiedApiServer) -> Iterator[FaultBench]:
+    with FaultBench(fault_cluster, fault_proxy) as made:
         yield made
 
 

@@ -3,22 +3,23 @@ adapter's identity granted, and what the scenarios check on the cluster afterwar
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
+from kubeadmin import admin_client, grant_adapter
 from localcluster import RESTARTABLE, LocalCluster, ProxiedApiServer
 
 from pando_runtime import BundlePlan, WorkloadPlan
 
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
 MANAGED = "app.kubernetes.io%2Fmanaged-by%3Dpando"
 WORKLOAD_LABEL = "pando.dev/workload"
 ROLE_LABEL = "pando.dev/role"
-
-Grant = Callable[[Any, str], None]
-"""Binds the adapter's roles to a user, given an admin ``ApiClient`` (the tests' conftest)."""
 
 
 def app_plan(bundle_id: str, version: int = 1) -> BundlePlan:
@@ -35,28 +36,28 @@ def app_plan(bundle_id: str, version: int = 1) -> BundlePlan:
 class FaultBench:
     """What every scenario runs on, for the duration of a ``with`` block."""
 
-    def __init__(self, cluster: LocalCluster, proxy: ProxiedApiServer, *, grant: Grant) -> None:
+    def __init__(self, cluster: LocalCluster, proxy: ProxiedApiServer) -> None:
         self.cluster = cluster
         self.proxy = proxy
-        self._grant = grant
-        self._admin: Any = None
+        self._exit = contextlib.ExitStack()
+        self._admin: ApiClient | None = None
 
     def __enter__(self) -> Self:
-        from kubernetes import config  # noqa: PLC0415 - the tests' dependency, not the core's
-
-        self._admin = config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=str(self.cluster.kubeconfig)
-        )
-        self._grant(self._admin, self.cluster.restricted_user)
+        with self._exit as stack:
+            self._admin = stack.enter_context(admin_client(self.cluster.kubeconfig))
+            grant_adapter(self._admin, self.cluster.restricted_user)
+            self._exit = stack.pop_all()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._admin is not None:
-            self._admin.close()
+        self._exit.close()
+        self._admin = None
 
     @property
-    def admin(self) -> Any:
+    def admin(self) -> ApiClient:
         """An admin ``kubernetes.client.ApiClient`` (direct, not through the proxy)."""
+        if self._admin is None:
+            raise RuntimeError("the bench is not entered")
         return self._admin
 
     @staticmethod

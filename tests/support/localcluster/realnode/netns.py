@@ -5,7 +5,7 @@ its processes until removed). Processes run in one through ``nsenter --net`` onl
 the host's mount namespace, so what kubelet mounts containerd sees (``ip netns exec`` would
 give each process a mount namespace of its own). Python code makes a socket inside one with
 :func:`entered`, which moves the calling thread alone (``setns`` is per thread); a socket
-keeps the namespace it was made in.
+keeps the namespace it was made in (:func:`connects_from` opens one and reads an HTTP answer).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import socket
 import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -102,3 +103,34 @@ def entered(name: str) -> Iterator[None]:
             if libc.setns(home.fileno(), _CLONE_NEWNET) != 0:  # pragma: no cover - fatal
                 err = ctypes.get_errno()
                 raise NetnsError(f"cannot leave network namespace {name}: {os.strerror(err)}")
+
+
+def connects_from(name: str, host: str, port: int, timeout: float = 3.0) -> bytes | None:
+    """What a TCP connection from namespace ``name`` to ``host:port`` reads after an HTTP GET.
+
+    The socket is made inside the namespace (what a node, or the outside world, would send);
+    the thread is back home before it connects.
+
+    Args:
+        name: the namespace.
+        host: the address to connect to.
+        port: its port.
+        timeout: seconds for the connection and each read.
+
+    Returns:
+        The whole answer, or None when the connection is refused or times out.
+    """
+    with entered(name):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect((host, port))
+        sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        data = b""
+        while chunk := sock.recv(4096):
+            data += chunk
+    except OSError:
+        return None
+    finally:
+        sock.close()
+    return data

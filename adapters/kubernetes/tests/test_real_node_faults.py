@@ -17,6 +17,7 @@ What each shows is in docs/reliability.md ("Node faults").
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -34,10 +35,19 @@ pytestmark = MARKS
 
 
 @pytest.fixture
-def node(real_node_cluster: Any) -> RealNode:
-    """The real node of the session's cluster."""
-    real_node: RealNode = real_node_cluster.local.real_node
-    return real_node
+def node(real_node_cluster: Any) -> Iterator[RealNode]:
+    """The real node of the session's cluster, whole again after the test whatever happened:
+    every program a fault left down started again (the API server first), and answering."""
+    cluster = real_node_cluster.local
+    real_node: RealNode = cluster.real_node
+    try:
+        yield real_node
+    finally:
+        apiserver = cluster.component("kube-apiserver")
+        if not apiserver.running():
+            apiserver.start()
+            cluster.wait_healthy("kube-apiserver", timeout=120)
+        faults.heal(real_node)
 
 
 @pytest.mark.parametrize("component", ["kubelet", "containerd"])

@@ -33,6 +33,7 @@ __all__ = [
     "FaultError",
     "Task",
     "down",
+    "heal",
     "healthy",
     "kill_task",
     "pod_containers",
@@ -68,7 +69,7 @@ class Task:
 
 def _ctr(node: RealNode, *args: str) -> subprocess.CompletedProcess[str]:
     argv = ["ctr", "--address", str(node.dirs.containerd_socket), "--namespace", "k8s.io",
-            "--timeout", f"{CTR_TIMEOUT:.0f}s", *args]  # fmt: skip
+            "--connect-timeout", "2s", "--timeout", f"{CTR_TIMEOUT:.0f}s", *args]  # fmt: skip
     return subprocess.run(
         argv, capture_output=True, text=True, check=False, timeout=CTR_TIMEOUT + 5
     )
@@ -105,7 +106,7 @@ def pod_containers(node: RealNode, pod_uid: str) -> set[str]:
 
     Raises :class:`FaultError` when containerd does not answer.
     """
-    proc = _ctr(node, "containers", "list", "--quiet", f'labels."{POD_UID_LABEL}"=={pod_uid}')
+    proc = _ctr(node, "containers", "list", "--quiet", f'labels."{POD_UID_LABEL}"=="{pod_uid}"')
     if proc.returncode != 0:
         raise FaultError(f"ctr containers list: {proc.stderr.strip()}")
     return set(proc.stdout.split())
@@ -212,6 +213,16 @@ def start_again(node: RealNode, name: str) -> None:
     if component.running():
         raise FaultError(f"{name} is running: take it down first")
     component.start()
+
+
+def heal(node: RealNode, *, timeout: float = 120.0) -> list[str]:
+    """Start again every program of the node a fault left down (containerd first), and wait
+    until each answers; returns their names. A test's teardown calls it on every path."""
+    healed = [name for name in RESTARTABLE if not node.components[name].running()]
+    for name in healed:
+        start_again(node, name)
+        wait_healthy(node, name, timeout=timeout)
+    return healed
 
 
 def restart(

@@ -280,10 +280,12 @@ class WatchedApp:
                 # polled: containerd says so only when asked
                 await anyio.sleep(0.2)
         assert task is None or task.status != "RUNNING", task
+        # Its probe may fail first (HEALTH_CHANGED); then the exit, with SIGKILL's code.
         event = await self.events.wait_for(
-            lambda e: e.bundle_id == self.bundle_id and e.workload == "web", timeout=60
+            lambda e: e.bundle_id == self.bundle_id and e.kind is BundleEventKind.EXITED,
+            timeout=60,
         )
-        assert (event.kind, event.exit_code) == (BundleEventKind.EXITED, 137), event
+        assert (event.workload, event.exit_code) == ("web", 137), event
         observed = await wait_for(self.adapter, self.bundle_id, lambda o: o.workload("web").ended)
         assert observed.workload("web").exit_code == 137
         assert observed.workload("idle") == self.observed.workload("idle")

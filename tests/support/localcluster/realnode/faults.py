@@ -10,8 +10,9 @@ own health check until it answers, so a test knows when the fault is over::
         ...  # kubelet is not running here
     # kubelet answers its health check again
 
-Nothing here edits what the node runs: the containers are the runtime's, read with ``ctr``
-against the node's containerd socket.
+What runs on the node is read from containerd itself, with ``ctr`` against the node's socket:
+its containers of a pod (:func:`pod_containers`) and their tasks (:func:`tasks`); a test's
+control kills a container's task the same way (:func:`kill_task`).
 """
 
 from __future__ import annotations

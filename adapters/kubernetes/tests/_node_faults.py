@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.to_thread
+import pytest
 from _real import connects_from, new_id, serve, sh, wait_for
 from localcluster.realnode import faults
 from localcluster.realnode.stack import RealNode
@@ -290,6 +291,9 @@ class WatchedApp:
         assert observed.workload("web").exit_code == 137
         assert observed.workload("idle") == self.observed.workload("idle")
         await self.answers.fails_after(killed)
+        # The very check each fault passed fails now.
+        with pytest.raises(AssertionError):
+            await self.assert_untouched()
 
 
 @contextlib.asynccontextmanager

@@ -50,12 +50,22 @@ def node(real_node_cluster: Any) -> Iterator[RealNode]:
         faults.heal(real_node)
 
 
-@pytest.mark.parametrize("component", ["kubelet", "containerd"])
+@pytest.mark.parametrize(
+    ("component", "sig"),
+    [
+        pytest.param("kubelet", signal.SIGKILL, id="kubelet-killed"),
+        # As a service manager stops it, and as it crashes.
+        pytest.param("containerd", signal.SIGTERM, id="containerd-stopped"),
+        pytest.param("containerd", signal.SIGKILL, id="containerd-killed"),
+    ],
+)
 async def test_a_node_program_down_and_back_leaves_the_apps_alone(
-    real_adapter: KubernetesAdapter, real_admin_api: Any, node: RealNode, component: str
+    real_adapter: KubernetesAdapter,
+    real_admin_api: Any,
+    node: RealNode,
+    component: str,
+    sig: signal.Signals,
 ) -> None:
-    # kubelet crashes (SIGKILL); containerd is stopped as a service manager stops it (SIGTERM).
-    sig = signal.SIGKILL if component == "kubelet" else signal.SIGTERM
     async with watched_app(real_adapter, real_admin_api, node) as app:
         await anyio.to_thread.run_sync(faults.take_down, node, component, sig)
         if component == "containerd":

@@ -47,6 +47,8 @@ WEB_PORT = 8080
 WORKLOADS = ("web", "idle")
 IDLE = "trap 'exit 143' TERM; while :; do sleep 3600 & wait $!; done"
 """A workload that only waits (and ends at once on TERM)."""
+ANSWER_WITHIN = 10.0
+"""Seconds one HTTP request to the web container may take (a busy machine is slow, not down)."""
 SETTLE = 120.0
 """Seconds a node has, after a fault, to run a new app and report it."""
 
@@ -126,7 +128,9 @@ class Answers:
 
     async def run(self) -> None:
         while True:
-            body = await anyio.to_thread.run_sync(connects_from, self.netns, self.address, WEB_PORT)
+            body = await anyio.to_thread.run_sync(
+                connects_from, self.netns, self.address, WEB_PORT, ANSWER_WITHIN
+            )
             ok = body is not None and body.endswith(b"ok-web\n")
             (self.answered if ok else self.failed).append(time.monotonic())
             await anyio.sleep(0.5)

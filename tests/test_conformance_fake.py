@@ -18,7 +18,6 @@ from pando_runtime import (
 from pando_runtime.testing import ExecContext, FakeAdapter, ImageBehaviour, scripted
 from pando_runtime.testing.conformance import ConformanceHarness, ConformanceSuite
 
-
 SLOW_STOP = 4.0
 """Seconds of the fake's clock the slow-stopping workload runs after it is told to end."""
 

@@ -302,20 +302,7 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
                 )
                 continue
             workloads.append(
-                ObservedWorkload(
-                    name=workload_plan.name,
-                    present=True,
-                    running=instance.running,
-                    instance_id=f"fake-instance-{instance.number}",
-                    image_digest=image_digest(workload_plan.image),
-                    started_at=None if instance.problem else instance.started_at,
-                    exit_code=instance.exit_code,
-                    healthy=instance.healthy,
-                    oom_killed=instance.oom_killed,
-                    problem=instance.problem,
-                    problem_detail=instance.problem_detail,
-                    stopping=instance.stopping_until is not None,
-                )
+                instance.observed(workload_plan.name, image_digest(workload_plan.image))
             )
         return ObservedBundle(
             bundle_id=ref.bundle_id,

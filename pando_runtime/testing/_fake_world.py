@@ -32,7 +32,7 @@ from .._contract._capacity import BundleUsage, VolumeUsage, WorkloadUsage
 from .._contract._edge import EdgePlan
 from .._contract._errors import AdapterUnavailable, NotFound
 from .._contract._events import BundleEvent, BundleEventKind
-from .._contract._observed import ObservedVolume, WorkloadProblem
+from .._contract._observed import ObservedVolume, ObservedWorkload, WorkloadProblem
 from .._contract._plans import BundlePlan, EgressPolicy, Port, WorkloadPlan
 from .._contract._refs import WorkloadRef
 from .._contract._volumes import VolumeHandle, VolumeRequest
@@ -113,6 +113,23 @@ class Instance:
     problem_detail: str = ""
     stopping_until: datetime | None = None
     """Told to end: it runs until then (on the fake's clock), then it is removed."""
+
+    def observed(self, name: str, image_digest: str) -> ObservedWorkload:
+        """What ``observe`` reports of this instance of workload ``name``."""
+        return ObservedWorkload(
+            name=name,
+            present=True,
+            running=self.running,
+            instance_id=f"fake-instance-{self.number}",
+            image_digest=image_digest,
+            started_at=None if self.problem else self.started_at,
+            exit_code=self.exit_code,
+            healthy=self.healthy,
+            oom_killed=self.oom_killed,
+            problem=self.problem,
+            problem_detail=self.problem_detail,
+            stopping=self.stopping_until is not None,
+        )
 
 
 @attrs.define

@@ -473,7 +473,9 @@ class Bundles:
     async def stop(self, ref: BundleRef) -> None:
         """Delete running pods; keep finished ones (their logs) and everything else.
 
-        The egress gateway's pod goes too (the next apply makes it again).
+        Returns once the deletions are written: each pod then ends within its grace period,
+        observed running and stopping until it has. The egress gateway's pod goes too (the
+        next apply makes it again).
         """
         ns = namespace_for(ref.bundle_id)
         async with self._session.lock(ns):

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from _real import MARKS, connects_from_async, new_id, wait_for
+from _real import MARKS, connects_from, new_id, wait_for
 from _real_harness import SLOW_STOP, SLOW_STOP_PORT
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import namespace_for
@@ -49,7 +49,8 @@ async def _pods(admin_api: Any, bundle: str) -> list[Any]:
 
 
 async def _answers(node_ns: str, address: str) -> bool:
-    body = await connects_from_async(node_ns, address, SLOW_STOP_PORT)
+    """Whether the pod at ``address`` serves its page (1 s: a gone pod's IP answers nothing)."""
+    body = await anyio.to_thread.run_sync(connects_from, node_ns, address, SLOW_STOP_PORT, 1.0)
     return bool(body and body.endswith(b"ok-slow\n"))
 
 
@@ -90,10 +91,10 @@ async def _watch(
     with anyio.fail_after(TIMEOUT):
         while True:
             observed = await adapter.observe(BundleRef(bundle))
-            answers = await _answers(node_ns, address)
             at = time.monotonic() - start
+            answers = await _answers(node_ns, address)
             if not answers and stopped_serving is None:
-                stopped_serving = at
+                stopped_serving = at  # it answered nothing asked just after this time
             if _gone(observed, uid, done):
                 assert not answers, f"observe said {done} at {at:.1f} s while it still served"
                 break

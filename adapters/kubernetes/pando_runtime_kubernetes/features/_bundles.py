@@ -522,6 +522,11 @@ class Bundles:
                         extra=extra,
                     )
                 return
+            # Its pods first: each gets SIGTERM now, not once the namespace controller reaches
+            # it (seconds later), so the app ends, and may be applied again, that much sooner.
+            for pod in await session.reads.pods(ns):
+                if pod.live:
+                    await session.writer.delete(ns, "pods", pod.name)
             for claim in claims:
                 await self._volumes.destroy_claim(ns, claim.volume_id)
             await self._namespaces.delete(ns, facts)

@@ -87,7 +87,8 @@ class StoppingConformance(ConformanceBase):
                 await kit.apply(plan)
             except StillStopping as refused:  # the adapter's bound ran out: apply again
                 refusals.append(refused)
-                await kit.harness.instance_runs(kit.adapter, ref, instance_id)  # time passes
+                # A look at the runtime meanwhile (the fake's harness moves its clock at each).
+                await kit.harness.instance_runs(kit.adapter, ref, instance_id)
                 return False
             return True
 

@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         PandoRuntimeError,
         Problem,
         RateLimited,
+        StillStopping,
         UnknownAdapter,
     )
     from ._contract._events import BundleEvent, BundleEventKind, BundleEventStream
@@ -134,6 +135,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "PandoRuntimeError",
         "Problem",
         "RateLimited",
+        "StillStopping",
         "UnknownAdapter",
     ),
     "_contract._events": ("BundleEvent", "BundleEventKind", "BundleEventStream"),
@@ -304,6 +306,7 @@ __all__ = [
     "Resources",
     "RuntimeAdapter",
     "RuntimeCapabilities",
+    "StillStopping",
     "TrialRequest",
     "TrialResult",
     "UnknownAdapter",

@@ -11,11 +11,15 @@ from pando_runtime import (
     MembershipSettings,
     RuntimeAdapter,
     RuntimeCapabilities,
+    WorkloadPlan,
     WorkloadProblem,
     WorkloadRef,
 )
 from pando_runtime.testing import ExecContext, FakeAdapter, ImageBehaviour, scripted
 from pando_runtime.testing.conformance import ConformanceHarness, ConformanceSuite
+
+SLOW_STOP = 4.0
+"""Seconds of the fake's clock the slow-stopping workload runs after it is told to end."""
 
 
 class FakeHarness(ConformanceHarness):
@@ -57,6 +61,20 @@ class FakeHarness(ConformanceHarness):
             image, ImageBehaviour(problem=WorkloadProblem.IMAGE_PULL, problem_detail=detail)
         )
         return image
+
+    async def slow_stop_workload(self, adapter: RuntimeAdapter, name: str) -> WorkloadPlan:
+        assert isinstance(adapter, FakeAdapter)
+        image = "registry.example/conformance/slow-stop:1"
+        adapter.script_image(image, ImageBehaviour(stop_grace=SLOW_STOP))
+        return WorkloadPlan(name=name, image=image)
+
+    async def instance_runs(
+        self, adapter: RuntimeAdapter, ref: WorkloadRef, instance_id: str
+    ) -> bool:
+        """Asked of the fake's world; each look lets a second of its clock pass."""
+        assert isinstance(adapter, FakeAdapter)
+        adapter.clock.advance(1.0)
+        return adapter.instance_runs(ref, instance_id)
 
     async def cache_goes_stale(self, adapter: RuntimeAdapter) -> None:
         assert isinstance(adapter, FakeAdapter)

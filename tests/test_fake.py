@@ -364,3 +364,39 @@ async def test_egress_rules_are_data_the_fake_answers_from() -> None:
     with pytest.raises(pr.CapabilityUnsupported):
         await cidr_only.apply(plan)
     assert cidr_only.bundle_ids() == []
+
+
+async def test_a_graceful_stop_is_observed_stopping_and_holds_back_an_apply(
+    tmp_path: Path,
+) -> None:
+    state = str(tmp_path / "fake.json")
+    plan = _plan(pr.WorkloadPlan(name="web", image="x/slow:1"))
+    ref = pr.BundleRef("app")
+    async with FakeAdapter({"state_file": state}) as fake:
+        fake.script_image("x/slow:1", ImageBehaviour(stop_grace=5))
+        await fake.apply(plan)
+        old = (await fake.observe(ref)).workload("web").instance_id
+        await fake.destroy(ref)
+        leaving = await fake.observe(ref)
+        assert leaving.exists
+        assert leaving.stopping
+        assert not leaving.all_running
+        web = leaving.workload("web")
+        assert (web.running, web.stopping, web.instance_id) == (True, True, old)
+        with pytest.raises(pr.StillStopping) as refused:
+            await fake.apply(plan)
+        assert refused.value.details == {"bundle_id": "app", "workloads": ["web"]}
+        assert refused.value.code == "STILL_STOPPING"
+    async with FakeAdapter({"state_file": state}) as again:  # kept in the state file
+        again.script_image("x/slow:1", ImageBehaviour(stop_grace=5))  # scripts are not kept
+        assert await again.observe(ref) == leaving
+        again.clock.advance(5)
+        assert not (await again.observe(ref)).exists
+        await again.apply(plan)
+        started = (await again.observe(ref)).workload("web")
+        assert started.instance_id != old
+        assert not started.stopping
+        await again.stop(ref)
+        assert (await again.observe(ref)).workload("web").stopping
+        again.clock.advance(5)
+        assert not (await again.observe(ref)).workload("web").present

@@ -41,7 +41,7 @@ def _bundle_table(observed: ObservedBundle) -> list[list[str]]:
         [
             w.name,
             yes(w.present),
-            yes(w.running),
+            "stopping" if w.stopping else yes(w.running),
             yes(w.healthy),
             "-" if w.exit_code is None else str(w.exit_code),
             w.started_at.isoformat() if w.started_at else "-",
@@ -123,7 +123,7 @@ async def _validate(args: argparse.Namespace, console: Console) -> int:
 
 
 def _progress(plan: BundlePlan, observed: ObservedBundle) -> AppProgress:
-    running = {w.name for w in observed.workloads if w.running}
+    running = {w.name for w in observed.workloads if w.running and not w.stopping}
     return AppProgress(
         bundle_id=plan.bundle_id,
         running=len(running),

@@ -50,6 +50,7 @@ __all__ = [
     "PandoRuntimeError",
     "Problem",
     "RateLimited",
+    "StillStopping",
     "UnknownAdapter",
     "UnknownCatalog",
 ]
@@ -119,6 +120,22 @@ class AdapterFailed(PandoRuntimeError):
 
     code = "ADAPTER_FAILED"
     default_remedy = "Check the runtime's state and the details, then apply again."
+
+
+class StillStopping(PandoRuntimeError):
+    """An old instance of a workload was still ending when ``apply`` would start its successor.
+
+    ``apply`` waits (up to the adapter's bound) for instances told to end (by ``stop``,
+    ``destroy``) to have ended before it starts new ones, so two never serve at once; past
+    the bound it raises this and starts nothing in their place. ``details`` name the
+    ``bundle_id`` and the ``workloads`` still stopping.
+    """
+
+    code = "STILL_STOPPING"
+    default_remedy = (
+        "Wait until observe no longer reports the workloads stopping (the app's graceful "
+        "shutdown is taking long), then apply again."
+    )
 
 
 class CapabilityUnsupported(PandoRuntimeError, NotImplementedError):

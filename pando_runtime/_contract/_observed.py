@@ -43,6 +43,9 @@ class ObservedWorkload:
     it runs, ended, or may still start), ``problem_detail`` the runtime's words for
     it (never a credential; not part of equality: the words change while the problem
     stays).
+    ``stopping``: the runtime was told to end this instance (``stop``, ``destroy``, a
+    replacement) and it still runs, ending gracefully; ``running`` stays true until it has
+    ended, so a workload is never reported stopped while its instance may still serve.
     """
 
     name: str
@@ -58,6 +61,7 @@ class ObservedWorkload:
     oom_killed: bool = False
     problem: WorkloadProblem | None = None
     problem_detail: str = attrs.field(default="", eq=False)
+    stopping: bool = False
 
     @property
     def ended(self) -> bool:
@@ -84,6 +88,8 @@ class ObservedBundle:
     is not part of equality.
     An adapter never answers from state unconfirmed for longer than its own bound: past it,
     ``observe`` raises ``AdapterUnavailable``.
+    A destroyed bundle still ``exists`` while an instance of it runs (its workloads are
+    ``stopping``): ``exists=False`` means nothing of it runs any more.
     """
 
     bundle_id: str
@@ -109,5 +115,10 @@ class ObservedBundle:
 
     @property
     def all_running(self) -> bool:
-        """Every workload is present and running."""
-        return self.exists and all(w.running for w in self.workloads)
+        """Every workload is present and running, none of them stopping."""
+        return self.exists and all(w.running and not w.stopping for w in self.workloads)
+
+    @property
+    def stopping(self) -> bool:
+        """Some instance was told to end and still runs."""
+        return any(w.stopping for w in self.workloads)

@@ -196,7 +196,7 @@ class BundleSource:
         out: list[CatalogRegistration] = []
         for workload in plan.workloads:
             seen = state.get(workload.name)
-            if seen is None or not seen.running:
+            if seen is None or not seen.running or seen.stopping:  # draining: no new traffic
                 continue
             if self.only_healthy and seen.healthy is False:
                 continue

@@ -55,7 +55,15 @@ from ._clock import FakeClock
 from ._fake_controls import FakeControls
 from ._fake_exec import new_session
 from ._fake_membership import ReplicaLink
-from ._fake_scheduler import image_digest, largest_fit, place, placements, start, workload_digest
+from ._fake_scheduler import (
+    image_digest,
+    largest_fit,
+    place,
+    placements,
+    refuse_while_stopping,
+    start,
+    workload_digest,
+)
 from ._fake_state import FakeStateFile
 from ._fake_world import (
     LOG,
@@ -199,15 +207,18 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
         self.link.check_write(plan.bundle_id)
         check_plan(plan, self.world.capabilities)
         writes = self.world.writes
+        self.world.settle_stops()
         bundle = self.world.bundles.get(plan.bundle_id)
         digests = {w.name: workload_digest(w) for w in plan.workloads}
         starting = []
         for planned in plan.start_order():
             current = bundle.workloads.get(planned.name) if bundle else None
             instance = current.instance if current else None
-            current_digest = instance.digest if instance and instance.running else None
+            kept = instance and instance.running and instance.stopping_until is None
+            current_digest = instance.digest if instance and kept else None
             if current_digest != digests[planned.name]:
                 starting.append(planned)
+        refuse_while_stopping(self.world, plan.bundle_id, {w.name for w in starting})
         nodes = place(self.world, plan, starting)  # raises before any write
         for volume in plan.volumes:
             self.world.ensure_volume(
@@ -270,7 +281,8 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
             confirmed_at = self._confirmed_at()
         else:
             confirmed_at = await self._confirmed_not_before(not_before)
-        bundle = self.world.bundles.get(ref.bundle_id)
+        self.world.settle_stops()
+        bundle = self.world.bundles.get(ref.bundle_id) or self.world.leaving.get(ref.bundle_id)
         if bundle is None:
             return ObservedBundle(
                 bundle_id=ref.bundle_id,
@@ -278,28 +290,19 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
                 volumes=self.world.observed_volumes(ref.bundle_id, None),
                 confirmed_at=confirmed_at,
             )
+        leaving = ref.bundle_id not in self.world.bundles
         workloads = []
         for workload_plan in bundle.plan.workloads:
             instance = bundle.workloads[workload_plan.name].instance
+            if instance is None and leaving:
+                continue  # destroyed: only its instances still stopping are reported
             if instance is None:
                 workloads.append(
                     ObservedWorkload(name=workload_plan.name, present=False, running=False)
                 )
                 continue
             workloads.append(
-                ObservedWorkload(
-                    name=workload_plan.name,
-                    present=True,
-                    running=instance.running,
-                    instance_id=f"fake-instance-{instance.number}",
-                    image_digest=image_digest(workload_plan.image),
-                    started_at=None if instance.problem else instance.started_at,
-                    exit_code=instance.exit_code,
-                    healthy=instance.healthy,
-                    oom_killed=instance.oom_killed,
-                    problem=instance.problem,
-                    problem_detail=instance.problem_detail,
-                )
+                instance.observed(workload_plan.name, image_digest(workload_plan.image))
             )
         return ObservedBundle(
             bundle_id=ref.bundle_id,
@@ -317,7 +320,7 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
             return
         for name, workload in bundle.workloads.items():
             if workload.instance is not None and workload.instance.running:
-                self.world.remove(WorkloadRef(ref.bundle_id, name), workload)
+                self.world.tell_to_stop(WorkloadRef(ref.bundle_id, name), workload)
 
     async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
         await self._enter("destroy")
@@ -328,7 +331,9 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
         if bundle is not None:
             self.world.writes += 1
             for name, workload in bundle.workloads.items():
-                self.world.remove(WorkloadRef(ref.bundle_id, name), workload)
+                self.world.tell_to_stop(WorkloadRef(ref.bundle_id, name), workload)
+            if any(w.instance is not None for w in bundle.workloads.values()):
+                self.world.leaving[ref.bundle_id] = bundle  # gone once they have ended
         if not options.keep_volumes:
             for volume_id in [
                 v for v, vol in self.world.volumes.items() if vol.request.bundle_id == ref.bundle_id

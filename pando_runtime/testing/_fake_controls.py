@@ -203,3 +203,17 @@ class FakeControls:
         """The node the workload's running instance was placed on."""
         instance = self.world.bundle(ref.bundle_id).workloads[ref.workload].instance
         return instance.node if instance and instance.running else None
+
+    def instance_runs(self, ref: WorkloadRef, instance_id: str) -> bool:
+        """Whether instance ``instance_id`` (as observed) of the workload still runs.
+
+        Stopping instances whose grace ran out on the clock are removed first.
+        """
+        self.world.settle_stops()
+        for group in (self.world.bundles, self.world.leaving):
+            bundle = group.get(ref.bundle_id)
+            workload = bundle.workloads.get(ref.workload) if bundle else None
+            instance = workload.instance if workload else None
+            if instance is not None and f"fake-instance-{instance.number}" == instance_id:
+                return instance.running
+        return False

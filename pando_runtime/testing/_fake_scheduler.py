@@ -16,7 +16,7 @@ import attrs
 
 from .._adapter._scope import scoped_read
 from .._contract._capacity import Fit, roomiest
-from .._contract._errors import CapacityExceeded
+from .._contract._errors import CapacityExceeded, StillStopping
 from .._contract._events import BundleEventKind
 from .._contract._plans import BundlePlan, WorkloadPlan
 from .._contract._refs import WorkloadRef
@@ -28,6 +28,7 @@ __all__ = [
     "largest_fit",
     "place",
     "placements",
+    "refuse_while_stopping",
     "start",
     "used_by_node",
     "workload_digest",
@@ -86,6 +87,21 @@ def largest_fit(world: FakeWorld, used: Used) -> Fit | None:
         )
         for n in world.nodes
     )
+
+
+def refuse_while_stopping(world: FakeWorld, bundle_id: str, starting: set[str]) -> None:
+    """Refuse to start a workload whose old instance still stops (a destroyed bundle: any).
+
+    The fake waits no real time for it: its clock moves only when a test moves it.
+    """
+    stopping = world.stopping(bundle_id)
+    if bundle_id not in world.leaving:
+        stopping = [name for name in stopping if name in starting]
+    if stopping:
+        raise StillStopping(
+            f"workloads of {bundle_id!r} are still stopping: {', '.join(stopping)}",
+            details={"bundle_id": bundle_id, "workloads": stopping},
+        )
 
 
 def place(world: FakeWorld, plan: BundlePlan, starting: list[WorkloadPlan]) -> dict[str, str]:

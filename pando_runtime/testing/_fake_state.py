@@ -61,7 +61,8 @@ class FakeStateFile:
 
 def _dump(world: FakeWorld) -> str:
     bundles = []
-    for bundle in world.bundles.values():
+    leaving = [(b, True) for b in world.leaving.values()]
+    for bundle, gone in [(b, False) for b in world.bundles.values()] + leaving:
         instances = {}
         for name, workload in bundle.workloads.items():
             instance = workload.instance
@@ -78,9 +79,15 @@ def _dump(world: FakeWorld) -> str:
                 "healthy": instance.healthy,
                 "problem": instance.problem,
                 "problem_detail": instance.problem_detail,
+                "stopping_until": (
+                    instance.stopping_until.isoformat() if instance.stopping_until else None
+                ),
                 "log": base64.b64encode(b"".join(line for _, line in instance.log.lines)).decode(),
             }
-        bundles.append({"plan": unstructure(bundle.plan), "instances": instances})
+        saved = {"plan": unstructure(bundle.plan), "instances": instances}
+        if gone:  # destroyed, its instances still stopping
+            saved["leaving"] = True
+        bundles.append(saved)
     data = {
         "version": VERSION,
         "instances": world.instances_started,
@@ -104,6 +111,30 @@ def _carried_content_was_base64(data: dict[str, Any]) -> None:
                 carried["content_base64"] = carried.pop("content")
 
 
+def _instance(state: dict[str, Any]) -> Instance:
+    """A saved instance, its log included."""
+    stopping_until = state.get("stopping_until")
+    instance = Instance(
+        number=state["number"],
+        digest=state["digest"],
+        node=state["node"],
+        started_at=datetime.fromisoformat(state["started_at"]),
+        running=state["running"],
+        exit_code=state["exit_code"],
+        oom_killed=state["oom_killed"],
+        healthy=state["healthy"],
+        problem=WorkloadProblem(state["problem"]) if state.get("problem") else None,
+        problem_detail=state.get("problem_detail", ""),
+        stopping_until=datetime.fromisoformat(stopping_until) if stopping_until else None,
+    )
+    log = base64.b64decode(state["log"])
+    if log:
+        instance.log.write(instance.started_at, log)
+    if not instance.running:
+        instance.log.close()
+    return instance
+
+
 def _load(world: FakeWorld, path: str) -> str | None:
     """Read the world from ``path`` when it exists; returns the text read."""
     if not os.path.exists(path):  # noqa: PTH110 - plain str config
@@ -120,26 +151,10 @@ def _load(world: FakeWorld, path: str) -> str | None:
             workload = Workload(plan=workload_plan)
             state = saved["instances"].get(workload_plan.name)
             if state is not None:
-                instance = Instance(
-                    number=state["number"],
-                    digest=state["digest"],
-                    node=state["node"],
-                    started_at=datetime.fromisoformat(state["started_at"]),
-                    running=state["running"],
-                    exit_code=state["exit_code"],
-                    oom_killed=state["oom_killed"],
-                    healthy=state["healthy"],
-                    problem=WorkloadProblem(state["problem"]) if state.get("problem") else None,
-                    problem_detail=state.get("problem_detail", ""),
-                )
-                log = base64.b64decode(state["log"])
-                if log:
-                    instance.log.write(instance.started_at, log)
-                if not instance.running:
-                    instance.log.close()
-                workload.instance = instance
+                workload.instance = _instance(state)
             workloads[workload_plan.name] = workload
-        world.bundles[plan.bundle_id] = Bundle(plan=plan, workloads=workloads)
+        group = world.leaving if saved.get("leaving") else world.bundles
+        group[plan.bundle_id] = Bundle(plan=plan, workloads=workloads)
     for saved in data["volumes"]:
         request = structure(saved["request"], VolumeRequest)
         files = {p: base64.b64decode(c) for p, c in saved["files"].items()}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
@@ -32,7 +32,7 @@ from .._contract._capacity import BundleUsage, VolumeUsage, WorkloadUsage
 from .._contract._edge import EdgePlan
 from .._contract._errors import AdapterUnavailable, NotFound
 from .._contract._events import BundleEvent, BundleEventKind
-from .._contract._observed import ObservedVolume, WorkloadProblem
+from .._contract._observed import ObservedVolume, ObservedWorkload, WorkloadProblem
 from .._contract._plans import BundlePlan, EgressPolicy, Port, WorkloadPlan
 from .._contract._refs import WorkloadRef
 from .._contract._volumes import VolumeHandle, VolumeRequest
@@ -77,7 +77,9 @@ class ImageBehaviour:
     ``log`` is written at start; ``listens``/``writes`` are what a trial sees.
     ``problem`` keeps it from ever starting (an image that cannot be pulled, say): the
     workload is present, never running, and observed with that problem and
-    ``problem_detail``.
+    ``problem_detail``. ``stop_grace``: seconds of the fake's clock an instance keeps running
+    after it is told to end (``stop``, ``destroy``), as an app that traps SIGTERM and ends
+    gracefully; observed ``stopping`` meanwhile (0: it ends at once).
     """
 
     exit_code: int | None = None
@@ -89,6 +91,7 @@ class ImageBehaviour:
     writes: tuple[str, ...] = ()
     problem: WorkloadProblem | None = None
     problem_detail: str = ""
+    stop_grace: float = 0.0
 
 
 @attrs.define
@@ -108,6 +111,25 @@ class Instance:
     memory_bytes: int = 0
     problem: WorkloadProblem | None = None
     problem_detail: str = ""
+    stopping_until: datetime | None = None
+    """Told to end: it runs until then (on the fake's clock), then it is removed."""
+
+    def observed(self, name: str, image_digest: str) -> ObservedWorkload:
+        """What ``observe`` reports of this instance of workload ``name``."""
+        return ObservedWorkload(
+            name=name,
+            present=True,
+            running=self.running,
+            instance_id=f"fake-instance-{self.number}",
+            image_digest=image_digest,
+            started_at=None if self.problem else self.started_at,
+            exit_code=self.exit_code,
+            healthy=self.healthy,
+            oom_killed=self.oom_killed,
+            problem=self.problem,
+            problem_detail=self.problem_detail,
+            stopping=self.stopping_until is not None,
+        )
 
 
 @attrs.define
@@ -160,6 +182,8 @@ class FakeWorld:
     """The runtime's faults: scripted through any of its adapters, suffered by all."""
     lease_store: FakeLeaseStore = attrs.field(factory=FakeLeaseStore)
     bundles: dict[str, Bundle] = attrs.field(factory=dict)
+    leaving: dict[str, Bundle] = attrs.field(factory=dict)
+    """Destroyed bundles whose instances are still stopping (gone once they have ended)."""
     volumes: dict[str, Volume] = attrs.field(factory=dict)
     edges: dict[str, Edge] = attrs.field(factory=dict)
     instances_started: int = 0
@@ -287,6 +311,41 @@ class FakeWorld:
             workload.instance = None
             self.writes += 1
             self.emit(BundleEventKind.REMOVED, ref)
+
+    def tell_to_stop(self, ref: WorkloadRef, workload: Workload) -> None:
+        """End the workload's instance: at once, or after its image's ``stop_grace``."""
+        instance = workload.instance
+        if instance is None:
+            return
+        grace = self.behaviour(workload.plan.image).stop_grace
+        if not instance.running or grace <= 0:
+            self.remove(ref, workload)
+        elif instance.stopping_until is None:
+            instance.stopping_until = self.clock.now() + timedelta(seconds=grace)
+            self.writes += 1
+
+    def settle_stops(self) -> None:
+        """Remove the stopping instances whose grace has run out on the clock."""
+        now = self.clock.now()
+        for group in (self.bundles, self.leaving):
+            for bundle_id, bundle in list(group.items()):
+                for name, workload in bundle.workloads.items():
+                    until = workload.instance.stopping_until if workload.instance else None
+                    if until is not None and until <= now:
+                        self.remove(WorkloadRef(bundle_id, name), workload)
+        for bundle_id, bundle in list(self.leaving.items()):
+            if all(w.instance is None for w in bundle.workloads.values()):
+                del self.leaving[bundle_id]
+
+    def stopping(self, bundle_id: str) -> list[str]:
+        """The bundle's workloads whose instance was told to end and still runs."""
+        found = []
+        for group in (self.bundles, self.leaving):
+            bundle = group.get(bundle_id)
+            for name, workload in bundle.workloads.items() if bundle else ():
+                if workload.instance is not None and workload.instance.stopping_until is not None:
+                    found.append(name)
+        return sorted(found)
 
     def ensure_volume(self, request: VolumeRequest) -> Volume:
         """The volume ``request`` names, made empty when it does not exist."""

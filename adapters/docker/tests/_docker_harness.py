@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 from _socket_proxy import SocketProxy
 
-from pando_runtime import AdapterUnavailable, BundleRef, RuntimeAdapter, WorkloadRef
+from pando_runtime import AdapterUnavailable, BundleRef, RuntimeAdapter, WorkloadPlan, WorkloadRef
 from pando_runtime.testing.conformance import ConformanceHarness, HarnessCannot
 
 BUSYBOX = "pando.test/busybox:1"
@@ -28,6 +28,15 @@ WORKLOAD_SCRIPT = (
     "done"
 )
 """PID 1 of every harness workload: runs until told to exit (or to eat memory)."""
+
+SLOW_STOP_SECONDS = 5
+SLOW_STOP_SCRIPT = (
+    "mkdir -p /www && echo slow > /www/index.html && httpd -p 8080 -h /www; "
+    f"trap 'sleep {SLOW_STOP_SECONDS}; exit 0' TERM; "
+    "while :; do sleep 0.1; done"
+)
+"""PID 1 of the slow-stopping workload: serves on 8080, and on SIGTERM keeps serving for
+``SLOW_STOP_SECONDS`` before it exits (an app finishing its requests)."""
 
 UNPULLABLE = "127.0.0.1:9/pando-absent/app:1"
 """A registry on the daemon's own loopback where nothing listens: the pull is refused at once,
@@ -112,6 +121,18 @@ class DockerHarness(ConformanceHarness):
 
     async def unpullable_image(self, adapter: RuntimeAdapter) -> str:
         return UNPULLABLE
+
+    async def slow_stop_workload(self, adapter: RuntimeAdapter, name: str) -> WorkloadPlan:
+        return WorkloadPlan(name=name, image=BUSYBOX, command=("sh", "-c", SLOW_STOP_SCRIPT))
+
+    async def instance_runs(
+        self, adapter: RuntimeAdapter, ref: WorkloadRef, instance_id: str
+    ) -> bool:
+        """The engine's own word: the container (its id) exists and runs."""
+        state = await self.docker(
+            "inspect", "--format", "{{.State.Running}}", instance_id, check=False
+        )
+        return state.strip() == "true"
 
     async def remove_owned(self, owner: str) -> None:
         """Remove every container, network and volume an owner's adapter left (test cleanup)."""

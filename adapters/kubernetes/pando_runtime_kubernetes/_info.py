@@ -192,6 +192,14 @@ class KubernetesConfig:
         minimum=0,
         help="Seconds apply waits for a workload's dependencies to be ready (0: it does not wait).",
     )
+    stop_wait: float = setting(
+        default=45.0,
+        minimum=0,
+        help="Seconds apply waits for the app's pods told to end (stop, destroy) to have ended, "
+        "and a namespace being deleted to be gone, before it starts new ones; past it, "
+        "StillStopping and nothing started (0: it refuses at once). Longer than a pod's grace "
+        "period (30 s).",
+    )
     field_manager: str = setting(default="pando-runtime", help="Server-side apply field manager.")
     storage_class: str | None = setting(
         default=None, help="StorageClass of volume claims; unset: the cluster's default class."

@@ -31,11 +31,12 @@ from typing import Any
 import anyio
 import anyio.to_thread
 from _kube_harness import CACHE_HOOKS, STALE_MARGIN, _refuses
+from _real import connects_from_async
 from localcluster import images
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import namespace_for
 
-from pando_runtime import ExecRequest, RuntimeAdapter, WorkloadRef
+from pando_runtime import ExecRequest, Port, RuntimeAdapter, WorkloadPlan, WorkloadRef
 from pando_runtime.testing.conformance import ConformanceHarness
 
 EXIT_FILE = "/tmp/pando-exit-code"  # noqa: S108 - a file inside the container
@@ -47,6 +48,16 @@ MAIN = (
     "while :; do sleep 3600 & wait $!; done"
 )
 """PID 1 of every workload: silent (the log holds only what the hooks write) until signalled."""
+SLOW_STOP_SECONDS = 6
+SLOW_STOP_PORT = 8080
+SLOW_STOP = (
+    f"mkdir -p /tmp/w && echo ok-slow > /tmp/w/index.html && httpd -p {SLOW_STOP_PORT} -h /tmp/w; "
+    f"trap 'sleep {SLOW_STOP_SECONDS}; exit 0' TERM; "
+    "while :; do sleep 3600 & wait $!; done"
+)
+"""PID 1 of the slow-stopping workload: serves HTTP, and on SIGTERM keeps serving for
+``SLOW_STOP_SECONDS`` before it exits (an app finishing its requests; the pod's grace period
+is 30 s)."""
 OOM_LIMIT = 32 * 1024 * 1024
 """The memory limit the OOM hook sets: well above the shell's use, a third of dd's buffer."""
 CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")
@@ -64,10 +75,18 @@ class RealNodeHarness(ConformanceHarness):
     image = images.WORKLOAD
     command = ("sh", "-c", MAIN)
 
-    def __init__(self, admin_api: Any, cgroup_root: str | None, proxy: Any = None) -> None:
+    def __init__(
+        self,
+        admin_api: Any,
+        cgroup_root: str | None,
+        proxy: Any = None,
+        node_netns: str | None = None,
+    ) -> None:
         self.admin_api = admin_api
         self.cgroup_root = cgroup_root
         self.proxy = proxy
+        self.node_netns = node_netns
+        self._addresses: dict[str, str] = {}  # pod uid -> pod IP, kept once seen
 
     def can(self, hook: str) -> bool:
         """The cache hooks only through a proxy; the OOM hook only where the cgroups are."""
@@ -75,7 +94,41 @@ class RealNodeHarness(ConformanceHarness):
             return self.proxy is not None
         if hook == "oom_kill":
             return self.cgroup_root is not None
+        if hook == "instance_runs":
+            return self.node_netns is not None
         return super().can(hook)
+
+    # -- a slow-stopping app, probed from the node ----------------------------------------
+
+    async def slow_stop_workload(self, adapter: RuntimeAdapter, name: str) -> WorkloadPlan:
+        return WorkloadPlan(
+            name=name, image=self.image, command=("sh", "-c", SLOW_STOP), ports=(Port(8080),)
+        )
+
+    async def instance_runs(
+        self, adapter: RuntimeAdapter, ref: WorkloadRef, instance_id: str
+    ) -> bool:
+        """Whether the pod ``instance_id`` (its uid) still answers HTTP on its IP, from the node.
+
+        The pod's IP is read with the admin identity while the pod exists and kept: a pod the
+        API server no longer has was confirmed ended by its kubelet.
+        """
+        assert self.node_netns is not None, "a probe without the node (see can())"
+        address = self._addresses.get(instance_id) or await self._pod_ip(ref, instance_id)
+        if address is None:
+            return False
+        self._addresses[instance_id] = address
+        body = await connects_from_async(self.node_netns, address, SLOW_STOP_PORT)
+        return bool(body and body.endswith(b"ok-slow\n"))
+
+    async def _pod_ip(self, ref: WorkloadRef, uid: str) -> str | None:
+        from kubernetes import client  # noqa: PLC0415
+
+        core = client.CoreV1Api(self.admin_api)
+        ns = namespace_for(ref.bundle_id)
+        pods = await anyio.to_thread.run_sync(lambda: core.list_namespaced_pod(ns).items)
+        found = [p for p in pods if p.metadata.uid == uid and p.status.pod_ip]
+        return str(found[0].status.pod_ip) if found else None
 
     # -- through the workload's own shell -----------------------------------------------
 

@@ -151,8 +151,10 @@ async def test_bundle_volumes_are_mounted_and_kept_by_destroy(
         mounts = spec["containers"][0]["volumeMounts"]
         assert any(m["mountPath"] == "/srv/files" and m["name"] == "v0" for m in mounts)
         await adapter.destroy(BundleRef(bundle_id))
-        observed = await adapter.observe(BundleRef(bundle_id))
-        assert not observed.exists
+        with anyio.fail_after(30):  # its pod is stopping until its node confirms the end
+            while (observed := await adapter.observe(BundleRef(bundle_id))).exists:
+                assert all(w.stopping for w in observed.workloads), observed
+                await anyio.sleep(0.1)
         assert observed.volume("files").present
         claim = await _admin(
             admin_api,

@@ -41,7 +41,7 @@ def anyio_backend() -> str:
 
 def _harness(real_node_cluster: Any, real_admin_api: Any, proxy: Any = None) -> RealNodeHarness:
     node = real_node_cluster.local.real_node
-    return RealNodeHarness(real_admin_api, node.cgroup_root, proxy)
+    return RealNodeHarness(real_admin_api, node.cgroup_root, proxy, node.network.node)
 
 
 class TestRealNodeConformance(ConformanceSuite):

@@ -53,7 +53,14 @@ async def test_writes_survive_stop_reapply_and_destroy_and_round_trip_a_snapshot
     bundle = new_id("real-vol")
     plan = BundlePlan(
         bundle_id=bundle,
-        workloads=(sh("db", "sleep 3600", mounts=(Mount(volume_id="data", path="/var/db"),)),),
+        # Ends on SIGTERM: stop and the re-apply after destroy wait for it, not a grace period.
+        workloads=(
+            sh(
+                "db",
+                "trap 'exit 143' TERM; sleep 3600 & wait",
+                mounts=(Mount(volume_id="data", path="/var/db"),),
+            ),
+        ),
         volumes=(VolumePlan(volume_id="data", name="data"),),
     )
     ref = WorkloadRef(bundle, "db")

@@ -306,6 +306,37 @@ def test_a_stuck_pod_is_observed_with_its_problem() -> None:
     assert (observed.problem, observed.problem_detail) == (WorkloadProblem.UNSCHEDULABLE, "full")
 
 
+def test_a_deleted_pod_whose_container_runs_is_observed_running_and_stopping() -> None:
+    from pando_runtime_kubernetes.features._bundles import observed_workload  # noqa: PLC0415
+
+    deleted = _pod(ready=True)
+    deleted["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    stopping = project_pod(deleted)
+    assert stopping is not None
+    assert stopping.stopping
+    assert not stopping.running  # not counted as a live instance by apply
+    observed = observed_workload("web", stopping)
+    assert (observed.present, observed.running, observed.stopping) == (True, True, True)
+    ended = _pod("Failed", terminated={"exitCode": 143, "reason": "Error"})
+    ended["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    gone = project_pod(ended)
+    assert gone is not None
+    assert not gone.stopping
+    observed = observed_workload("web", gone)
+    assert (observed.running, observed.stopping, observed.exit_code) == (False, False, 143)
+    never_started = _pod("Pending", waiting={})
+    never_started["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    pending = project_pod(never_started)
+    assert pending is not None
+    assert not pending.stopping
+    running = project_pod(_pod(ready=True))
+    assert running is not None
+    assert observed_workload("web", running).stopping is False
+    # The app destroyed (its namespace being deleted): a pod not yet deleted is stopping too.
+    leaving = observed_workload("web", running, leaving=True)
+    assert (leaving.running, leaving.stopping) == (True, True)
+
+
 @pytest.mark.parametrize(
     "message",
     [

@@ -32,6 +32,7 @@ RANGES = {
     "canary_wait": (None, 0, None, None),
     "schedule_wait": (0, None, None, None),
     "dependency_wait": (0, None, None, None),
+    "stop_wait": (0, None, None, None),
     "volume_size_bytes": (1, None, None, None),
     "volume_bind_wait": (0, None, None, None),
     "helper_wait": (None, 0, None, None),

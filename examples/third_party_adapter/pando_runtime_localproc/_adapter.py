@@ -55,6 +55,7 @@ class _Workload:
     plan: pr.WorkloadPlan
     sandbox: Path
     instance: _Instance | None = None
+    stopping: bool = False  # told to end (SIGTERM sent), its process still running
 
 
 @attrs.define
@@ -198,19 +199,27 @@ class LocalProcessAdapter(pr.RuntimeAdapter):
         return _Instance(process=process, digest=digest, started_at=started_at, log=log)
 
     async def _end(self, workload: _Workload) -> None:
-        instance, workload.instance = workload.instance, None
+        """SIGTERM, then SIGKILL after the grace; observed stopping until the process ended."""
+        instance = workload.instance
         if instance is None or instance.process.poll() is not None:
+            workload.instance = None
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(instance.process.pid, signal.SIGTERM)
-        cfg: LocalProcessConfig = self.config
-        with anyio.move_on_after(cfg.stop_grace_seconds):
-            while instance.process.poll() is None:
-                await anyio.sleep(0.02)
-        if instance.process.poll() is None:
+        workload.stopping = True
+        try:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(instance.process.pid, signal.SIGKILL)
-            await anyio.to_thread.run_sync(instance.process.wait)
+                os.killpg(instance.process.pid, signal.SIGTERM)
+            cfg: LocalProcessConfig = self.config
+            with anyio.move_on_after(cfg.stop_grace_seconds):
+                while instance.process.poll() is None:
+                    await anyio.sleep(0.02)
+            if instance.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(instance.process.pid, signal.SIGKILL)
+                await anyio.to_thread.run_sync(instance.process.wait)
+        finally:
+            workload.stopping = False
+            if workload.instance is instance:
+                workload.instance = None
 
     def _healthy(self, workload: _Workload) -> bool | None:
         health = workload.plan.health
@@ -249,6 +258,7 @@ class LocalProcessAdapter(pr.RuntimeAdapter):
             started_at=instance.started_at,
             exit_code=exit_code,
             healthy=self._healthy(workload) if exit_code is None else None,
+            stopping=workload.stopping and exit_code is None,
         )
 
     def _observed_volumes(
@@ -297,9 +307,10 @@ class LocalProcessAdapter(pr.RuntimeAdapter):
                 await self._end(workload)
 
     async def destroy(self, ref: pr.BundleRef, options: pr.DestroyOptions | None = None) -> None:
-        bundle = self._bundles.pop(ref.bundle_id, None)
+        bundle = self._bundles.get(ref.bundle_id)
         for workload in bundle.workloads.values() if bundle else ():
-            await self._end(workload)
+            await self._end(workload)  # observed stopping meanwhile: the bundle stays till then
+        self._bundles.pop(ref.bundle_id, None)
         shutil.rmtree(self.root / "bundles" / ref.bundle_id, ignore_errors=True)
         if options is not None and not options.keep_volumes:
             for volume_id in [v for v, r in self._volumes.items() if r.bundle_id == ref.bundle_id]:

@@ -28,6 +28,18 @@ while True:
 """
 
 
+# A process that, told to end (SIGTERM), finishes its work for a second first.
+SLOW_STOP_PROGRAM = """
+import signal, sys, time
+def finish(*_):
+    time.sleep(1.0)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, finish)
+while True:
+    time.sleep(0.02)
+"""
+
+
 class LocalProcessHarness(ConformanceHarness):
     image = "example/ignored:1"
     command = (sys.executable, "-c", WORKLOAD_PROGRAM)
@@ -49,6 +61,22 @@ class LocalProcessHarness(ConformanceHarness):
         await anyio.Path(sandbox / "say").write_bytes(data)
         while await anyio.Path(sandbox / "say").exists():  # printed once the file is gone
             await anyio.sleep(0.02)
+
+    async def slow_stop_workload(self, adapter: pr.RuntimeAdapter, name: str) -> pr.WorkloadPlan:
+        return pr.WorkloadPlan(
+            name=name, image=self.image, command=(sys.executable, "-c", SLOW_STOP_PROGRAM)
+        )
+
+    async def instance_runs(
+        self, adapter: pr.RuntimeAdapter, ref: pr.WorkloadRef, instance_id: str
+    ) -> bool:
+        """The kernel's word: the process (``pid-<pid>-...``) exists and is no zombie."""
+        pid = instance_id.split("-")[1]
+        try:
+            stat = await anyio.Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            return False
+        return stat.rpartition(")")[2].split()[0] != "Z"
 
     def print_command(self, out: str, err: str) -> tuple[str, ...]:
         return (

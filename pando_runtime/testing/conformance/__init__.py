@@ -29,6 +29,7 @@ from ._exec import ExecConformance
 from ._harness import ConformanceHarness, HarnessCannot
 from ._logs import LogConformance
 from ._membership import MembershipConformance
+from ._stopping import StoppingConformance
 from ._trial import TrialConformance
 from ._volumes import VolumeConformance
 
@@ -49,6 +50,7 @@ __all__ = [
     "Kit",
     "LogConformance",
     "MembershipConformance",
+    "StoppingConformance",
     "TrialConformance",
     "ValidationConformance",
     "VolumeConformance",
@@ -71,5 +73,6 @@ class ConformanceSuite(
     EgressConformance,
     EgressRefusalConformance,
     MembershipConformance,
+    StoppingConformance,
 ):
     """Every conformance test; subclass it and provide an ``adapter`` fixture."""

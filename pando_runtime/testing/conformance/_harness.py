@@ -18,6 +18,7 @@ from ..._replicas._settings import MembershipSettings
 
 if TYPE_CHECKING:
     from ..._adapter._abc import RuntimeAdapter
+    from ..._contract._plans import WorkloadPlan
     from ..._contract._refs import WorkloadRef
 
 __all__ = ["ConformanceHarness", "HarnessCannot"]
@@ -69,6 +70,24 @@ class ConformanceHarness:
     async def unpullable_image(self, adapter: RuntimeAdapter) -> str:
         """An image reference the runtime cannot fetch (absent from its registry, say)."""
         raise HarnessCannot("name an image the runtime cannot pull")
+
+    async def slow_stop_workload(self, adapter: RuntimeAdapter, name: str) -> WorkloadPlan:
+        """A workload called ``name`` that keeps running a few seconds after it is told to end.
+
+        As an app that traps SIGTERM and finishes its work first: ``stop`` and ``destroy``
+        leave it running a while, and ``observe`` must say so (``stopping``).
+        """
+        raise HarnessCannot("run a workload that ends slowly when told to stop")
+
+    async def instance_runs(
+        self, adapter: RuntimeAdapter, ref: WorkloadRef, instance_id: str
+    ) -> bool:
+        """Whether instance ``instance_id`` of ``ref`` still runs, asked of the runtime itself.
+
+        Never through the adapter's ``observe``: on a real runtime, whether its container
+        still answers.
+        """
+        raise HarnessCannot("tell whether an instance still runs")
 
     async def cause_event_gap(self, adapter: RuntimeAdapter) -> None:
         """Make the runtime lose events, so that open streams must report ``MISSED``."""

@@ -84,8 +84,8 @@ class ContainerView:
     error: str = ""
     address: str | None = None
 
-    def observed(self) -> ObservedWorkload:
-        """The contract's view of this container."""
+    def observed(self, *, stopping: bool = False) -> ObservedWorkload:
+        """The contract's view of this container (``stopping``: a stop told it to end)."""
         problem = None
         if self.error and not self.running:
             problem = WorkloadProblem.CANNOT_START
@@ -101,6 +101,7 @@ class ContainerView:
             oom_killed=self.oom_killed,
             problem=problem,
             problem_detail=self.error if problem else "",
+            stopping=stopping and self.running,
         )
 
 

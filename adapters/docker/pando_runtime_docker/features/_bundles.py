@@ -94,6 +94,8 @@ class Bundles:
         self._naming = naming
         self._settings = settings
         self._subnets_in_flight: set[str] = set()
+        # Containers a stop told to end and still running: observed stopping meanwhile.
+        self._stopping: set[str] = set()
 
     # -- observe -------------------------------------------------------------------------------
 
@@ -104,7 +106,8 @@ class Bundles:
             return ObservedBundle(bundle_id=bundle_id, exists=False, confirmed_at=confirmed_at)
         newest = view.newest()
         workloads: dict[str, ObservedWorkload] = {
-            name: container.observed() for name, container in newest.items()
+            name: container.observed(stopping=container.id in self._stopping)
+            for name, container in newest.items()
         }
         for name, stuck in view.stuck.items():
             current = newest.get(name)
@@ -389,27 +392,41 @@ class Bundles:
     # -- stop and destroy ----------------------------------------------------------------------
 
     async def stop(self, ref: BundleRef) -> None:
-        """Stop every running container; keep them, their logs and the network."""
-        for container in self._cache.bundle(ref.bundle_id).containers:
-            if not container.running:
-                continue
-            try:
-                await self._api.request(
-                    "POST",
-                    "/containers/{id}/stop",
-                    args={"id": container.id},
-                    params={"t": self._settings.stop_timeout},
-                )
-            except EngineError as error:
-                if not error.not_found:
-                    raise write_failed(error, f"stopping workload {container.workload!r}") from None
-            await self._cache.wait_until(
-                _stopped(self._cache, container.id),
-                self._settings.read_timeout + self._settings.stop_timeout,
+        """Stop every running container; keep them, their logs and the network.
+
+        Returns once each has ended: the engine's stop waits up to ``stop_timeout`` after
+        SIGTERM, then kills. Meanwhile ``observe`` reports them stopping.
+        """
+        running = [c for c in self._cache.bundle(ref.bundle_id).containers if c.running]
+        self._stopping.update(c.id for c in running)
+        try:
+            for container in running:
+                await self._stop_one(container)
+        finally:
+            self._stopping.difference_update(c.id for c in running)
+
+    async def _stop_one(self, container: ContainerView) -> None:
+        try:
+            await self._api.request(
+                "POST",
+                "/containers/{id}/stop",
+                args={"id": container.id},
+                params={"t": self._settings.stop_timeout},
             )
+        except EngineError as error:
+            if not error.not_found:
+                raise write_failed(error, f"stopping workload {container.workload!r}") from None
+        await self._cache.wait_until(
+            _stopped(self._cache, container.id),
+            self._settings.read_timeout + self._settings.stop_timeout,
+        )
 
     async def destroy(self, ref: BundleRef, options: DestroyOptions) -> None:
-        """Remove every container (and its anonymous volumes) and the network."""
+        """Remove every container (and its anonymous volumes) and the network.
+
+        A running container is killed (no grace period); each removal returns once the
+        container is gone, so nothing of the bundle runs when destroy returns.
+        """
         view = self._cache.bundle(ref.bundle_id)
         await self._remove(view.containers)
         await self._remove_network(ref.bundle_id)

@@ -121,6 +121,11 @@ class PodFacts:
         """Neither ended nor on its way out."""
         return not self.ended and not self.deleting
 
+    @property
+    def stopping(self) -> bool:
+        """Told to end (deleted) while its container still runs: its grace period."""
+        return self.deleting and not self.ended and self.started_at is not None
+
     def started(self) -> datetime | None:
         """When the container started, as a datetime."""
         if not self.started_at:

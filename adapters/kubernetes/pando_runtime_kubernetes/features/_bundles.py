@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import attrs
 
 from pando_runtime import (
@@ -31,6 +32,7 @@ from pando_runtime import (
     ObservedVolume,
     ObservedWorkload,
     PandoRuntimeError,
+    StillStopping,
     Upstream,
     WorkloadPlan,
     WorkloadProblem,
@@ -69,15 +71,24 @@ def _problem(pod: PodFacts) -> tuple[WorkloadProblem | None, str]:
     return None, ""
 
 
-def observed_workload(name: str, pod: PodFacts | None) -> ObservedWorkload:
-    """What ``observe`` reports of a workload whose newest pod is ``pod``."""
+def observed_workload(
+    name: str, pod: PodFacts | None, *, leaving: bool = False
+) -> ObservedWorkload:
+    """What ``observe`` reports of a workload whose newest pod is ``pod``.
+
+    A pod deleted while its container runs (its grace period) is running and stopping;
+    ``leaving``: the app was destroyed, so every pod still running is stopping (the namespace
+    controller may not have deleted it yet).
+    """
     if pod is None:
         return ObservedWorkload(name=name, present=False, running=False)
     problem, detail = _problem(pod)
+    stopping = pod.stopping or (leaving and bool(pod.running))
     return ObservedWorkload(
         name=name,
         present=True,
-        running=bool(pod.running),
+        running=bool(pod.running) or stopping,
+        stopping=stopping,
         instance_id=pod.uid,
         image_digest=pod.image_id,
         started_at=pod.started(),
@@ -148,8 +159,10 @@ class Bundles:
     async def _observe(self, ref: BundleRef, ns: str) -> ObservedBundle:
         session = self._session
         facts = await session.reads.namespace(ns)
-        if facts is None or facts.terminating or facts.bundle_id != ref.bundle_id:
+        if facts is None or facts.bundle_id != ref.bundle_id:
             return ObservedBundle(bundle_id=ref.bundle_id, exists=False)
+        if facts.terminating:
+            return await self._leaving(ref, ns, ())
         volumes = tuple(
             ObservedVolume(
                 volume_id=c.volume_id,
@@ -159,13 +172,26 @@ class Bundles:
             for c in sorted(await session.reads.claims(ns), key=lambda c: c.volume_id)
         )
         if facts.volumes_only:
-            return ObservedBundle(bundle_id=ref.bundle_id, exists=False, volumes=volumes)
+            return await self._leaving(ref, ns, volumes)
         pods = await session.reads.pods(ns)
         workloads = tuple(
             observed_workload(name, pod) for name, pod in bundle_workloads(facts, pods)
         )
         return ObservedBundle(
             bundle_id=ref.bundle_id, exists=True, workloads=workloads, volumes=volumes
+        )
+
+    async def _leaving(
+        self, ref: BundleRef, ns: str, volumes: tuple[ObservedVolume, ...]
+    ) -> ObservedBundle:
+        """A destroyed app: it exists, with its stopping workloads alone, until none runs."""
+        pods = [p for p in await self._session.reads.pods(ns) if p.running or p.stopping]
+        workloads = tuple(
+            observed_workload(name, newest(pods, name), leaving=True)
+            for name in sorted({p.workload for p in pods})
+        )
+        return ObservedBundle(
+            bundle_id=ref.bundle_id, exists=bool(workloads), workloads=workloads, volumes=volumes
         )
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
@@ -203,6 +229,7 @@ class Bundles:
     async def _apply_locked(self, ns: str, plan: BundlePlan) -> int:
         """Converge; returns how many pods were created."""
         session = self._session
+        await self._wait_stopped(ns, plan.bundle_id)
         known, facts = await self._namespaces.converge(ns, plan)
         await self._gateways.converge(ns, plan.bundle_id, plan.network.egress)
         for volume in plan.volumes:
@@ -237,6 +264,37 @@ class Bundles:
             # Bound by now unless the class waits for a consumer that is not placed yet.
             await self._volumes.retain(ns, volume.volume_id)
         return len(created)
+
+    async def _wait_stopped(self, ns: str, bundle_id: str) -> None:
+        """Wait (up to ``stop_wait``) until no pod of the app is stopping: none beside a new one.
+
+        A namespace being deleted must be gone too, and a pod still running in it is stopping.
+        Past the bound: ``StillStopping``, before anything is written.
+        """
+        reads = self._session.reads
+        stopping: list[str] = []
+        with anyio.move_on_after(self._config.stop_wait):
+            while True:
+                facts = await reads.namespace(ns)
+                terminating = facts is not None and facts.terminating
+                pods = await reads.pods(ns)
+                stopping = sorted(
+                    {p.workload for p in pods if p.stopping or (terminating and p.running)}
+                )
+                if not stopping and not terminating:
+                    return
+                informer = self._session.cache.informer
+                if informer is not None and informer.synced and stopping:
+                    with anyio.move_on_after(1.0):
+                        await informer.pods.changed.wait()
+                else:  # a namespace's removal, or no cache: poll
+                    await anyio.sleep(0.25)
+        if stopping:
+            raise StillStopping(
+                f"workloads of {bundle_id!r} are still stopping: {', '.join(stopping)}",
+                details={"bundle_id": bundle_id, "namespace": ns, "workloads": stopping},
+            )
+        # A namespace being deleted with nothing running left: converge refuses it.
 
     async def _workload_services(self, ns: str) -> set[str]:
         """Names of the workloads' Services (the gateway's is not one)."""
@@ -415,7 +473,9 @@ class Bundles:
     async def stop(self, ref: BundleRef) -> None:
         """Delete running pods; keep finished ones (their logs) and everything else.
 
-        The egress gateway's pod goes too (the next apply makes it again).
+        Returns once the deletions are written: each pod then ends within its grace period,
+        observed running and stopping until it has. The egress gateway's pod goes too (the
+        next apply makes it again).
         """
         ns = namespace_for(ref.bundle_id)
         async with self._session.lock(ns):
@@ -462,6 +522,11 @@ class Bundles:
                         extra=extra,
                     )
                 return
+            # Its pods first: each gets SIGTERM now, not once the namespace controller reaches
+            # it (seconds later), so the app ends, and may be applied again, that much sooner.
+            for pod in await session.reads.pods(ns):
+                if pod.live:
+                    await session.writer.delete(ns, "pods", pod.name)
             for claim in claims:
                 await self._volumes.destroy_claim(ns, claim.volume_id)
             await self._namespaces.delete(ns, facts)

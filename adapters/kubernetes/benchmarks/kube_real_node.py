@@ -155,8 +155,9 @@ class Processes:
         node = cluster.real_node
         self._socket = node.dirs.containerd_socket
         fixed: dict[str, list[int]] = {}
-        for name in ("containerd", "kubelet", "kube-proxy", "kube-router", "relay"):
+        for name in ("containerd", "kubelet", "kube-proxy", "kube-router"):
             fixed[name] = [node.components[name].pid]
+        fixed["relay"] = [cluster.real_node_set.relay.pid]
         fixed["coredns"] = [coredns_pid] if coredns_pid else []
         for name in PLANE_GROUPS[:-2]:
             fixed[name] = [cluster.components[name].pid]
@@ -727,8 +728,8 @@ def run(args: argparse.Namespace) -> None:
     try:
         r.start_s = time.monotonic() - t0
         r.cluster_timings = dict(cluster.timings)
-        assert cluster.real_node is not None
-        r.node_timings = dict(cluster.real_node.timings)
+        assert cluster.real_node is not None and cluster.real_node_set is not None
+        r.node_timings = {**cluster.real_node.timings, **cluster.real_node_set.timings}
         out(f"(cluster with a real node up in {r.start_s:.1f} s)")
         anyio.run(measure, cluster, args, r)
     finally:

@@ -205,7 +205,9 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
         for planned in plan.start_order():
             current = bundle.workloads.get(planned.name) if bundle else None
             instance = current.instance if current else None
-            current_digest = instance.digest if instance and instance.running else None
+            # A lost instance is replaced: nothing confirms it runs.
+            seen = instance is not None and instance.running and not self.world.lost(instance)
+            current_digest = instance.digest if seen and instance is not None else None
             if current_digest != digests[planned.name]:
                 starting.append(planned)
         nodes = place(self.world, plan, starting)  # raises before any write
@@ -290,7 +292,8 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
                 ObservedWorkload(
                     name=workload_plan.name,
                     present=True,
-                    running=instance.running,
+                    running=instance.running and not self.world.lost(instance),
+                    lost=self.world.lost(instance),
                     instance_id=f"fake-instance-{instance.number}",
                     image_digest=image_digest(workload_plan.image),
                     started_at=None if instance.problem else instance.started_at,

@@ -177,6 +177,11 @@ class FakeWorld:
     confirmed_again: anyio.Event = attrs.field(factory=anyio.Event)
     closed: bool = False
     """Set when the adapter that made the world closes: the runtime is gone for all."""
+    lost_nodes: set[str] = attrs.field(factory=set)
+    """Nodes that no longer report: what runs there is observed ``lost``."""
+    stranded: list[tuple[WorkloadRef, Instance]] = attrs.field(factory=list)
+    """Instances replaced or removed while their node was lost: they run on there, unseen,
+    until the node reports again."""
 
     # -- lookups ----------------------------------------------------------------------------
 
@@ -243,6 +248,10 @@ class FakeWorld:
         """What a workload started from ``image`` does (by default: runs, healthy)."""
         return self.behaviours.get(image, ImageBehaviour())
 
+    def lost(self, instance: Instance) -> bool:
+        """Whether a running instance's node no longer reports."""
+        return instance.running and instance.node in self.lost_nodes
+
     def handler_for(self, command: tuple[str, ...]) -> ExecHandler:
         """The newest exec handler whose prefix starts ``command``."""
         for prefix, handler in self.exec_handlers:
@@ -280,13 +289,47 @@ class FakeWorld:
         kind = BundleEventKind.OOM_KILLED if oom else BundleEventKind.EXITED
         self.emit(kind, ref, exit_code=exit_code)
 
+    def strand(self, ref: WorkloadRef, instance: Instance) -> None:
+        """Let go of an instance; one on a lost node runs on there until the node is back."""
+        if self.lost(instance):
+            self.stranded.append((ref, instance))
+        else:
+            instance.log.close()
+
     def remove(self, ref: WorkloadRef, workload: Workload) -> None:
         """Remove the workload's instance, if it has one."""
         if workload.instance is not None:
-            workload.instance.log.close()
+            self.strand(ref, workload.instance)
             workload.instance = None
             self.writes += 1
             self.emit(BundleEventKind.REMOVED, ref)
+
+    def lose_node(self, node: str) -> None:
+        """Node ``node`` stops reporting; what runs there keeps running, unseen."""
+        if node not in {n.name for n in self.nodes}:
+            raise NotFound(f"no node {node!r}", details={"node": node})
+        self.lost_nodes.add(node)
+        LOG.warning("node %s no longer reports", node, extra={"node": node})
+
+    def recover_node(self, node: str) -> None:
+        """Node ``node`` reports again: it stops the instances let go of while it was lost."""
+        self.lost_nodes.discard(node)
+        kept = []
+        for ref, instance in self.stranded:
+            if instance.node != node:
+                kept.append((ref, instance))
+                continue
+            instance.running, instance.healthy = False, None
+            instance.log.close()
+            self.writes += 1
+            LOG.info(
+                "node %s back: stopped an old instance of %s of %s",
+                node,
+                ref.workload,
+                ref.bundle_id,
+                extra={"node": node, "bundle_id": ref.bundle_id, "workload": ref.workload},
+            )
+        self.stranded = kept
 
     def ensure_volume(self, request: VolumeRequest) -> Volume:
         """The volume ``request`` names, made empty when it does not exist."""

@@ -28,6 +28,7 @@ from ._events import EventConformance
 from ._exec import ExecConformance
 from ._harness import ConformanceHarness, HarnessCannot
 from ._logs import LogConformance
+from ._lost import LostNodeConformance
 from ._membership import MembershipConformance
 from ._trial import TrialConformance
 from ._volumes import VolumeConformance
@@ -48,6 +49,7 @@ __all__ = [
     "HarnessCannot",
     "Kit",
     "LogConformance",
+    "LostNodeConformance",
     "MembershipConformance",
     "TrialConformance",
     "ValidationConformance",
@@ -71,5 +73,6 @@ class ConformanceSuite(
     EgressConformance,
     EgressRefusalConformance,
     MembershipConformance,
+    LostNodeConformance,
 ):
     """Every conformance test; subclass it and provide an ``adapter`` fixture."""

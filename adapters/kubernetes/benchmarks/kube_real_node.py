@@ -728,7 +728,8 @@ def run(args: argparse.Namespace) -> None:
     try:
         r.start_s = time.monotonic() - t0
         r.cluster_timings = dict(cluster.timings)
-        assert cluster.real_node is not None and cluster.real_node_set is not None
+        assert cluster.real_node is not None
+        assert cluster.real_node_set is not None
         r.node_timings = {**cluster.real_node.timings, **cluster.real_node_set.timings}
         out(f"(cluster with a real node up in {r.start_s:.1f} s)")
         anyio.run(measure, cluster, args, r)

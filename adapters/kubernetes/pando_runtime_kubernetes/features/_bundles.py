@@ -77,13 +77,14 @@ def observed_workload(name: str, pod: PodFacts | None) -> ObservedWorkload:
     return ObservedWorkload(
         name=name,
         present=True,
-        running=bool(pod.running),
+        running=bool(pod.running and not pod.node_lost),
         instance_id=pod.uid,
         image_digest=pod.image_id,
         started_at=pod.started(),
         exit_code=pod.exit_code if pod.ended else None,
         restart_count=0,  # restartPolicy Never: a pod is never restarted in place
         healthy=pod.ready if pod.has_probe else None,
+        lost=bool(pod.node_lost and pod.running),
         oom_killed=bool(pod.oom),
         problem=problem,
         problem_detail=detail,
@@ -280,7 +281,9 @@ class Bundles:
         latest = newest(mine)
         if w.ports and w.name not in services:
             await session.writer.apply(workload_objects.service(ns, plan.bundle_id, w))
-        if latest is not None and latest.live and latest.digest == digest:
+        # A pod whose node went silent is replaced: deleted (it stays, terminating, until its
+        # node reports again and stops its containers), and a new one placed on another node.
+        if latest is not None and latest.live and latest.digest == digest and not latest.node_lost:
             if latest.unschedulable:
                 raise CapacityExceeded(
                     f"workload {w.name!r} cannot be scheduled: {latest.unschedulable}"

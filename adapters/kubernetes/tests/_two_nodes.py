@@ -28,7 +28,8 @@ async def set_schedulable(admin_api: Any, node: str, *, schedulable: bool) -> No
 
 
 async def pods_of(admin_api: Any, bundle_id: str) -> dict[str, dict[str, str]]:
-    """Each running pod of the app by workload: its ``node`` and ``ip``."""
+    """Each running pod of the app by workload (not one being deleted): its ``node``, ``ip``
+    and ``container`` (the workload's container id in its node's runtime)."""
     from kubernetes import client  # noqa: PLC0415
 
     core = client.CoreV1Api(admin_api)
@@ -39,7 +40,16 @@ async def pods_of(admin_api: Any, bundle_id: str) -> dict[str, dict[str, str]]:
     for pod in pods:
         workload = (pod.metadata.labels or {}).get(LABEL_WORKLOAD)
         if workload and pod.status.phase == "Running" and not pod.metadata.deletion_timestamp:
-            found[workload] = {"node": str(pod.spec.node_name), "ip": str(pod.status.pod_ip)}
+            ids = [
+                c.container_id.split("://", 1)[-1]
+                for c in pod.status.container_statuses or ()
+                if c.name == workload and c.container_id
+            ]
+            found[workload] = {
+                "node": str(pod.spec.node_name),
+                "ip": str(pod.status.pod_ip),
+                "container": ids[0] if ids else "",
+            }
     return found
 
 

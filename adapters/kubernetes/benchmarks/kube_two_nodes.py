@@ -35,23 +35,21 @@ import sys
 import time
 import uuid
 from http import HTTPStatus
-from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
+from kube_real_node import SCRIPT, skip_reason
+from kube_real_node import adapter_settings as real_node_settings
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import MANAGED_SELECTOR, namespace_for
 
 from pando_runtime import BundlePlan, BundleRef, WorkloadPlan
 
-ROOT = Path(__file__).resolve().parents[3]
 POLL = 0.1
 """Seconds between two observes (observe reads the adapter's cache)."""
 RUNNING_WAIT = 180.0
 LOST_WAIT = 120.0
-SCRIPT = "trap 'exit 0' TERM; sleep 3600 & wait"
-"""The workload: ``sleep``, under a shell that ends at once on TERM."""
 
 
 def out(text: str = "") -> None:
@@ -68,22 +66,10 @@ def plan(bundle_id: str, image: str) -> BundlePlan:
 
 
 def adapter_settings(cluster: Any) -> dict[str, Any]:
-    from localcluster.realnode import addons, network  # noqa: PLC0415
+    """``kube_real_node.py``'s settings, with the cluster's pod range (every node's)."""
+    from localcluster.realnode import network  # noqa: PLC0415
 
-    return {
-        "kubeconfig": str(cluster.kubeconfig),
-        "runtime_class": addons.RUNTIME_CLASS,
-        "trust_network_policy": True,
-        "pod_cidr": network.POD_RANGE,
-        "service_cidr": "10.96.0.0/16",
-        "api_server_cidr": f"{network.API_SERVER_IP}/32",
-        "node_cidr": network.LINK_CIDR,
-        "dns_namespace": addons.DNS_NAMESPACE,
-        "dns_labels": dict(addons.DNS_LABELS),
-        "api_qps": 1000.0,
-        "api_burst": 200,
-        "schedule_wait": 60.0,
-    }
+    return {**real_node_settings(cluster), "pod_cidr": network.POD_RANGE}
 
 
 def set_schedulable(cluster: Any, node: str, *, schedulable: bool) -> None:
@@ -270,14 +256,6 @@ async def measure(cluster: Any, args: argparse.Namespace) -> None:
     out(f"  old container still running on the cut-off node after the move: {still}/{len(rounds)}")
 
 
-def skip_reason() -> str | None:
-    sys.path.insert(0, str(ROOT / "tests" / "support"))
-    from localcluster.realnode.setup import missing  # noqa: PLC0415
-
-    absent = missing()
-    return ", ".join(absent) if absent else None
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -285,7 +263,7 @@ def main() -> None:
     parser.add_argument("--apps", type=int, default=20, help="apps of each start-rate phase")
     parser.add_argument("--rounds", type=int, default=3, help="times a node is cut off")
     args = parser.parse_args()
-    reason = skip_reason()
+    reason = skip_reason()  # puts the harness on the path
     if reason is not None:
         out(f"kube_two_nodes: skipped, this machine cannot run a real node: it lacks {reason}")
         return

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..._contract._observed import ObservedBundle
+from ..._contract._observed import ObservedBundle, ObservedWorkload
+from ..._contract._plans import BundlePlan
 from ._base import ConformanceBase, Kit
 
 __all__ = ["LostNodeConformance"]
@@ -10,6 +11,17 @@ __all__ = ["LostNodeConformance"]
 
 def _lost(observed: ObservedBundle) -> bool:
     return observed.workloads[0].lost
+
+
+async def _applied_then_lost(kit: Kit, plan: BundlePlan) -> ObservedWorkload:
+    """Apply ``plan``, cut its workload's node off and wait until it is observed lost.
+
+    Returns the workload as it ran before.
+    """
+    first = (await kit.applied_and_running(plan)).workloads[0]
+    await kit.harness_call(kit.harness.lose_node(kit.adapter, kit.ref(plan)))
+    await kit.until_observed(plan, _lost, "the workload to be lost")
+    return first
 
 
 class LostNodeConformance(ConformanceBase):
@@ -21,10 +33,9 @@ class LostNodeConformance(ConformanceBase):
         kit.needs("lose_node", "recover_node", "running_instances")
         plan = kit.plan()
         ref = kit.ref(plan)
-        first = (await kit.applied_and_running(plan)).workloads[0]
         try:
-            await kit.harness_call(kit.harness.lose_node(kit.adapter, ref))
-            lost = (await kit.until_observed(plan, _lost, "the workload to be lost")).workloads[0]
+            first = await _applied_then_lost(kit, plan)
+            lost = (await kit.observe(plan)).workloads[0]
             assert lost.present
             assert not lost.running  # nothing confirms it runs
             assert lost.instance_id == first.instance_id
@@ -50,15 +61,12 @@ class LostNodeConformance(ConformanceBase):
     async def test_a_lost_node_that_comes_back_is_running_the_same_instance(self, kit: Kit) -> None:
         kit.needs("lose_node", "recover_node", "running_instances")
         plan = kit.plan()
-        ref = kit.ref(plan)
-        first = (await kit.applied_and_running(plan)).workloads[0]
         try:
-            await kit.harness_call(kit.harness.lose_node(kit.adapter, ref))
-            await kit.until_observed(plan, _lost, "the workload to be lost")
+            first = await _applied_then_lost(kit, plan)
         finally:
             await kit.harness.recover_node(kit.adapter)
         back = (await kit.running(plan)).workloads[0]
         assert back.instance_id == first.instance_id
         assert back.restart_count == first.restart_count
         assert not back.lost
-        assert await kit.harness.running_instances(kit.adapter, ref) == 1
+        assert await kit.harness.running_instances(kit.adapter, kit.ref(plan)) == 1

@@ -597,3 +597,18 @@ def test_a_pod_whose_node_went_silent_is_observed_lost() -> None:
     assert observed_workload("web", with_conditions("True", "True")).lost is False
     ended = with_conditions("False", "True", phase="Failed", terminated={"exitCode": 1})
     assert observed_workload("web", ended).lost is False  # an end is known, not lost
+
+
+def test_the_replacement_of_a_lost_pod_keeps_off_its_node() -> None:
+    settings = workload_objects.PodSettings("kata", {"pool": "apps"})
+    away = workload_objects.pod("pando-a", "a", _workload(), "d1", settings, pull=False,
+                                avoid_node="node-7")  # fmt: skip
+    terms = away["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert terms["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["node-7"]}]}
+    ]
+    assert away["spec"]["nodeSelector"] == {"pool": "apps"}  # the settings' place still holds
+    plain = workload_objects.pod("pando-a", "a", _workload(), "d1", settings, pull=False)
+    assert "affinity" not in plain["spec"]

@@ -301,8 +301,9 @@ class Bundles:
             # The latest ended pod stays until its replacement runs: its log stays readable.
             if not pod.deleting and (pod.live or pod is not latest):
                 await session.writer.delete(ns, "pods", pod.name)
+        lost_node = latest.node_name if latest is not None and latest.node_lost else None
         return await self._create_pod(
-            ns, plan, w, digest, latest.uid if latest else None, proxy=proxy
+            ns, plan, w, digest, latest.uid if latest else None, proxy=proxy, avoid=lost_node
         )
 
     async def _create_pod(
@@ -314,8 +315,12 @@ class Bundles:
         replaces: str | None,
         *,
         proxy: Mapping[str, str],
+        avoid: str | None = None,
     ) -> str:
-        """Create the instance replacing ``replaces``; its name is derived from both."""
+        """Create the instance replacing ``replaces``; its name is derived from both.
+
+        ``avoid``: a node it must not go to (the lost one of the instance it replaces).
+        """
 
         def build(replaces: str | None) -> dict[str, Any]:
             return workload_objects.pod(
@@ -328,6 +333,7 @@ class Bundles:
                 plan_labels=plan.labels,
                 replaces=replaces,
                 proxy=proxy,
+                avoid_node=avoid,
             )
 
         def twin(existing: Mapping[str, Any]) -> bool:

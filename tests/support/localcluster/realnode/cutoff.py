@@ -29,16 +29,27 @@ def reconnect(nodes: RealNodeSet, index: int) -> None:
     nodes.nodes[index].components["kubelet"].resume()
 
 
-def running_containers(node: RealNode) -> set[str]:
-    """The ids of the containers (pod sandboxes included) the node's containerd runs now."""
-    argv = ["ctr", "--address", str(node.dirs.containerd_socket), "--namespace", "k8s.io",
-            "tasks", "ls"]  # fmt: skip
+def running_containers(node: RealNode, namespace: str = "", container: str = "") -> set[str]:
+    """The ids of the containers (pod sandboxes included) the node's containerd runs now;
+    only those of pods in ``namespace`` named ``container``, when given (by the labels the
+    CRI puts on each, so a container whose pod the API server no longer has is counted too)."""
+    running = _ctr(node, "tasks", "ls")
+    rows = (line.split() for line in running.splitlines()[1:])  # TASK  PID  STATUS
+    ids = {row[0] for row in rows if len(row) >= 3 and row[2] == "RUNNING"}
+    if not (namespace or container):
+        return ids
+    labels = []
+    if namespace:
+        labels.append(f'labels."io.kubernetes.pod.namespace"=="{namespace}"')
+    if container:
+        labels.append(f'labels."io.kubernetes.container.name"=="{container}"')
+    listed = _ctr(node, "containers", "ls", ",".join(labels))
+    return ids & {line.split()[0] for line in listed.splitlines()[1:] if line.strip()}
+
+
+def _ctr(node: RealNode, *args: str) -> str:
+    argv = ["ctr", "--address", str(node.dirs.containerd_socket), "--namespace", "k8s.io", *args]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
-    running = set()
-    for line in proc.stdout.splitlines()[1:]:  # TASK  PID  STATUS
-        fields = line.split()
-        if len(fields) >= 3 and fields[2] == "RUNNING":
-            running.add(fields[0])
-    return running
+    return proc.stdout

@@ -272,6 +272,18 @@ class UnwrappingHarness(FakeHarness):
         assert isinstance(adapter, pr.InstrumentedAdapter)
         return await super().unpullable_image(adapter.adapter)
 
+    async def lose_node(self, adapter: pr.RuntimeAdapter, ref: pr.WorkloadRef) -> None:
+        assert isinstance(adapter, pr.InstrumentedAdapter)
+        await super().lose_node(adapter.adapter, ref)
+
+    async def recover_node(self, adapter: pr.RuntimeAdapter) -> None:
+        assert isinstance(adapter, pr.InstrumentedAdapter)
+        await super().recover_node(adapter.adapter)
+
+    async def running_instances(self, adapter: pr.RuntimeAdapter, ref: pr.WorkloadRef) -> int:
+        assert isinstance(adapter, pr.InstrumentedAdapter)
+        return await super().running_instances(adapter.adapter, ref)
+
     @contextlib.asynccontextmanager
     async def replica(self, adapter: pr.RuntimeAdapter) -> AsyncIterator[pr.RuntimeAdapter]:
         """Another replica of the wrapped fake, instrumented as the first is."""

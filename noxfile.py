@@ -26,6 +26,7 @@ SLOW_BENCHMARKS = {
     "kube_scale.py",
     "kube_real_node.py",
     "kube_neighbours.py",
+    "kube_two_nodes.py",
     "kube_replicas.py",
     "docker_apps.py",
 }
@@ -143,6 +144,19 @@ def kube_real_node(session: nox.Session) -> None:
     _install(session, "test")
     env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
     script = ROOT / "adapters/kubernetes/benchmarks/kube_real_node.py"
+    session.run("python", str(script), *session.posargs, env=env)
+
+
+@nox.session(python="3.11")
+def kube_two_nodes(session: nox.Session) -> None:
+    """Two real nodes: pods per second on two nodes against one; a node cut off, observed lost,
+    the app applied again and running on the other (a few minutes; needs root).
+
+    nox -s kube_two_nodes -- --apps 20 --rounds 3    (any option of the script)
+    """
+    _install(session, "test")
+    env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
+    script = ROOT / "adapters/kubernetes/benchmarks/kube_two_nodes.py"
     session.run("python", str(script), *session.posargs, env=env)
 
 

@@ -90,6 +90,21 @@ class FakeHarness(ConformanceHarness):
         assert isinstance(adapter, FakeAdapter)
         adapter.simulate_cache_up()
 
+    async def lose_node(self, adapter: RuntimeAdapter, ref: WorkloadRef) -> None:
+        assert isinstance(adapter, FakeAdapter)
+        node = adapter.placement(ref)
+        assert node is not None, f"{ref} runs nowhere"
+        adapter.lose_node(node)
+
+    async def recover_node(self, adapter: RuntimeAdapter) -> None:
+        assert isinstance(adapter, FakeAdapter)
+        for node in [n.name for n in adapter.nodes]:
+            adapter.recover_node(node)
+
+    async def running_instances(self, adapter: RuntimeAdapter, ref: WorkloadRef) -> int:
+        assert isinstance(adapter, FakeAdapter)
+        return adapter.instances_running(ref)
+
 
 async def _cat(context: ExecContext) -> int:
     await context.stdout.send(await context.read_stdin())

@@ -400,3 +400,32 @@ async def test_a_graceful_stop_is_observed_stopping_and_holds_back_an_apply(
         assert (await again.observe(ref)).workload("web").stopping
         again.clock.advance(5)
         assert not (await again.observe(ref)).workload("web").present
+
+
+async def test_a_lost_node_keeps_what_it_runs_until_it_is_back() -> None:
+    fake = FakeAdapter()
+    ref = pr.WorkloadRef("app", "web")
+    await fake.apply(_plan())
+    first = fake.placement(ref)
+    assert first is not None
+    fake.lose_node(first)
+    observed = (await fake.observe(pr.BundleRef("app"))).workload("web")
+    assert (observed.lost, observed.running, observed.present) == (True, False, True)
+    assert fake.instances_running(ref) == 1
+    await fake.apply(_plan())  # replaced on the other node; the old one runs on, unseen
+    assert fake.placement(ref) not in (None, first)
+    assert fake.instances_running(ref) == 2
+    await fake.destroy(pr.BundleRef("app"))
+    assert not (await fake.observe(pr.BundleRef("app"))).exists
+    assert fake.instances_running(ref) == 1  # the lost node still runs the first
+    fake.recover_node(first)
+    assert fake.instances_running(ref) == 0
+    with pytest.raises(pr.NotFound):
+        fake.lose_node("no-such-node")
+
+
+async def test_nothing_is_placed_on_a_lost_node() -> None:
+    fake = FakeAdapter(nodes=[FakeNode(name="only", cpu_millis=1000, memory_bytes=GIB)])
+    fake.lose_node("only")
+    with pytest.raises(pr.CapacityExceeded):
+        await fake.apply(_plan())

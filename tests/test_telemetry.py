@@ -272,6 +272,28 @@ class UnwrappingHarness(FakeHarness):
         assert isinstance(adapter, pr.InstrumentedAdapter)
         return await super().unpullable_image(adapter.adapter)
 
+    async def slow_stop_workload(self, adapter: pr.RuntimeAdapter, name: str) -> pr.WorkloadPlan:
+        assert isinstance(adapter, pr.InstrumentedAdapter)
+        return await super().slow_stop_workload(adapter.adapter, name)
+
+    async def instance_runs(
+        self, adapter: pr.RuntimeAdapter, ref: pr.WorkloadRef, instance_id: str
+    ) -> bool:
+        assert isinstance(adapter, pr.InstrumentedAdapter)
+        return await super().instance_runs(adapter.adapter, ref, instance_id)
+
+    async def lose_node(self, adapter: pr.RuntimeAdapter, ref: pr.WorkloadRef) -> None:
+        assert isinstance(adapter, pr.InstrumentedAdapter)
+        await super().lose_node(adapter.adapter, ref)
+
+    async def recover_node(self, adapter: pr.RuntimeAdapter) -> None:
+        assert isinstance(adapter, pr.InstrumentedAdapter)
+        await super().recover_node(adapter.adapter)
+
+    async def running_instances(self, adapter: pr.RuntimeAdapter, ref: pr.WorkloadRef) -> int:
+        assert isinstance(adapter, pr.InstrumentedAdapter)
+        return await super().running_instances(adapter.adapter, ref)
+
     @contextlib.asynccontextmanager
     async def replica(self, adapter: pr.RuntimeAdapter) -> AsyncIterator[pr.RuntimeAdapter]:
         """Another replica of the wrapped fake, instrumented as the first is."""

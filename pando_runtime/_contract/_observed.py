@@ -46,6 +46,12 @@ class ObservedWorkload:
     ``stopping``: the runtime was told to end this instance (``stop``, ``destroy``, a
     replacement) and it still runs, ending gracefully; ``running`` stays true until it has
     ended, so a workload is never reported stopped while its instance may still serve.
+    ``lost`` is true when the place the instance runs on (a node) no longer reports, so its
+    state is unknown: it is not called ``running`` (nothing confirms it runs), but it may
+    still run there, unseen, until that place reports again and learns it was replaced.
+    Applying the plan again starts a new instance elsewhere (a new ``instance_id``); the old
+    one is stopped once its place is back. A host that must never have two instances at once
+    waits for the place to come back (or fences it) before it applies again.
     """
 
     name: str
@@ -57,6 +63,7 @@ class ObservedWorkload:
     exit_code: int | None = None
     restart_count: int = 0
     healthy: bool | None = None
+    lost: bool = False
     restarting: bool = False
     oom_killed: bool = False
     problem: WorkloadProblem | None = None

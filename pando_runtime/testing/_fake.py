@@ -214,8 +214,14 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
         for planned in plan.start_order():
             current = bundle.workloads.get(planned.name) if bundle else None
             instance = current.instance if current else None
-            kept = instance and instance.running and instance.stopping_until is None
-            current_digest = instance.digest if instance and kept else None
+            # A lost instance is replaced (nothing confirms it runs), a stopping one too.
+            kept = (
+                instance is not None
+                and instance.running
+                and instance.stopping_until is None
+                and not self.world.lost(instance)
+            )
+            current_digest = instance.digest if instance is not None and kept else None
             if current_digest != digests[planned.name]:
                 starting.append(planned)
         refuse_while_stopping(self.world, plan.bundle_id, {w.name for w in starting})
@@ -302,7 +308,11 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
                 )
                 continue
             workloads.append(
-                instance.observed(workload_plan.name, image_digest(workload_plan.image))
+                instance.observed(
+                    workload_plan.name,
+                    image_digest(workload_plan.image),
+                    lost=self.world.lost(instance),
+                )
             )
         return ObservedBundle(
             bundle_id=ref.bundle_id,

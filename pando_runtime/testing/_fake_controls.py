@@ -153,6 +153,31 @@ class FakeControls:
         """Make an applied edge stop serving, for ``detail`` (``observe_edge`` says it)."""
         self.world.edge(name).failure = detail
 
+    def lose_node(self, node: str) -> None:
+        """Node ``node`` stops reporting, as one cut off from the control plane.
+
+        Its running instances are observed ``lost`` (not running); they keep running there,
+        unseen. Applying the plan again starts new instances on other nodes (none is placed
+        on a lost node); the old ones run on until :meth:`recover_node`.
+        """
+        self.world.lose_node(node)
+
+    def recover_node(self, node: str) -> None:
+        """Node ``node`` reports again.
+
+        The instances it still runs that were replaced (or removed) meanwhile are stopped; one
+        never replaced is observed running again, the same instance.
+        """
+        self.world.recover_node(node)
+
+    def instances_running(self, ref: WorkloadRef) -> int:
+        """How many instances of the workload run, seen or not (on lost nodes too)."""
+        bundle = self.world.bundles.get(ref.bundle_id)
+        newest = bundle.workloads.get(ref.workload) if bundle is not None else None
+        seen = int(newest is not None and newest.instance is not None and newest.instance.running)
+        unseen = sum(1 for r, i in self.world.stranded if r == ref and i.running)
+        return seen + unseen
+
     def set_runtime_health(self, healthy: bool) -> None:
         """Make ``health_check`` pass or fail."""
         self.world.healthy = healthy

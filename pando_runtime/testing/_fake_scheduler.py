@@ -127,6 +127,8 @@ def place(world: FakeWorld, plan: BundlePlan, starting: list[WorkloadPlan]) -> d
         cpu = workload.resources.cpu_millis or 0
         memory = workload.resources.memory_bytes or 0
         for name, (used_cpu, used_memory) in used.items():
+            if name in world.lost_nodes:  # nothing is placed where nothing reports
+                continue
             node = sizes[name]
             if used_cpu + cpu <= node.cpu_millis and used_memory + memory <= node.memory_bytes:
                 chosen[workload.name] = name
@@ -145,7 +147,7 @@ def start(world: FakeWorld, ref: WorkloadRef, workload: Workload, digest: str, n
     behaviour = world.behaviour(workload.plan.image)
     world.instances_started += 1
     if workload.instance is not None:
-        workload.instance.log.close()
+        world.strand(ref, workload.instance)
     instance = Instance(
         number=world.instances_started, digest=digest, node=node, started_at=world.clock.now()
     )

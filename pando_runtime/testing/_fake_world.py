@@ -114,12 +114,16 @@ class Instance:
     stopping_until: datetime | None = None
     """Told to end: it runs until then (on the fake's clock), then it is removed."""
 
-    def observed(self, name: str, image_digest: str) -> ObservedWorkload:
-        """What ``observe`` reports of this instance of workload ``name``."""
+    def observed(self, name: str, image_digest: str, *, lost: bool = False) -> ObservedWorkload:
+        """What ``observe`` reports of this instance of workload ``name``.
+
+        ``lost``: its node no longer reports, so nothing confirms it runs.
+        """
         return ObservedWorkload(
             name=name,
             present=True,
-            running=self.running,
+            running=self.running and not lost,
+            lost=lost,
             instance_id=f"fake-instance-{self.number}",
             image_digest=image_digest,
             started_at=None if self.problem else self.started_at,
@@ -128,7 +132,7 @@ class Instance:
             oom_killed=self.oom_killed,
             problem=self.problem,
             problem_detail=self.problem_detail,
-            stopping=self.stopping_until is not None,
+            stopping=self.stopping_until is not None and not lost,
         )
 
 
@@ -201,6 +205,11 @@ class FakeWorld:
     confirmed_again: anyio.Event = attrs.field(factory=anyio.Event)
     closed: bool = False
     """Set when the adapter that made the world closes: the runtime is gone for all."""
+    lost_nodes: set[str] = attrs.field(factory=set)
+    """Nodes that no longer report: what runs there is observed ``lost``."""
+    stranded: list[tuple[WorkloadRef, Instance]] = attrs.field(factory=list)
+    """Instances replaced or removed while their node was lost: they run on there, unseen,
+    until the node reports again."""
 
     # -- lookups ----------------------------------------------------------------------------
 
@@ -267,6 +276,10 @@ class FakeWorld:
         """What a workload started from ``image`` does (by default: runs, healthy)."""
         return self.behaviours.get(image, ImageBehaviour())
 
+    def lost(self, instance: Instance) -> bool:
+        """Whether a running instance's node no longer reports."""
+        return instance.running and instance.node in self.lost_nodes
+
     def handler_for(self, command: tuple[str, ...]) -> ExecHandler:
         """The newest exec handler whose prefix starts ``command``."""
         for prefix, handler in self.exec_handlers:
@@ -304,10 +317,17 @@ class FakeWorld:
         kind = BundleEventKind.OOM_KILLED if oom else BundleEventKind.EXITED
         self.emit(kind, ref, exit_code=exit_code)
 
+    def strand(self, ref: WorkloadRef, instance: Instance) -> None:
+        """Let go of an instance; one on a lost node runs on there until the node is back."""
+        if self.lost(instance):
+            self.stranded.append((ref, instance))
+        else:
+            instance.log.close()
+
     def remove(self, ref: WorkloadRef, workload: Workload) -> None:
         """Remove the workload's instance, if it has one."""
         if workload.instance is not None:
-            workload.instance.log.close()
+            self.strand(ref, workload.instance)
             workload.instance = None
             self.writes += 1
             self.emit(BundleEventKind.REMOVED, ref)
@@ -318,7 +338,8 @@ class FakeWorld:
         if instance is None:
             return
         grace = self.behaviour(workload.plan.image).stop_grace
-        if not instance.running or grace <= 0:
+        if not instance.running or grace <= 0 or self.lost(instance):
+            # A lost node's instance is let go of at once: its node stops it when back.
             self.remove(ref, workload)
         elif instance.stopping_until is None:
             instance.stopping_until = self.clock.now() + timedelta(seconds=grace)
@@ -346,6 +367,33 @@ class FakeWorld:
                 if workload.instance is not None and workload.instance.stopping_until is not None:
                     found.append(name)
         return sorted(found)
+
+    def lose_node(self, node: str) -> None:
+        """Node ``node`` stops reporting; what runs there keeps running, unseen."""
+        if node not in {n.name for n in self.nodes}:
+            raise NotFound(f"no node {node!r}", details={"node": node})
+        self.lost_nodes.add(node)
+        LOG.warning("node %s no longer reports", node, extra={"node": node})
+
+    def recover_node(self, node: str) -> None:
+        """Node ``node`` reports again: it stops the instances let go of while it was lost."""
+        self.lost_nodes.discard(node)
+        kept = []
+        for ref, instance in self.stranded:
+            if instance.node != node:
+                kept.append((ref, instance))
+                continue
+            instance.running, instance.healthy = False, None
+            instance.log.close()
+            self.writes += 1
+            LOG.info(
+                "node %s back: stopped an old instance of %s of %s",
+                node,
+                ref.workload,
+                ref.bundle_id,
+                extra={"node": node, "bundle_id": ref.bundle_id, "workload": ref.workload},
+            )
+        self.stranded = kept
 
     def ensure_volume(self, request: VolumeRequest) -> Volume:
         """The volume ``request`` names, made empty when it does not exist."""

@@ -171,8 +171,11 @@ class Processes:
         node = real_node(cluster)
         self._socket = node.dirs.containerd_socket
         fixed: dict[str, list[int]] = {}
-        for name in ("containerd", "kubelet", "kube-proxy", "kube-router", "relay"):
+        for name in ("containerd", "kubelet", "kube-proxy", "kube-router"):
             fixed[name] = running(node.components[name].pid)
+        nodes = cluster.real_node_set
+        relay = nodes.relay if nodes is not None else None
+        fixed["relay"] = running(relay.pid if relay is not None else None)
         fixed["coredns"] = running(coredns_pid)
         for name in PLANE_GROUPS[:-2]:
             fixed[name] = running(cluster.components[name].pid)
@@ -744,7 +747,8 @@ def run(args: argparse.Namespace) -> None:
         r.start_s = time.monotonic() - t0
         r.cluster_timings = dict(cluster.timings)
         assert cluster.real_node is not None
-        r.node_timings = dict(cluster.real_node.timings)
+        assert cluster.real_node_set is not None
+        r.node_timings = {**cluster.real_node.timings, **cluster.real_node_set.timings}
         out(f"(cluster with a real node up in {r.start_s:.1f} s)")
         anyio.run(measure, cluster, args, r)
     finally:

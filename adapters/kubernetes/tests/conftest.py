@@ -324,11 +324,23 @@ def real_adapter_config(
     ranges are named, as an operator would name them, so the app's default policy lets the
     stand-in internet through and keeps the pod, Service and API server ranges out.
     """
+    from localcluster.realnode import network  # noqa: PLC0415
+
+    with _real_settings(
+        real_node_cluster, real_admin_api, real_volume_pool, network.POD_CIDR
+    ) as settings:
+        yield settings
+
+
+@contextlib.contextmanager
+def _real_settings(
+    cluster: Any, admin_api: Any, volume_pool: Path, pod_cidr: str
+) -> Iterator[dict[str, Any]]:
     from localcluster import images  # noqa: PLC0415
     from localcluster.realnode import addons, network  # noqa: PLC0415
 
-    registry = real_node_cluster.local.registry
-    with _granted(real_node_cluster, real_admin_api, real_volume_pool) as granted:
+    registry = cluster.local.registry
+    with _granted(cluster, admin_api, volume_pool) as granted:
         settings = {k: v for k, v in granted.items() if not k.startswith("trust_")}
         yield {
             **settings,
@@ -337,7 +349,7 @@ def real_adapter_config(
             "helper_image": images.WORKLOAD,
             "helper_mount_root": "/data",
             "egress_gateway_image": images.GATEWAY,
-            "pod_cidr": network.POD_CIDR,
+            "pod_cidr": pod_cidr,
             "service_cidr": "10.96.0.0/16",
             "api_server_cidr": f"{network.API_SERVER_IP}/32",
             "node_cidr": network.LINK_CIDR,
@@ -346,6 +358,40 @@ def real_adapter_config(
             "schedule_wait": 30.0,
             "canary_wait": 60.0,
         }
+
+
+# -- the cluster with two real nodes: pods on both, one of them cut off ------------------------
+
+
+@pytest.fixture(scope="session")
+def two_nodes_admin_api(two_real_nodes_cluster: Any) -> Iterator[Any]:
+    """An admin ApiClient of the cluster with two real nodes."""
+    with _admin_client(two_real_nodes_cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def two_nodes_adapter_config(
+    two_real_nodes_cluster: Any, two_nodes_admin_api: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """As :func:`real_adapter_config` on the cluster with two real nodes: the pod range named
+    is the cluster's (every node's); no volume pool (no test of volumes runs there)."""
+    from localcluster.realnode import network  # noqa: PLC0415
+
+    pool = tmp_path_factory.mktemp("two-nodes-volumes")
+    with _real_settings(
+        two_real_nodes_cluster, two_nodes_admin_api, pool, network.POD_RANGE
+    ) as settings:
+        yield settings
+
+
+@pytest.fixture
+async def two_nodes_adapter(two_nodes_adapter_config: dict[str, Any]) -> AsyncIterator[Any]:
+    """An adapter whose apps run on the two real nodes."""
+    from pando_runtime_kubernetes import KubernetesAdapter  # noqa: PLC0415
+
+    async with KubernetesAdapter(two_nodes_adapter_config) as adapter:
+        yield adapter
 
 
 @pytest.fixture(scope="session")

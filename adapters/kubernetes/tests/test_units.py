@@ -605,3 +605,41 @@ def test_one_registry_takes_one_credential_per_app() -> None:
     assert [(p.path, p.code) for p in problems] == [("workloads[4].pull_auth", "conflict")]
     assert "workloads[0]" in problems[0].message
     assert "y" not in problems[0].message.split()  # never a password
+
+
+def test_a_pod_whose_node_went_silent_is_observed_lost() -> None:
+    from pando_runtime_kubernetes.features._bundles import observed_workload  # noqa: PLC0415
+
+    def with_conditions(ready: str, containers_ready: str, **kwargs: Any) -> Any:
+        pod = _pod(ready=True, **kwargs)
+        pod["status"]["conditions"] = [
+            {"type": "Ready", "status": ready},
+            {"type": "ContainersReady", "status": containers_ready},
+        ]
+        return project_pod(pod)
+
+    # The node lifecycle controller's mark: Ready False, the kubelet's ContainersReady True.
+    marked = observed_workload("web", with_conditions("False", "True"))
+    assert (marked.lost, marked.running, marked.present) == (True, False, True)
+    assert marked.instance_id == "u1"
+    # The kubelet's own "not ready" (a failing probe) is no lost node.
+    probe = observed_workload("web", with_conditions("False", "False"))
+    assert (probe.lost, probe.running) == (False, True)
+    assert observed_workload("web", with_conditions("True", "True")).lost is False
+    ended = with_conditions("False", "True", phase="Failed", terminated={"exitCode": 1})
+    assert observed_workload("web", ended).lost is False  # an end is known, not lost
+
+
+def test_the_replacement_of_a_lost_pod_keeps_off_its_node() -> None:
+    settings = workload_objects.PodSettings("kata", {"pool": "apps"})
+    away = workload_objects.pod("pando-a", "a", _workload(), "d1", settings, pull=False,
+                                avoid_node="node-7")  # fmt: skip
+    terms = away["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert terms["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["node-7"]}]}
+    ]
+    assert away["spec"]["nodeSelector"] == {"pool": "apps"}  # the settings' place still holds
+    plain = workload_objects.pod("pando-a", "a", _workload(), "d1", settings, pull=False)
+    assert "affinity" not in plain["spec"]

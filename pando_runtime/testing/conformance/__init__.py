@@ -28,6 +28,7 @@ from ._events import EventConformance
 from ._exec import ExecConformance
 from ._harness import ConformanceHarness, HarnessCannot
 from ._logs import LogConformance
+from ._lost import LostNodeConformance
 from ._membership import MembershipConformance
 from ._stopping import StoppingConformance
 from ._trial import TrialConformance
@@ -49,6 +50,7 @@ __all__ = [
     "HarnessCannot",
     "Kit",
     "LogConformance",
+    "LostNodeConformance",
     "MembershipConformance",
     "StoppingConformance",
     "TrialConformance",
@@ -74,5 +76,6 @@ class ConformanceSuite(
     EgressRefusalConformance,
     MembershipConformance,
     StoppingConformance,
+    LostNodeConformance,
 ):
     """Every conformance test; subclass it and provide an ``adapter`` fixture."""

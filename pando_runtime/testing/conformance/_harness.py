@@ -113,6 +113,26 @@ class ConformanceHarness:
         """Undo :meth:`cache_goes_stale`: the runtime confirms the adapter's view again."""
         raise HarnessCannot("let the adapter's cache recover")
 
+    async def lose_node(self, adapter: RuntimeAdapter, ref: WorkloadRef) -> None:
+        """Cut off the place (node) that runs the workload's instance.
+
+        It stops reporting, as a node cut off from the control plane; what runs there keeps
+        running. The runtime has another place a new instance can start on.
+        """
+        raise HarnessCannot("cut off the node a workload runs on")
+
+    async def recover_node(self, adapter: RuntimeAdapter) -> None:
+        """Undo :meth:`lose_node`: the place reports again (a no-op when none is lost)."""
+        raise HarnessCannot("bring a lost node back")
+
+    async def running_instances(self, adapter: RuntimeAdapter, ref: WorkloadRef) -> int:
+        """How many instances of the workload run, counted on the runtime's places.
+
+        Counted on the places themselves (one that does not report included), not through
+        the adapter.
+        """
+        raise HarnessCannot("count a workload's instances on the runtime's places")
+
     def replica(
         self, adapter: RuntimeAdapter
     ) -> contextlib.AbstractAsyncContextManager[RuntimeAdapter]:

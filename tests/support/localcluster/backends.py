@@ -127,15 +127,19 @@ def local_backend(
     *,
     real_node: bool = False,
     minor: str | None = None,
+    real_nodes: int = 0,
 ) -> Iterator[KubeCluster]:
     """The harness of this package: a real control plane with kwok nodes.
 
     ``name``: its context (and kubeconfig entries); several run at once under distinct names.
-    ``real_node``: a real node beside the kwok ones (:mod:`localcluster.realnode`).
+    ``real_node``: a real node beside the kwok ones (:mod:`localcluster.realnode`);
+    ``real_nodes``: that many (joined by the harness's network).
     ``minor``: an older Kubernetes minor's control plane (``None``: the newest).
     """
     try:
-        cluster = LocalCluster(name=name, nodes=nodes, real_node=real_node, minor=minor).start()
+        cluster = LocalCluster(
+            name=name, nodes=nodes, real_node=real_node, real_nodes=real_nodes, minor=minor
+        ).start()
     except ClusterError as exc:
         raise BackendUnavailable(f"local backend failed: {exc}\n\n{HOW_TO_GET_ONE}") from exc
     try:

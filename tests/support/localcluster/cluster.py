@@ -39,6 +39,7 @@ from .net import free_ports, retry_on_taken_port, wait_until
 from .nodes import DEFAULT_NODES, NodeSpec, Taint
 from .pki import FRONT_PROXY_CLIENT, Pki, issue_client_cert, make_pki
 from .process import Component, tail
+from .realnode.nodeset import RealNodeSet
 from .realnode.stack import ApiAccess, RealNode
 from .registry import LocalRegistry
 from .rest import Rest
@@ -78,13 +79,17 @@ class LocalCluster:
         keep_work_dir: bool | None = None,
         real_node: bool = False,
         minor: str | None = None,
+        real_nodes: int = 0,
     ) -> None:
         self.nodes = list(nodes)
         self.minor = minor
         """The Kubernetes minor of the control plane (``None``: the newest, the default build)."""
-        self.real_node_wanted = real_node
-        """Also run a real node (containerd, kubelet, ...; see :mod:`.realnode`)."""
+        self.real_nodes_wanted = max(real_nodes, 1 if real_node else 0)
+        """How many real nodes to run (containerd, kubelet, ...; see :mod:`.realnode`)."""
+        self.real_node_set: RealNodeSet | None = None
+        """The real nodes, their network and relay, when any were wanted."""
         self.real_node: RealNode | None = None
+        """The first real node (the only one, unless more were wanted)."""
         self.registry: LocalRegistry | None = None
         """With a real node: the image registry its containerd pulls from (TLS, a password)."""
         self.restricted_user = restricted_user
@@ -172,9 +177,9 @@ class LocalCluster:
     def stop(self) -> None:
         """Stop every component in reverse start order (SIGTERM, then SIGKILL)."""
         atexit.unregister(self.stop)
-        if self.real_node is not None:
-            self.real_node.stop()
-            self.real_node = None
+        if self.real_node_set is not None:
+            self.real_node_set.stop()
+            self.real_node_set = self.real_node = None
         if self.registry is not None:
             self.registry.stop()
             self.registry = None
@@ -350,13 +355,16 @@ class LocalCluster:
             )
         )
         self._rest = Rest(self.server, pki.ca.cert, pki.admin.cert, pki.admin.key)
-        if self.real_node_wanted:
+        if self.real_nodes_wanted:
             if not self.binaries.node:
                 # A kubelet newer than its API server is outside Kubernetes' version skew.
                 raise ClusterError(f"no real node on Kubernetes {self.minor}: only the newest")
-            from .realnode.setup import make_real_node  # noqa: PLC0415 - builds images: only here
+            from .realnode.setup import make_real_nodes  # noqa: PLC0415 - builds images: only here
 
-            self.real_node = make_real_node(self.work_dir / "node", self.binaries)
+            self.real_node_set = make_real_nodes(
+                self.work_dir / "node", self.binaries, self.real_nodes_wanted
+            )
+            self.real_node = self.real_node_set.nodes[0]
             self.registry = LocalRegistry.for_pki(pki, self.work_dir / "registry")
         for name in START_ORDER:
             self.components[name] = Component(
@@ -394,6 +402,7 @@ class LocalCluster:
         assert self.binaries is not None
         exe = str(self.binaries.path(name))
         p = self.ports
+        nodes = self.real_node_set
         etcd_url = f"http://127.0.0.1:{p['etcd']}"
         peer_url = f"http://127.0.0.1:{p['etcd-peer']}"
         kube_auth = [
@@ -448,7 +457,7 @@ class LocalCluster:
                 # Kubelets (the real node's) take the admin's certificate.
                 f"--kubelet-client-certificate={pki.admin.cert}",
                 f"--kubelet-client-key={pki.admin.key}",
-                *(self.real_node.apiserver_args() if self.real_node is not None else ()),
+                *(nodes.apiserver_args() if nodes is not None else ()),
             ],
             "kube-controller-manager": [
                 *kube_auth,
@@ -460,6 +469,7 @@ class LocalCluster:
                 f"--cluster-signing-key-file={pki.ca.key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--profiling=false",
+                *(nodes.controller_manager_args() if nodes is not None else ()),
             ],
             "kube-scheduler": [*kube_auth, f"--secure-port={p['scheduler']}", "--profiling=false"],
             "kwok": [
@@ -501,10 +511,10 @@ class LocalCluster:
                 raise ClusterStartError(f"timed out after {self.start_timeout:.0f} s: {what}")
             self.timings[what] = round(time.monotonic() - t0, 2)
 
-        if fresh and self.real_node is not None:
+        if fresh and self.real_node_set is not None:
             assert self.registry is not None
             self.registry.start()
-            self.real_node.prepare(self._node_api_access(self.registry))
+            self.real_node_set.prepare(self._node_api_access(self.registry))
             self.timings["real node prepared"] = round(time.monotonic() - t0, 2)
         comps["etcd"].start(detach=self._detached)
         await_("etcd healthy", lambda: _http_ok(f"http://127.0.0.1:{self.ports['etcd']}/health"))
@@ -523,9 +533,9 @@ class LocalCluster:
         sa = "/api/v1/namespaces/default/serviceaccounts/default"
         await_("default service account", lambda: self.rest.get(sa)[0] == 200)
         await_("metrics API available", self.metrics_api_available)
-        if fresh and self.real_node is not None:
-            self.real_node.publish_api_endpoint(self.rest, self.ports["apiserver"])
-            self.real_node.start(self.rest)
+        if fresh and self.real_node_set is not None:
+            self.real_node_set.publish_api_endpoint(self.rest, self.ports["apiserver"])
+            self.real_node_set.start(self.rest)
             self.timings["real node ready"] = round(time.monotonic() - t0, 2)
         self.timings["total"] = round(time.monotonic() - t0, 2)
 

@@ -69,6 +69,8 @@ ENV_REAL_NODES = "PANDO_REAL_NODES"
 them (the test command sets it: on the project's machines they all run)."""
 REAL_CONTEXT = "pando-real"
 """Context of :func:`real_node_cluster`."""
+TWO_REAL_CONTEXT = "pando-real2"
+"""Context of :func:`two_real_nodes_cluster`."""
 SECOND_CONTEXT = "pando-local-2"
 """Context (and kubeconfig entry names) of :func:`second_kube_cluster`."""
 SMALL_NODES = (NodeSpec("kwok-small-0", "2", "4Gi"), NodeSpec("kwok-small-1", "2", "4Gi"))
@@ -227,6 +229,21 @@ def real_node_cluster() -> Iterator[KubeCluster]:
     cannot run a node the test is skipped with the reason, or fails when
     ``PANDO_REAL_NODES=1``.
     """
+    yield from _real_nodes_cluster(REAL_CONTEXT, 1)
+
+
+@pytest.fixture(scope="session")
+def two_real_nodes_cluster() -> Iterator[KubeCluster]:
+    """As :func:`real_node_cluster` with two real nodes, joined by the harness's network
+    (each its own namespace, kubelet, containerd and pod range; see
+    :mod:`localcluster.realnode.network`), and a heartbeat short enough that a node which
+    stops reporting is called lost within half a minute; its own context
+    :data:`TWO_REAL_CONTEXT`. Only the tests that need two nodes pay for it.
+    """
+    yield from _real_nodes_cluster(TWO_REAL_CONTEXT, 2)
+
+
+def _real_nodes_cluster(context: str, count: int) -> Iterator[KubeCluster]:
     from .realnode.setup import missing  # noqa: PLC0415 - imports the image builder: only here
 
     absent = missing()
@@ -237,10 +254,10 @@ def real_node_cluster() -> Iterator[KubeCluster]:
         pytest.skip(reason)
     failure = ""
     try:
-        manager = local_backend(REAL_CONTEXT, real_node=True)
+        manager = local_backend(context, real_nodes=count)
         cluster = manager.__enter__()
     except (BackendUnavailable, ClusterError) as exc:
-        failure = f"no cluster with a real node: {exc}"
+        failure = f"no cluster with {count} real node(s): {exc}"
     if failure:
         pytest.fail(failure, pytrace=False)
     try:

@@ -104,6 +104,8 @@ class PodFacts:
     image_id: str | None
     restart_count: int
     node_name: str | None
+    node_lost: bool
+    """Its node stopped reporting while it ran: its state is unknown (see :func:`_node_lost`)."""
     unschedulable: str | None
     stuck: tuple[str, str] | None
     """Why its container waits and will not start by itself: (``WorkloadProblem`` value,
@@ -175,8 +177,9 @@ def project_pod(obj: Mapping[str, Any]) -> PodFacts | None:
     deleting = bool(meta.get("deletionTimestamp"))
     ended = terminated is not None or phase in ("Succeeded", "Failed")
     has_probe = any(c.get("readinessProbe") for c in containers)
+    conditions = status.get("conditions") or ()
     unschedulable = None
-    for condition in status.get("conditions") or ():
+    for condition in conditions:
         if (
             condition.get("type") == "PodScheduled"
             and condition.get("status") == "False"
@@ -221,10 +224,25 @@ def project_pod(obj: Mapping[str, Any]) -> PodFacts | None:
         image_id=main.get("imageID") or None,
         restart_count=int(main.get("restartCount") or 0),
         node_name=_intern(spec["nodeName"]) if spec.get("nodeName") else None,
+        node_lost=running_state is not None and not ended and _node_lost(conditions),
         unschedulable=unschedulable,
         stuck=_stuck(state.get("waiting")),
         version=_version(meta),
     )
+
+
+def _node_lost(conditions: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether the pod bears the node lifecycle controller's mark of a node gone silent.
+
+    When a node stops reporting (its Ready condition turns Unknown past the controller
+    manager's ``--node-monitor-grace-period``), the controller sets each of its pods' Ready
+    condition False and leaves the rest as the kubelet last wrote it. The kubelet itself never
+    writes Ready False beside ContainersReady True (Ready is ContainersReady and the readiness
+    gates, which the adapter's pods have none of), so that pair is the controller's mark. The
+    kubelet writes Ready again once its node reports.
+    """
+    status = {c.get("type"): c.get("status") for c in conditions}
+    return status.get("Ready") == "False" and status.get("ContainersReady") == "True"
 
 
 _STUCK_REASONS = {

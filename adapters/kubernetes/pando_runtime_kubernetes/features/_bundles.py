@@ -83,11 +83,14 @@ def observed_workload(
     if pod is None:
         return ObservedWorkload(name=name, present=False, running=False)
     problem, detail = _problem(pod)
-    stopping = pod.stopping or (leaving and bool(pod.running))
+    # A pod on a node that stopped reporting is lost, neither running nor stopping: nothing
+    # confirms either (and a deleted one stays so until its node is back).
+    lost = bool(pod.node_lost and pod.running)
+    stopping = not lost and (pod.stopping or (leaving and bool(pod.running)))
     return ObservedWorkload(
         name=name,
         present=True,
-        running=bool(pod.running) or stopping,
+        running=not lost and (bool(pod.running) or stopping),
         stopping=stopping,
         instance_id=pod.uid,
         image_digest=pod.image_id,
@@ -95,6 +98,7 @@ def observed_workload(
         exit_code=pod.exit_code if pod.ended else None,
         restart_count=0,  # restartPolicy Never: a pod is never restarted in place
         healthy=pod.ready if pod.has_probe else None,
+        lost=lost,
         oom_killed=bool(pod.oom),
         problem=problem,
         problem_detail=detail,
@@ -278,8 +282,14 @@ class Bundles:
                 facts = await reads.namespace(ns)
                 terminating = facts is not None and facts.terminating
                 pods = await reads.pods(ns)
+                # A lost node's pod is not waited for: it ends only when its node is back,
+                # and the host was told it is lost (re-applying is how it is replaced).
                 stopping = sorted(
-                    {p.workload for p in pods if p.stopping or (terminating and p.running)}
+                    {
+                        p.workload
+                        for p in pods
+                        if not p.node_lost and (p.stopping or (terminating and p.running))
+                    }
                 )
                 if not stopping and not terminating:
                     return
@@ -338,7 +348,9 @@ class Bundles:
         latest = newest(mine)
         if w.ports and w.name not in services:
             await session.writer.apply(workload_objects.service(ns, plan.bundle_id, w))
-        if latest is not None and latest.live and latest.digest == digest:
+        # A pod whose node went silent is replaced: deleted (it stays, terminating, until its
+        # node reports again and stops its containers), and a new one placed on another node.
+        if latest is not None and latest.live and latest.digest == digest and not latest.node_lost:
             if latest.unschedulable:
                 raise CapacityExceeded(
                     f"workload {w.name!r} cannot be scheduled: {latest.unschedulable}"
@@ -356,8 +368,9 @@ class Bundles:
             # The latest ended pod stays until its replacement runs: its log stays readable.
             if not pod.deleting and (pod.live or pod is not latest):
                 await session.writer.delete(ns, "pods", pod.name)
+        lost_node = latest.node_name if latest is not None and latest.node_lost else None
         return await self._create_pod(
-            ns, plan, w, digest, latest.uid if latest else None, proxy=proxy
+            ns, plan, w, digest, latest.uid if latest else None, proxy=proxy, avoid=lost_node
         )
 
     async def _create_pod(
@@ -369,8 +382,12 @@ class Bundles:
         replaces: str | None,
         *,
         proxy: Mapping[str, str],
+        avoid: str | None = None,
     ) -> str:
-        """Create the instance replacing ``replaces``; its name is derived from both."""
+        """Create the instance replacing ``replaces``; its name is derived from both.
+
+        ``avoid``: a node it must not go to (the lost one of the instance it replaces).
+        """
 
         def build(replaces: str | None) -> dict[str, Any]:
             return workload_objects.pod(
@@ -383,6 +400,7 @@ class Bundles:
                 plan_labels=plan.labels,
                 replaces=replaces,
                 proxy=proxy,
+                avoid_node=avoid,
             )
 
         def twin(existing: Mapping[str, Any]) -> bool:

@@ -244,11 +244,13 @@ def pod(
     created_ns: int | None = None,
     replaces: str | None = None,
     proxy: Mapping[str, str] | None = None,
+    avoid_node: str | None = None,
 ) -> dict[str, Any]:
     """A bare pod: never restarted, readiness probe only, no token, no host access.
 
     ``replaces``: the uid of the instance this pod replaces (it names the pod). ``proxy``:
-    the egress gateway's variables, set in the spec (they hold no secret).
+    the egress gateway's variables, set in the spec (they hold no secret). ``avoid_node``: a
+    node the pod must not be placed on (the lost node of the instance it replaces).
     """
     container = app_container(
         w.name,
@@ -303,6 +305,16 @@ def pod(
     if pull:
         spec["imagePullSecrets"] = [{"name": PULL_SECRET}]
     place(spec, settings)
+    if avoid_node:
+        # The scheduler avoids a lost node by its taint, which may land just after the pod.
+        term = {
+            "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": [avoid_node]}]
+        }
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+            }
+        }
     annotations = {
         ANN_PLAN_DIGEST: digest,
         ANN_BUNDLE_ID: bundle_id,

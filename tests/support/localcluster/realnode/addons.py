@@ -73,8 +73,12 @@ def corefile(cluster_domain: str, hosts: Mapping[str, str]) -> str:
 """
 
 
-def coredns_objects(image: str, cluster_domain: str = "cluster.local") -> list[dict[str, Any]]:
-    """CoreDNS's account, rights, configuration, pod and the ``kube-dns`` Service."""
+def coredns_objects(
+    image: str, cluster_domain: str = "cluster.local", node_name: str | None = None
+) -> list[dict[str, Any]]:
+    """CoreDNS's account, rights, configuration, pod and the ``kube-dns`` Service; the pod on
+    node ``node_name`` when given (so a test that cuts another node off keeps DNS)."""
+    placement = {"nodeSelector": {"kubernetes.io/hostname": node_name}} if node_name else {}
     ns = DNS_NAMESPACE
     meta = {"name": "coredns", "namespace": ns}
     return [
@@ -120,6 +124,7 @@ def coredns_objects(image: str, cluster_domain: str = "cluster.local") -> list[d
             "spec": {
                 "serviceAccountName": "coredns",
                 "runtimeClassName": RUNTIME_CLASS,
+                **placement,
                 "dnsPolicy": "Default",
                 "containers": [
                     {

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .network import NODE_IP, POD_CIDR, POD_GATEWAY
+from .network import NODE_IP, POD_CIDR, POD_GATEWAY, POD_RANGE
 
 CNI_BIN_DIR = "/usr/lib/cni"
 """Where Debian's containernetworking-plugins puts the plugins."""
@@ -22,6 +22,31 @@ REAL_NODE_TAINT = {"key": "pando.dev/real-node", "value": "true", "effect": "NoS
 POD_PIDS_LIMIT = 1024
 """kubelet's ``podPidsLimit``: processes (threads included) one pod may hold. Kubernetes has
 no per-pod field for it; the adapter relies on the node's setting (docs/security.md)."""
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """How often a node says it is alive, and how soon the control plane calls it lost.
+
+    kubelet renews its node's lease every quarter of ``lease_seconds`` and posts its status
+    every ``status_update_seconds``; the controller manager marks the node's Ready condition
+    Unknown once neither was heard of for ``grace_seconds`` (checking every
+    ``monitor_seconds``). Kubernetes' defaults (40 s, 10 s, 50 s, 5 s) make a lost node known
+    after almost a minute; the multi-node sets use shorter ones, still a few missed renewals
+    long, so a busy machine does not lose a node that is merely slow.
+    """
+
+    lease_seconds: int = 10
+    status_update_seconds: int = 4
+    grace_seconds: int = 20
+    monitor_seconds: int = 1
+
+    def controller_manager_args(self) -> list[str]:
+        """The controller manager's flags for it."""
+        return [
+            f"--node-monitor-grace-period={self.grace_seconds}s",
+            f"--node-monitor-period={self.monitor_seconds}s",
+        ]
 
 
 @dataclass(frozen=True)
@@ -114,8 +139,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 """
 
 
-def cni_config(dirs: NodeDirs) -> str:
-    """A bridge network over the pod range, routed (not masqueraded) by the node namespace."""
+def cni_config(dirs: NodeDirs, *, pod_cidr: str = POD_CIDR, gateway: str = POD_GATEWAY) -> str:
+    """A bridge network over the node's pod range, routed (not masqueraded) by the node
+    namespace."""
     config = {
         "cniVersion": "0.4.0",
         "name": "pando",
@@ -128,7 +154,7 @@ def cni_config(dirs: NodeDirs) -> str:
                 "hairpinMode": True,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": POD_CIDR, "gateway": POD_GATEWAY}]],
+                    "ranges": [[{"subnet": pod_cidr, "gateway": gateway}]],
                     "routes": [{"dst": "0.0.0.0/0"}],
                     "dataDir": str(dirs.cni_ipam),
                 },
@@ -146,11 +172,14 @@ def kubelet_config(
     cgroup_root: str,
     taints: Sequence[Mapping[str, str]],
     healthz_port: int,
+    node_ip: str = NODE_IP,
+    heartbeat: Heartbeat | None = None,
     cluster_domain: str = "cluster.local",
 ) -> str:
     """KubeletConfiguration for cgroup v1 with cgroupfs, on our containerd, serving on the
     node's address (the API server reaches it through the relay) and nothing else; each pod
-    held to :data:`POD_PIDS_LIMIT` processes."""
+    held to :data:`POD_PIDS_LIMIT` processes; its node's heartbeat as ``heartbeat`` says
+    (``None``: kubelet's defaults)."""
     config = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -160,7 +189,7 @@ def kubelet_config(
         "cgroupsPerQOS": True,
         "enforceNodeAllocatable": ["pods"],
         "containerRuntimeEndpoint": f"unix://{dirs.containerd_socket}",
-        "address": NODE_IP,
+        "address": node_ip,
         "port": 10250,
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
@@ -197,11 +226,19 @@ def kubelet_config(
         "rotateCertificates": False,
         "serverTLSBootstrap": False,
     }
+    if heartbeat is not None:
+        config["nodeLeaseDurationSeconds"] = heartbeat.lease_seconds
+        config["nodeStatusUpdateFrequency"] = f"{heartbeat.status_update_seconds}s"
     return json.dumps(config, indent=2) + "\n"
 
 
 def kube_proxy_config(
-    *, kubeconfig: Path, node_name: str, healthz_port: int, metrics_port: int
+    *,
+    kubeconfig: Path,
+    node_name: str,
+    healthz_port: int,
+    metrics_port: int,
+    node_ip: str = NODE_IP,
 ) -> str:
     """kube-proxy in iptables mode (this kernel has no IPVS); no host-wide conntrack change."""
     config = {
@@ -209,12 +246,12 @@ def kube_proxy_config(
         "kind": "KubeProxyConfiguration",
         "clientConnection": {"kubeconfig": str(kubeconfig)},
         "mode": "iptables",
-        "clusterCIDR": POD_CIDR,
+        "clusterCIDR": POD_RANGE,
         "hostnameOverride": node_name,
-        "bindAddress": NODE_IP,
+        "bindAddress": node_ip,
         "healthzBindAddress": f"127.0.0.1:{healthz_port}",
         "metricsBindAddress": f"127.0.0.1:{metrics_port}",
-        "nodePortAddresses": [f"{NODE_IP}/32"],
+        "nodePortAddresses": [f"{node_ip}/32"],
         # 0 leaves the conntrack table's size and timeouts alone: they are not per namespace.
         "conntrack": {
             "maxPerCore": 0,

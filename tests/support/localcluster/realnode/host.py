@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import netns
-from .network import NodeNetwork
 
 RECORDS_DIR = Path("/run/pando-realnodes")
 CGROUP_FS = Path("/sys/fs/cgroup")
@@ -35,7 +34,10 @@ class HostRecord:
     prefix: str
     work_dir: str
     cgroup_root: str
+    """The parent of every node's cgroup root."""
     sysctls: dict[str, str] = field(default_factory=dict)
+    namespaces: list[str] = field(default_factory=list)
+    """The run's network namespaces (a record of a run that had one node may lack them)."""
 
     @property
     def path(self) -> Path:
@@ -57,7 +59,7 @@ def write_sysctl(key: str, value: str) -> None:
         Path("/proc/sys", *key.split(".")).write_text(value)
 
 
-def record(prefix: str, work_dir: Path, cgroup_root: str) -> HostRecord:
+def record(prefix: str, work_dir: Path, cgroup_root: str, namespaces: list[str]) -> HostRecord:
     """Save what the host has now, before a node changes it."""
     rec = HostRecord(
         pid=os.getpid(),
@@ -65,6 +67,7 @@ def record(prefix: str, work_dir: Path, cgroup_root: str) -> HostRecord:
         work_dir=str(work_dir),
         cgroup_root=cgroup_root,
         sysctls={key: read_sysctl(key) for key in HOST_SYSCTLS},
+        namespaces=list(namespaces),
     )
     rec.save()
     return rec
@@ -80,12 +83,17 @@ def cgroup_dirs(cgroup_root: str) -> list[Path]:
 
 
 def make_cgroup_root(cgroup_root: str) -> None:
-    """Create the node's cgroup root in every hierarchy (kubelet requires it to exist)."""
-    for d in cgroup_dirs(cgroup_root):
-        d.mkdir(exist_ok=True)
-        if d.parent.name == "cpuset" or (d.parent / "cpuset.cpus").exists():
-            for key in ("cpuset.cpus", "cpuset.mems"):
-                (d / key).write_text((d.parent / key).read_text())
+    """Create the node's cgroup root (and its parents) in every hierarchy (kubelet requires
+    it to exist); a cpuset takes its parent's CPUs and memory nodes."""
+    parts = cgroup_root.strip("/").split("/")
+    for depth in range(1, len(parts) + 1):
+        for d in cgroup_dirs("/".join(parts[:depth])):
+            if d.exists():
+                continue
+            d.mkdir()
+            if (d.parent / "cpuset.cpus").exists():
+                for key in ("cpuset.cpus", "cpuset.mems"):
+                    (d / key).write_text((d.parent / key).read_text())
 
 
 def kill_cgroup_tasks(cgroup_root: str) -> None:
@@ -131,17 +139,20 @@ def unmount_all(directory: Path) -> None:
             subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
 
-def undo(rec: HostRecord, network: NodeNetwork) -> None:
+def undo(rec: HostRecord) -> None:
     """Remove a run's processes, mounts, cgroups and namespaces; restore its sysctls."""
+    # A record without namespaces is of a run that named its only node's "<prefix>node".
+    spaces = rec.namespaces or [f"{rec.prefix}node", f"{rec.prefix}out"]
     kill_cgroup_tasks(rec.cgroup_root)
-    for space in (network.node, network.outside):
+    for space in spaces:
         for pid in netns.pids(space) if netns.exists(space) else ():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     time.sleep(0.2)
     kill_cgroup_tasks(rec.cgroup_root)
     unmount_all(Path(rec.work_dir))
-    network.delete()
+    for space in spaces:
+        netns.delete(space)
     remove_cgroups(rec.cgroup_root)
     for key, value in rec.sysctls.items():
         write_sysctl(key, value)
@@ -161,6 +172,6 @@ def clean_leftovers() -> list[str]:
             continue
         if Path(f"/proc/{rec.pid}").exists():
             continue  # a run still going (another test session): not ours to clean
-        undo(rec, NodeNetwork.named(rec.prefix))
+        undo(rec)
         cleaned.append(rec.prefix)
     return cleaned

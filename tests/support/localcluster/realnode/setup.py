@@ -9,15 +9,17 @@ from pathlib import Path
 
 from .. import images
 from ..binaries import Binaries, go_tool
+from .configs import Heartbeat
+from .nodeset import RealNodeSet, real_node_name
 from .stack import NodeBinaries, NodeImage, RealNode
 
-REAL_NODE_NAME = "real-node-0"
+REAL_NODE_NAME = real_node_name(0)
 ENV_KUBE_ROUTER_BIN = "PANDO_KUBE_ROUTER_BIN"
 DEBIAN_COMMANDS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "nsenter", "ip",
                    "iptables", "ipset", "conntrack", "mount", "umount")  # fmt: skip
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
 
-__all__ = ["REAL_NODE_NAME", "RealNode", "make_real_node", "missing"]
+__all__ = ["REAL_NODE_NAME", "RealNode", "RealNodeSet", "make_real_nodes", "missing"]
 
 
 def missing() -> list[str]:
@@ -34,15 +36,19 @@ def missing() -> list[str]:
     return absent
 
 
-def make_real_node(work_dir: Path, binaries: Binaries | None) -> RealNode:
-    """The real node of a local cluster, its programs and images found or built first."""
+def make_real_nodes(work_dir: Path, binaries: Binaries | None, count: int = 1) -> RealNodeSet:
+    """The real nodes of a local cluster, their programs and images found or built first.
+
+    One node keeps Kubernetes' heartbeat defaults; with more, a node that stops reporting is
+    called lost sooner (:class:`~.configs.Heartbeat`), so a test can see another take over.
+    """
     if binaries is None:
         raise RuntimeError("the control plane's binaries are needed first")
     coredns = images.find_coredns()
     built = images.harness_images(coredns)
-    return RealNode(
-        name=REAL_NODE_NAME,
+    return RealNodeSet(
         work_dir=work_dir,
+        count=count,
         binaries=NodeBinaries(
             kubelet=binaries.path("kubelet"),
             kube_proxy=binaries.path("kube-proxy"),
@@ -51,4 +57,5 @@ def make_real_node(work_dir: Path, binaries: Binaries | None) -> RealNode:
         images=[NodeImage(b.name, b.archive) for b in built.values()],
         sandbox_image=built["pause"].name,
         coredns_image=built["coredns"].name,
+        heartbeat=Heartbeat() if count > 1 else None,
     )

@@ -1,18 +1,14 @@
-"""One real node beside kwok's: containerd, kubelet, kube-proxy and kube-router in namespaces
-of the harness's, with CoreDNS as a pod on it. :class:`RealNode` starts and stops them.
+"""One real node beside kwok's: containerd, kubelet, kube-proxy and kube-router in a network
+namespace of the harness's. :class:`RealNode` starts and stops them.
 
-Order matters: :meth:`RealNode.prepare` (before the API server starts: the namespaces, the
-relay and the API server's egress selector) and :meth:`RealNode.start` (once the API server
-answers). :meth:`RealNode.stop` undoes everything on every path, and a crashed run's leftovers
-are removed by the next :meth:`prepare` (see :mod:`.host`).
+A node is one of a set (:class:`~.nodeset.RealNodeSet`), which makes the namespaces, runs the
+relay to the API server and adds cluster DNS: :meth:`RealNode.write_files` once the relay
+runs, :meth:`RealNode.start` once the API server answers, :meth:`RealNode.stop` on every path.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,11 +17,8 @@ from typing import Any
 
 from ..net import free_ports, wait_until
 from ..process import Component
-from . import addons, configs, host, netns
-from .network import API_SERVER_IP, LINK_CIDR, NODE_IP, POD_CIDR, NodeNetwork
-
-SUPPORT_DIR = Path(__file__).resolve().parents[2]
-"""``tests/support``: on the relay's ``PYTHONPATH``."""
+from . import configs, host, netns
+from .network import NodeNetwork
 
 
 @dataclass(frozen=True)
@@ -68,18 +61,17 @@ class RealNode:
     binaries: NodeBinaries
     images: Sequence[NodeImage]
     sandbox_image: str
-    coredns_image: str
+    network: NodeNetwork
+    """Its namespace (``network.node``), the outside one and its addresses."""
+    cgroup_root: str
+    heartbeat: configs.Heartbeat | None = None
+    """How often it reports (``None``: kubelet's defaults)."""
     start_timeout: float = 120.0
     components: dict[str, Component] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.prefix = f"pando-{os.getpid()}-"
-        self.network = NodeNetwork.named(self.prefix)
         self.dirs = configs.NodeDirs(self.work_dir)
-        self.cgroup_root = f"/pando-{os.getpid()}"
-        self.egress_socket = self.work_dir / "egress.sock"
-        self._record: host.HostRecord | None = None
         self._ports = dict(zip(("kubelet", "proxy", "proxy-metrics", "router"),
                                free_ports(4), strict=True))  # fmt: skip
 
@@ -89,80 +81,23 @@ class RealNode:
         (healthz), ``proxy`` (kube-proxy's healthz), ``proxy-metrics``, ``router`` (health)."""
         return dict(self._ports)
 
-    # ------------------------------------------------------------------ before the API server
+    # ------------------------------------------------------------------ once the relay runs
 
-    def apiserver_args(self) -> list[str]:
-        """Flags the API server needs to reach the node (through the relay)."""
-        config = self.work_dir / "egress-selector.yaml"
-        return [f"--egress-selector-config-file={config}"]
-
-    def prepare(self, api: ApiAccess) -> None:
-        """Clean a dead run's leftovers, make the namespaces and start the relay."""
-        host.clean_leftovers()
-        for d in (self.dirs.config, self.dirs.cni_conf, self.dirs.cni_ipam, self.dirs.kubelet,
-                  self.dirs.containerd, self.dirs.pod_logs, self.work_dir / "logs"):  # fmt: skip
-            d.mkdir(parents=True, exist_ok=True)
-        self._record = host.record(self.prefix, self.work_dir, self.cgroup_root)
-        self.network.create()
-        (self.work_dir / "egress-selector.yaml").write_text(
-            json.dumps(
-                {
-                    "apiVersion": "apiserver.k8s.io/v1beta1",
-                    "kind": "EgressSelectorConfiguration",
-                    "egressSelections": [
-                        {
-                            "name": "cluster",
-                            "connection": {
-                                "proxyProtocol": "HTTPConnect",
-                                "transport": {"uds": {"udsName": str(self.egress_socket)}},
-                            },
-                        }
-                    ],
-                }
-            )
-        )
-        forwards = [
-            {"listen_netns": self.network.node, "listen": f"127.0.0.1:{api.port}",
-             "target": f"127.0.0.1:{api.port}"},
-            {"listen_netns": self.network.outside, "listen": f"{API_SERVER_IP}:{api.port}",
-             "target": f"127.0.0.1:{api.port}"},
-        ]  # fmt: skip
-        if api.registry_port is not None:
-            forwards.append(
-                {"listen_netns": self.network.node, "listen": f"127.0.0.1:{api.registry_port}",
-                 "target": f"127.0.0.1:{api.registry_port}"}
-            )  # fmt: skip
-        relay_config = self.dirs.config / "relay.json"
-        ready = self.work_dir / "relay.ready"
-        relay_config.write_text(
-            json.dumps(
-                {
-                    "forwards": forwards,
-                    "connect_proxy": {
-                        "socket": str(self.egress_socket),
-                        "routes": {LINK_CIDR: self.network.node, POD_CIDR: self.network.node},
-                    },
-                    "ready_file": str(ready),
-                }
-            )
-        )
-        env = {**os.environ, "PYTHONPATH": str(SUPPORT_DIR)}
-        self._start(
-            "relay",
-            [sys.executable, "-m", "localcluster.realnode.relay", str(relay_config)],
-            env=env,
-            in_node=False,
-        )
-        self._await("relay ready", ready.exists, time.monotonic())
-        self._write_node_files(api)
-
-    def _write_node_files(self, api: ApiAccess) -> None:
+    def write_files(self, api: ApiAccess) -> None:
+        """Write the node's configuration files (its programs reach the API server through
+        the relay on the namespace's loopback)."""
         d = self.dirs
+        for directory in (d.config, d.cni_conf, d.cni_ipam, d.kubelet, d.containerd, d.pod_logs,
+                          self.work_dir / "logs"):  # fmt: skip
+            directory.mkdir(parents=True, exist_ok=True)
+        net = self.network
         server = f"https://127.0.0.1:{api.port}"
         (d.config / "containerd.toml").write_text(
             configs.containerd_config(d, sandbox_image=self.sandbox_image)
         )
-        (d.cni_conf / "10-pando.conflist").write_text(configs.cni_config(d))
+        (d.cni_conf / "10-pando.conflist").write_text(
+            configs.cni_config(d, pod_cidr=net.pod_cidr, gateway=net.pod_gateway)
+        )
         if api.registry_port is not None:
             address = f"127.0.0.1:{api.registry_port}"
             hosts = d.registry_hosts / address
@@ -177,6 +112,8 @@ class RealNode:
                 cgroup_root=self.cgroup_root,
                 taints=[configs.REAL_NODE_TAINT],
                 healthz_port=self._ports["kubelet"],
+                node_ip=net.node_ip,
+                heartbeat=self.heartbeat,
             )
         )
         api.write_kubeconfig(d.config / "kubelet.kubeconfig", f"system:node:{self.name}", server)
@@ -187,14 +124,15 @@ class RealNode:
                 node_name=self.name,
                 healthz_port=self._ports["proxy"],
                 metrics_port=self._ports["proxy-metrics"],
+                node_ip=net.node_ip,
             )
         )
 
     # ------------------------------------------------------------------ once the API server answers
 
     def start(self, rest: Any) -> None:
-        """Start containerd, load the images, start kubelet, kube-proxy, kube-router, and
-        CoreDNS; return when the node is Ready and DNS answers."""
+        """Start containerd, load the images, start kubelet, kube-proxy and kube-router;
+        return when the node is Ready."""
         t0 = time.monotonic()
         d = self.dirs
         self._start("containerd", ["containerd", "--config", str(d.config / "containerd.toml")])
@@ -214,7 +152,7 @@ class RealNode:
                 f"--root-dir={d.kubelet}",
                 f"--cert-dir={d.kubelet / 'pki'}",
                 f"--hostname-override={self.name}",
-                f"--node-ip={NODE_IP}",
+                f"--node-ip={self.network.node_ip}",
                 f"--node-labels={configs.REAL_NODE_LABEL}=real",
                 "--v=1",
             ],
@@ -224,7 +162,7 @@ class RealNode:
         rest.request(
             "PATCH",
             f"/api/v1/nodes/{self.name}",
-            {"spec": {"podCIDR": POD_CIDR, "podCIDRs": [POD_CIDR]}},
+            {"spec": {"podCIDR": self.network.pod_cidr, "podCIDRs": [self.network.pod_cidr]}},
             content_type="application/strategic-merge-patch+json",
         )
         self._start(
@@ -250,28 +188,17 @@ class RealNode:
                 "--v=1",
             ],
         )
-        self._await("node ready", lambda: _node_ready(rest, self.name), t0)
-        for doc in (addons.runtime_class("real"), *addons.coredns_objects(self.coredns_image)):
-            _create(rest, doc)
-        self._await("cluster DNS ready", lambda: _pod_ready(rest, "kube-system", "coredns"), t0)
+        self._await("node ready", lambda: node_ready(rest, self.name), t0)
         self.timings["total"] = round(time.monotonic() - t0, 2)
-
-    def publish_api_endpoint(self, rest: Any, port: int) -> None:
-        """Point the ``kubernetes`` Service at the relay for pods (see :mod:`.addons`)."""
-        _create(rest, addons.kubernetes_endpoints(port))
 
     # ------------------------------------------------------------------ stop
 
     def stop(self) -> None:
-        """Stop every program, then remove the namespaces, mounts and cgroups and restore
-        the host's settings."""
-        for name in ("kube-router", "kube-proxy", "kubelet", "containerd", "relay"):
+        """Stop every program (the set removes the namespaces, mounts and cgroups)."""
+        for name in ("kube-router", "kube-proxy", "kubelet", "containerd"):
             component = self.components.get(name)
             if component is not None:
                 component.stop(5.0)
-        if self._record is not None:
-            host.undo(self._record, self.network)
-            self._record = None
         self.components.clear()
 
     # ------------------------------------------------------------------ helpers
@@ -282,9 +209,8 @@ class RealNode:
         argv: Sequence[str],
         *,
         env: Mapping[str, str] | None = None,
-        in_node: bool = True,
     ) -> Component:
-        full = netns.command(self.network.node, argv) if in_node else list(argv)
+        full = netns.command(self.network.node, argv)
         component = Component(
             name, full, self.work_dir / "logs" / f"{name}.log", cwd=self.work_dir,
             env=dict(env) if env is not None else None,
@@ -318,7 +244,8 @@ class RealNode:
         return "\n".join(f"----- {c.name} -----\n{c.tail(lines)}" for c in self.components.values())
 
 
-def _create(rest: Any, doc: dict[str, Any]) -> None:
+def create(rest: Any, doc: dict[str, Any]) -> None:
+    """Create ``doc`` with the admin's client (one that exists already is left as it is)."""
     api = "api/v1" if doc["apiVersion"] == "v1" else f"apis/{doc['apiVersion']}"
     kind = doc["kind"].lower()
     plural = {"endpointslice": "endpointslices", "runtimeclass": "runtimeclasses"}.get(
@@ -331,7 +258,8 @@ def _create(rest: Any, doc: dict[str, Any]) -> None:
         raise RuntimeError(f"creating {doc['kind']} {doc['metadata']['name']}: {status} {body}")
 
 
-def _node_ready(rest: Any, name: str) -> bool:
+def node_ready(rest: Any, name: str) -> bool:
+    """Whether node ``name``'s Ready condition is True."""
     status, body = rest.get(f"/api/v1/nodes/{name}")
     if status != 200:
         return False
@@ -339,7 +267,8 @@ def _node_ready(rest: Any, name: str) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def _pod_ready(rest: Any, ns: str, name: str) -> bool:
+def pod_ready(rest: Any, ns: str, name: str) -> bool:
+    """Whether pod ``ns/name``'s Ready condition is True."""
     status, body = rest.get(f"/api/v1/namespaces/{ns}/pods/{name}")
     if status != 200:
         return False

@@ -24,8 +24,9 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 import pytest
-from _real import connects_from, new_id, serve, sh, wait_for
+from _real import new_id, serve, sh, wait_for
 from localcluster.realnode import faults
+from localcluster.realnode.netns import connects_from
 from localcluster.realnode.stack import RealNode
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import namespace_for

@@ -15,8 +15,9 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from _real import MARKS, connects_from, new_id, wait_for
+from _real import MARKS, new_id, wait_for
 from _real_harness import SLOW_STOP, SLOW_STOP_PORT
+from localcluster.realnode.netns import connects_from
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import namespace_for
 

@@ -165,10 +165,15 @@ class KubernetesAdapter(RuntimeAdapter):
         self.session.observe_api(observer)
 
     async def __aenter__(self) -> Self:
-        await self.session.cache.start(collect=self._bundles.collect_superseded)
+        cache = self.session.cache
+        await cache.start(collect=self._bundles.collect_superseded)
         try:
-            # What the cluster offers is learnt on connecting, not charged to a first apply.
-            await self._usage.served()
+            # What the cluster offers is learnt on connecting, not charged to a first apply;
+            # a warm start answering from its store before it connected learns it meanwhile.
+            if cache.connected:
+                await self._usage.served()
+            else:
+                cache.in_background(self._usage.served)
         except BaseException:
             # Whatever ends the start (an error, a cancellation), no watch outlives it. Not
             # shielded: the watches' task group must close in the scope it was opened in.

@@ -128,7 +128,7 @@ def load_store(cache_dir: str) -> dict[str, float]:
     try:
         before = rss_kib()
         start = time.perf_counter()
-        state = disk.load({k: meta[k] for k in ("schema", "adapter", "cluster_uid")})
+        state = disk.load({k: meta[k] for k in ("schema", "adapter", "server", "ca")})
         seconds = time.perf_counter() - start
         kib = rss_kib() - before
     finally:
@@ -158,6 +158,9 @@ def child_start(kubeconfig: str, cache_dir: str | None, apps: int, mode: str) ->
             observed = await adapter.observe(ref, not_before=not_before)
             seconds = time.perf_counter() - start
             from_start = time.time() - spawned
+            # Whether the answer came before the client was loaded and the cluster connected.
+            client_then = "kubernetes.client" in sys.modules
+            connected_then = adapter.session.cache.connected
             assert observed.exists, "the last app exists"
             assert observed.confirmed_at is not None
             age = (started - observed.confirmed_at).total_seconds()
@@ -182,6 +185,8 @@ def child_start(kubeconfig: str, cache_dir: str | None, apps: int, mode: str) ->
                 "imported": imported,
                 "age": age,
                 "synced_then": synced_then,
+                "client_then": client_then,
+                "connected_then": connected_then,
                 "pass": pass_seconds,
                 "oldest_in_pass": max(ages),
                 "caught_up": caught_up,
@@ -271,7 +276,8 @@ def print_start(label: str, r: dict[str, Any]) -> None:
         f"{label:13s} {r['from_start']:.3f} s from process start to the first observe "
         f"(interpreter and imports {r['imported']:.3f} s), of which "
         f"{r['seconds']:.3f} s from the adapter's start (confirmed {r['age']:.1f} s "
-        f"before the start, synced: {r['synced_then']}), a pass over every app "
+        f"before the start, synced: {r['synced_then']}, client loaded: {r['client_then']}, "
+        f"connected: {r['connected_then']}), a pass over every app "
         f"{r['pass']:.2f} s (oldest answer {r['oldest_in_pass']:.1f} s), caught up at "
         f"{r['caught_up']:.2f} s, {r['calls']} calls ({r['lists']} lists), "
         f"{r['bytes'] / 1024:.0f} KiB received, start {r['start']}, replayed {r['replayed']}, "

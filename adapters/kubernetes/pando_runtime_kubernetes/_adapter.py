@@ -236,7 +236,8 @@ class KubernetesAdapter(RuntimeAdapter):
         every private, shared and link-local range stands in for them;
         ``egress_restriction``: ``enforced`` (verified by the canary), ``trusted``, or
         ``not verified``; ``cache_start``: how the cache started (``cold``: listed,
-        ``warm``: resumed from ``cache_dir``, ``relisted``: its saved version had expired)
+        ``warm``: resumed from ``cache_dir``, ``relisted``: its saved version had expired,
+        ``discarded``: its store proved another cluster's once connected)
         and ``cache_replayed``: the events a warm start caught up with.
         """
         if self.config.trust_egress_policy:

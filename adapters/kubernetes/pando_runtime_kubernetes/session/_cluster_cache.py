@@ -179,7 +179,7 @@ class ClusterCache:
         return self._connection.made is not None
 
     def start_report(self) -> dict[str, Any]:
-        """How the cache started (``start``: cold, warm or relisted; events ``replayed``)."""
+        """How the cache started (``start``: cold, warm, relisted, discarded; ``replayed``)."""
         informer = self._informer
         if informer is None:
             return {"start": "none", "replayed": 0, "watches": {}}

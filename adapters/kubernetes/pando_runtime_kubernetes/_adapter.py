@@ -170,10 +170,10 @@ class KubernetesAdapter(RuntimeAdapter):
         try:
             # What the cluster offers is learnt on connecting, not charged to a first apply;
             # a warm start answering from its store before it connected learns it meanwhile.
-            if cache.connected:
-                await self._usage.served()
-            else:
+            if cache.answering_before_connected:
                 cache.in_background(self._usage.served)
+            else:
+                await self._usage.served()
         except BaseException:
             # Whatever ends the start (an error, a cancellation), no watch outlives it. Not
             # shielded: the watches' task group must close in the scope it was opened in.

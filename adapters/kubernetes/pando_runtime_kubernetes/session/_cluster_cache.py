@@ -178,6 +178,12 @@ class ClusterCache:
         """The transport is made (a warm start may answer from its store before)."""
         return self._connection.made is not None
 
+    @property
+    def answering_before_connected(self) -> bool:
+        """A warm start answering from its saved store while its connection is being made."""
+        informer = self._informer
+        return not self.connected and informer is not None and informer.staleness.serves_saved
+
     def start_report(self) -> dict[str, Any]:
         """How the cache started (``start``: cold, warm, relisted, discarded; ``replayed``)."""
         informer = self._informer

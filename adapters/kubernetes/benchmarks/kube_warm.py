@@ -32,6 +32,7 @@ import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -134,7 +135,7 @@ def load_store(cache_dir: str) -> dict[str, float]:
     try:
         before = rss_kib()
         start = time.perf_counter()
-        state = disk.load({k: meta[k] for k in ("schema", "adapter", "cluster_uid")})
+        state = disk.load({k: v for k, v in meta.items() if k not in ("flushed", "confirmed")})
         seconds = time.perf_counter() - start
         kib = rss_kib() - before
     finally:
@@ -160,10 +161,14 @@ def child_start(kubeconfig: str, cache_dir: str | None, apps: int, mode: str) ->
         started = datetime.now(UTC)
         not_before = started if mode == "confirmed" else None
         async with KubernetesAdapter(config(kubeconfig, cache_dir)) as adapter:
+            entered = time.perf_counter() - start
             ref = BundleRef(bundle_id(apps - 1))
             observed = await adapter.observe(ref, not_before=not_before)
             seconds = time.perf_counter() - start
             from_start = time.time() - spawned
+            # Whether the answer came before the client was loaded and the cluster connected.
+            client_then = "kubernetes.client" in sys.modules
+            connected_then = getattr(adapter.session.cache, "connected", True)
             assert observed.exists, "the last app exists"
             assert observed.confirmed_at is not None
             age = (started - observed.confirmed_at).total_seconds()
@@ -184,10 +189,13 @@ def child_start(kubeconfig: str, cache_dir: str | None, apps: int, mode: str) ->
             caught_up = time.perf_counter() - start
             return {
                 "seconds": seconds,
+                "entered": entered,
                 "from_start": from_start,
                 "imported": imported,
                 "age": age,
                 "synced_then": synced_then,
+                "client_then": client_then,
+                "connected_then": connected_then,
                 "pass": pass_seconds,
                 "oldest_in_pass": max(ages),
                 "caught_up": caught_up,
@@ -276,8 +284,10 @@ def print_start(label: str, r: dict[str, Any]) -> None:
     print(
         f"{label:13s} {r['from_start']:.3f} s from process start to the first observe "
         f"(interpreter and imports {r['imported']:.3f} s), of which "
-        f"{r['seconds']:.3f} s from the adapter's start (confirmed {r['age']:.1f} s "
-        f"before the start, synced: {r['synced_then']}), a pass over every app "
+        f"{r['seconds']:.3f} s from the adapter's start ({r['entered']:.3f} s to enter it; "
+        f"confirmed {r['age']:.1f} s "
+        f"before the start, synced: {r['synced_then']}, client loaded: {r['client_then']}, "
+        f"connected: {r['connected_then']}), a pass over every app "
         f"{r['pass']:.2f} s (oldest answer {r['oldest_in_pass']:.1f} s), caught up at "
         f"{r['caught_up']:.2f} s, {r['calls']} calls ({r['lists']} lists), "
         f"{r['bytes'] / 1024:.0f} KiB received, start {r['start']}, replayed {r['replayed']}, "
@@ -315,6 +325,42 @@ async def churn_spread(kubeconfig: str, count: int, image: str, spread: float) -
             async with anyio.create_task_group() as group:
                 for i in wave:
                     group.start_soon(adapter.apply, plan(i, image))
+
+
+def taking_turns(
+    kubeconfig: str, cache_dir: str, kept: str, apps: int, pairs: int
+) -> list[dict[str, Any]]:
+    """``pairs`` more warm (at once) and cold starts taking turns, cold first: both meet the
+    machine's load alike (the first warm start above runs as the churn settles). Each warm
+    start resumes from the same store. Prints each, and the medians; returns the warm ones."""
+    if pairs < 1:
+        return []
+    warm: list[dict[str, Any]] = []
+    cold: list[dict[str, Any]] = []
+    for turn in range(pairs):
+        for mode in ("cold", "warm") if turn % 2 == 0 else ("warm", "cold"):
+            if mode == "cold":
+                cold.append(run_child(kubeconfig, None, apps))
+                continue
+            shutil.rmtree(cache_dir)
+            shutil.copytree(kept, cache_dir)
+            warm.append(run_child(kubeconfig, cache_dir, apps, "at_once"))
+    for label, runs in (("warm at once", warm), ("cold", cold)):
+        figures = ", ".join(
+            f"{r['from_start']:.3f} s ({r['imported']:.3f} s; {r['seconds']:.3f} s)" for r in runs
+        )
+        print(f"  taking turns, {label}: {figures}")
+    w = statistics.median(r["from_start"] for r in warm)
+    c = statistics.median(r["from_start"] for r in cold)
+    print(
+        f"  taking turns, from process start (medians of {pairs}): warm {w:.3f} s, "
+        f"cold {c:.3f} s ({c / w:.2f}x); warm from the adapter's start "
+        f"{statistics.median(r['seconds'] for r in warm):.3f} s, imports "
+        f"{statistics.median(r['imported'] for r in warm):.3f} s; cold from the adapter's "
+        f"start {statistics.median(r['seconds'] for r in cold):.3f} s, imports "
+        f"{statistics.median(r['imported'] for r in cold):.3f} s"
+    )
+    return warm
 
 
 def restart(  # noqa: PLR0917 - one restart's inputs
@@ -366,9 +412,10 @@ def restart(  # noqa: PLR0917 - one restart's inputs
         f"{cold['seconds'] / confirmed['seconds']:.1f}x; the API server's pod watch cache: "
         f"capacity {seen.get('capacity', 0)} events, {events} received while down"
     )
+    turns = taking_turns(kubeconfig, cache_dir, kept, args.apps, args.pairs)
     # A server that refuses streaming lists is asked the newest version by an empty list.
     newest_by_list = int(args.minor in NO_STREAMING_LISTS)
-    for run in (warm, confirmed):
+    for run in (warm, confirmed, *turns):
         if run["start"] == "warm":
             assert run["lists"] <= newest_by_list, "a resumed start lists nothing"
         else:
@@ -396,6 +443,9 @@ def main() -> None:
     )
     parser.add_argument("--downs", default="5", help="seconds down, comma-separated")
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--pairs", type=int, default=0, help="more warm and cold starts taking turns, per down"
+    )
     parser.add_argument("--minor", help="an older Kubernetes minor's control plane, e.g. 1.33")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--fake-child", nargs=2, help=argparse.SUPPRESS)

@@ -165,10 +165,15 @@ class KubernetesAdapter(RuntimeAdapter):
         self.session.observe_api(observer)
 
     async def __aenter__(self) -> Self:
-        await self.session.cache.start(collect=self._bundles.collect_superseded)
+        cache = self.session.cache
+        await cache.start(collect=self._bundles.collect_superseded)
         try:
-            # What the cluster offers is learnt on connecting, not charged to a first apply.
-            await self._usage.served()
+            # What the cluster offers is learnt on connecting, not charged to a first apply;
+            # a warm start answering from its store before it connected learns it meanwhile.
+            if cache.answering_before_connected:
+                cache.in_background(self._usage.served)
+            else:
+                await self._usage.served()
         except BaseException:
             # Whatever ends the start (an error, a cancellation), no watch outlives it. Not
             # shielded: the watches' task group must close in the scope it was opened in.
@@ -231,7 +236,8 @@ class KubernetesAdapter(RuntimeAdapter):
         every private, shared and link-local range stands in for them;
         ``egress_restriction``: ``enforced`` (verified by the canary), ``trusted``, or
         ``not verified``; ``cache_start``: how the cache started (``cold``: listed,
-        ``warm``: resumed from ``cache_dir``, ``relisted``: its saved version had expired)
+        ``warm``: resumed from ``cache_dir``, ``relisted``: its saved version had expired,
+        ``discarded``: its store proved another cluster's once connected)
         and ``cache_replayed``: the events a warm start caught up with.
         """
         if self.config.trust_egress_policy:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import signal
 import sqlite3
@@ -20,6 +21,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
+import yaml
 from _admin_calls import core_call
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import namespace_for
@@ -219,21 +221,181 @@ async def test_an_expired_version_relists_and_says_missed(
         await second.destroy(BundleRef(bundle_id))
 
 
-async def test_a_store_of_another_cluster_is_ignored(cached: dict[str, Any]) -> None:
-    bundle_id = f"WarmForeign{_run()}"
-    async with KubernetesAdapter(cached) as first:
+def _other_kubeconfig(config: dict[str, Any], path: Path, what: str) -> dict[str, Any]:
+    """``config`` with a kubeconfig naming the same cluster by another server URL or CA.
+
+    ``server``: ``localhost`` for ``127.0.0.1`` (the API server's certificate names both);
+    ``ca``: its CA and one more certificate trusted (a bundle: another fingerprint). Its
+    context keeps its name: the adapter finds the same store file.
+    """
+    doc = yaml.safe_load(Path(config["kubeconfig"]).read_text())
+    (entry,) = doc["clusters"]
+    cluster = entry["cluster"]
+    if what == "server":
+        cluster["server"] = cluster["server"].replace("127.0.0.1", "localhost")
+    else:
+        key, cert = path.with_suffix(".key"), path.with_suffix(".crt")
+        request = ("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1")
+        names = ("-subj", "/CN=another-ca", "-keyout", str(key), "-out", str(cert))
+        subprocess.run(["openssl", *request, *names], check=True, capture_output=True)
+        bundle = base64.b64decode(cluster["certificate-authority-data"]) + cert.read_bytes()
+        cluster["certificate-authority-data"] = base64.b64encode(bundle).decode()
+    path.write_text(yaml.safe_dump(doc))
+    return {**config, "kubeconfig": str(path)}
+
+
+async def _saved_without(config: dict[str, Any], bundle_id: str) -> None:
+    """A store of a running ``bundle_id``, then edited to hold none of it (were the store used,
+    the app would be missing)."""
+    async with KubernetesAdapter(config) as first:
         await first.apply(_plan(bundle_id))
         await _until_running(first, bundle_id)
-    with sqlite3.connect(_store(cached)) as db:
-        db.execute("UPDATE meta SET value = 'another-cluster' WHERE key = 'cluster_uid'")
-        db.execute("DELETE FROM facts")  # were it used, the app would be missing
-    async with KubernetesAdapter(cached) as second:
+    with sqlite3.connect(_store(config)) as db:
+        db.execute("DELETE FROM facts WHERE namespace = ?", (namespace_for(bundle_id),))
+
+
+@pytest.mark.parametrize("what", ["server", "ca"])
+async def test_a_store_of_another_server_or_ca_is_never_opened(
+    cached: dict[str, Any], tmp_path: Path, what: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    bundle_id = f"WarmOther{what.title()}{_run()}"
+    await _saved_without(cached, bundle_id)
+    other = _other_kubeconfig(cached, tmp_path / "other-kubeconfig", what)
+    caplog.set_level(logging.WARNING, logger="pando_runtime.kubernetes.warm")
+    started = datetime.now(UTC)
+    async with KubernetesAdapter({**other, "cache_max_staleness": 300}) as second:
+        first_answer = await second.observe(BundleRef(bundle_id))
+        assert first_answer.all_running, "listed, never the store's"
+        assert first_answer.confirmed_at is not None
+        assert first_answer.confirmed_at >= started
         lists, events = await _first_events(second, set())
         assert lists["GET pods"] == 1
         assert [e.kind for e in events] == [BundleEventKind.WATCHING]
         assert second.health_details()["cache_start"] == "cold"
-        assert (await second.observe(BundleRef(bundle_id))).all_running
+        said = {"server": "another API server", "ca": "another certificate authority"}[what]
+        assert f"written for {said}" in caplog.text
         await second.destroy(BundleRef(bundle_id))
+
+
+async def test_a_store_of_another_cluster_behind_the_same_server_is_discarded_once_connected(
+    cached: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Same server URL and CA, another cluster UID: what it may have said, and what follows."""
+    bundle_id = f"WarmForeign{_run()}"
+    await _saved_without(cached, bundle_id)
+    with sqlite3.connect(_store(cached)) as db:
+        db.execute("UPDATE meta SET value = 'another-cluster' WHERE key = 'cluster_uid'")
+        uid = "another-cluster"
+    caplog.set_level(logging.WARNING, logger="pando_runtime.kubernetes.warm")
+    started = datetime.now(UTC)
+    async with KubernetesAdapter({**cached, "cache_max_staleness": 300}) as second:
+        early = await second.observe(BundleRef(bundle_id))
+        assert early.confirmed_at is not None
+        if early.confirmed_at < started:  # answered from the store, before the check: its age
+            assert not early.exists
+        lists, events = await _first_events(second, {(BundleEventKind.MISSED, None)})
+        assert lists["GET pods"] >= 1
+        assert events[0].kind is BundleEventKind.WATCHING
+        assert second.health_details()["cache_start"] == "discarded"
+        assert "another cluster's" in caplog.text
+        assert any(r.levelname == "WARNING" for r in caplog.records)
+        truth = await second.observe(BundleRef(bundle_id))
+        assert truth.all_running
+        assert truth.confirmed_at is not None
+        assert truth.confirmed_at >= started
+        with sqlite3.connect(_store(cached)) as db:
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        assert meta["cluster_uid"] not in ("", uid), "the store is this cluster's now"
+        await second.destroy(BundleRef(bundle_id))
+
+
+HELD_CLIENT = """
+import importlib.abc, importlib.machinery, json, sys, threading, time
+import anyio
+
+release, held = threading.Event(), threading.Event()
+
+
+class HoldTheClient(importlib.abc.MetaPathFinder):
+    # The official client's package loads only once released: whatever needs it waits.
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "kubernetes":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        real = spec.loader
+
+        class Held(importlib.abc.Loader):
+            def create_module(self, spec):
+                return real.create_module(spec)
+
+            def exec_module(self, module):
+                held.set()
+                release.wait(120)
+                real.exec_module(module)
+
+        spec.loader = Held()
+        return spec
+
+
+sys.meta_path.insert(0, HoldTheClient())
+from pando_runtime import BundleRef
+from pando_runtime_kubernetes import KubernetesAdapter
+
+
+async def main():
+    async with KubernetesAdapter(json.loads(sys.argv[1])) as adapter:
+        answer = await adapter.observe(BundleRef(sys.argv[2]))
+        answered_while_held = not release.is_set()
+        client_then = "kubernetes.client" in sys.modules
+        release.set()
+        with anyio.fail_after(60):
+            async with adapter.watch_bundles():
+                pass  # connected and caught up once the client could load
+        print(json.dumps({
+            "answered_while_held": answered_while_held,
+            "client_loaded_at_answer": client_then,
+            "asked_for_client": held.is_set(),
+            "exists": answer.exists,
+            "start": adapter.health_details()["cache_start"],
+        }))
+
+
+anyio.run(main)
+"""
+
+
+async def test_a_warm_start_answers_before_the_client_is_imported(
+    cached: dict[str, Any],
+) -> None:
+    """The store is found by the kubeconfig alone: the first answer needs no client at all."""
+    bundle_id = f"WarmLight{_run()}"
+    config = {**cached, "cache_max_staleness": 300}
+    async with KubernetesAdapter(config) as first:
+        await first.apply(_plan(bundle_id))
+        await _until_running(first, bundle_id)
+    try:
+        result = await anyio.run_process(
+            [sys.executable, "-c", HELD_CLIENT, json.dumps(config), bundle_id], check=False
+        )
+        assert result.returncode == 0, result.stderr.decode()[-3000:]
+        seen = json.loads(result.stdout.decode().strip().splitlines()[-1])
+        assert seen == {
+            "answered_while_held": True,
+            "client_loaded_at_answer": False,
+            "asked_for_client": True,  # the connection was being made meanwhile
+            "exists": True,
+            "start": "warm",
+        }
+    finally:
+        async with KubernetesAdapter(adapter_config_of(cached)) as other:
+            await other.destroy(BundleRef(bundle_id))
+
+
+def adapter_config_of(cached: dict[str, Any]) -> dict[str, Any]:
+    """``cached`` without its store (a cleanup that must not take the store's lock)."""
+    return {k: v for k, v in cached.items() if k != "cache_dir"}
 
 
 async def test_the_server_tells_its_newest_version_in_one_watch_call(

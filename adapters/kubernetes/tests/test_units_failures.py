@@ -254,7 +254,7 @@ class _QuietCache(ClusterCache):
         super().__init__(session.config, session.connection, session.api, session.errors)
         self.started: Informer | None = None
 
-    async def _start(self, api: Any, stack: AsyncExitStack, collect: Any) -> None:
+    async def _start(self, stack: AsyncExitStack, collect: Any) -> None:
         informer = Informer(None, sources={"pods": QuietSource()}, kinds=("pods",))
         await stack.enter_async_context(informer.running())
         self._stack, self._informer, self.started = stack, informer, informer

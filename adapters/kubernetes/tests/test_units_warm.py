@@ -24,7 +24,12 @@ from pando_runtime import AdapterUnavailable, BundleEventKind
 
 pytestmark = pytest.mark.anyio
 
-IDENTITY = {"schema": SCHEMA, "adapter": "1.0", "cluster_uid": "uid-a"}
+IDENTITY = {
+    "schema": SCHEMA,
+    "adapter": "1.0",
+    "server": "https://127.0.0.1:6443",
+    "ca": "sha256:a",
+}
 
 
 def _pod(ns: str, name: str, *, running: bool = True, version: int = 5) -> dict[str, Any]:
@@ -184,8 +189,9 @@ async def test_flush_writes_only_what_changed_and_deletes_what_went(tmp_path: Pa
 @pytest.mark.parametrize(
     ("sql", "why"),
     [
-        ("UPDATE meta SET value = 'uid-b' WHERE key = 'cluster_uid'", "another cluster uid"),
-        ("UPDATE meta SET value = '0.1' WHERE key = 'adapter'", "another adapter"),
+        ("UPDATE meta SET value = 'https://10.0.0.1' WHERE key = 'server'", "another API server"),
+        ("UPDATE meta SET value = 'sha256:b' WHERE key = 'ca'", "another certificate authority"),
+        ("UPDATE meta SET value = '0.1' WHERE key = 'adapter'", "another adapter version"),
         ("UPDATE meta SET value = '0:old' WHERE key = 'schema'", "another schema"),
         ("UPDATE meta SET value = '0' WHERE key = 'flushed'", "never completely written"),
         ("DROP TABLE versions", "never completely written"),
@@ -644,3 +650,62 @@ async def test_a_read_answer_older_than_a_deletion_is_refused_and_a_new_pod_of_t
     informer.pods.on_list([], relist=True)  # a list is the truth: departures are forgotten
     remember(informer, pod)
     assert [p.name for p in informer.pods.pods("app-a")] == ["web-1"]
+
+
+async def _saved_for(tmp_path: Path, cluster_uid: str) -> None:
+    """A store of ``_filled()`` written for the cluster ``cluster_uid``."""
+    informer = _filled()
+    disk, warm = _journaled(tmp_path, informer)
+    await warm.verify(cluster_uid)
+    await warm.flush()
+    disk.close()
+
+
+async def _resumed_from(tmp_path: Path) -> tuple[Informer, DiskCache, WarmCache]:
+    """A new process's informer resumed from the store on ``tmp_path``, not yet verified."""
+    informer = _informer({"pods": ScriptedSource([]), "namespaces": ScriptedSource([])})
+    disk = DiskCache(tmp_path)
+    disk.open()
+    state = disk.load(IDENTITY)
+    assert state is not None
+    resume(informer, state)
+    return informer, disk, WarmCache(disk, informer, identity=IDENTITY, resumed=True)
+
+
+async def test_a_store_of_this_cluster_is_kept_at_the_check(tmp_path: Path) -> None:
+    await _saved_for(tmp_path, "uid-a")
+    informer, disk, warm = await _resumed_from(tmp_path)
+    assert await warm.verify("uid-a")
+    disk.close()
+    assert informer.namespaces.by_name.keys() == {"app-a"}
+    assert {loop.start for loop in informer.loops.values()} == {"warm"}
+    assert {loop.resource_version for loop in informer.loops.values()} == {"42"}
+
+
+async def test_a_store_of_another_cluster_behind_the_same_server_is_discarded_at_the_check(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    await _saved_for(tmp_path, "uid-a")
+    informer, disk, warm = await _resumed_from(tmp_path)
+    assert informer.namespaces.by_name.keys() == {"app-a"}  # answered from until the check
+    assert not await warm.verify("uid-b")
+    # Nothing of it answers any more, every watch lists first, and the operator is told.
+    assert not informer.namespaces.by_name
+    assert not informer.pods.by_namespace
+    assert not informer.services.by_namespace
+    assert {loop.start for loop in informer.loops.values()} == {"discarded"}
+    assert not any(loop.serves_saved for loop in informer.loops.values())
+    assert "another cluster's" in caplog.text
+    assert caplog.records[-1].levelname == "WARNING"
+    # The file is the new cluster's, and empty, before anything is flushed.
+    meta = dict(sqlite3.connect(disk.path).execute("SELECT key, value FROM meta").fetchall())
+    assert meta == {**IDENTITY, "flushed": "0", "cluster_uid": "uid-b"}
+    assert not sqlite3.connect(disk.path).execute("SELECT * FROM facts").fetchall()
+    # Once running, the lists come, and the first event stream says MISSED.
+    async with informer.running():
+        with anyio.fail_after(10):
+            await informer.wait_synced(10)
+    assert informer.start_report()["start"] == "discarded"
+    assert {e.kind for e in informer.pods.take_replay()} == {BundleEventKind.MISSED}
+    assert all(loop.source.lists == 1 for loop in informer.loops.values())
+    disk.close()

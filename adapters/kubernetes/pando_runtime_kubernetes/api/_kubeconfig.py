@@ -9,14 +9,18 @@ How they merge: for each named entry (context, cluster, user) the first file
 that defines the name wins, and ``current-context`` comes from the first file
 that sets one. The official client's own merger takes the *last* file's
 ``current-context`` and gives up on the whole list when one file is broken, so
-the merge is done here, over the client's ``ConfigNode`` (which remembers each
-entry's file, so relative certificate and token paths resolve against the file
-that named them). Loading a context's credentials is left to the client's
-``KubeConfigLoader``: exec plugins, token files, certificates, auth providers.
+the merge is done here, each entry remembering its file (the client's ``ConfigNode``
+is made of them when a context is loaded, so relative certificate and token paths
+resolve against the file that named them). Loading a context's credentials is left to
+the client's ``KubeConfigLoader``: exec plugins, token files, certificates, auth
+providers. Reading and merging needs only YAML, not the client: a warm start keys its
+saved cache by what a context says of its server (:meth:`MergedKubeconfig.server`)
+before the client is imported.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -89,6 +93,19 @@ def _entry_name(entry: Any) -> str | None:
     return None
 
 
+@attrs.frozen
+class _Entry:
+    """One named entry of a kubeconfig file, and the file that defined it."""
+
+    path: Path
+    value: dict[str, Any]
+
+    def field(self, section: str, key: str) -> Any:
+        """``value[section][key]`` (``None`` when absent or not a mapping)."""
+        body = self.value.get(section)
+        return body.get(key) if isinstance(body, dict) else None
+
+
 @attrs.define
 class MergedKubeconfig:
     """Several kubeconfig files merged into one, with the file of every entry."""
@@ -98,7 +115,7 @@ class MergedKubeconfig:
     current_context: str | None = None
     problems: list[ClusterProblem] = attrs.field(factory=list)
     """Files that could not be read; named files that do not exist when ``explicit``."""
-    _entries: dict[str, dict[str, ConfigNode]] = attrs.field(
+    _entries: dict[str, dict[str, _Entry]] = attrs.field(
         factory=lambda: {section: {} for section in SECTIONS}
     )
 
@@ -123,17 +140,13 @@ class MergedKubeconfig:
         return merged
 
     def _add(self, path: Path, doc: Mapping[str, Any]) -> None:
-        from kubernetes.config.kube_config import ConfigNode  # noqa: PLC0415
-
         self.files.append(path)
         for section in SECTIONS:
             known = self._entries[section]
             for entry in doc.get(section) or []:
                 name = _entry_name(entry)
                 if name is not None and name not in known:  # the first definition wins
-                    known[name] = ConfigNode(  # type: ignore[no-untyped-call]
-                        f"{path}/{section}[name={name}]", entry, str(path)
-                    )
+                    known[name] = _Entry(path, entry)
         current = doc.get("current-context")
         if self.current_context is None and isinstance(current, str) and current:
             self.current_context = current
@@ -151,13 +164,46 @@ class MergedKubeconfig:
     def namespace(self, context: str) -> str | None:
         """The context's namespace, if it names one."""
         node = self._entries["contexts"].get(context)
-        return (_context_field(node, "namespace") or None) if node is not None else None
+        return (_text(node.field("context", "namespace")) or None) if node is not None else None
+
+    def server(self, context: str) -> tuple[str, bytes | None, bool] | None:
+        """What ``context``'s cluster entry says of its API server, read without the client.
+
+        ``(server URL, the CA certificates it trusts, insecure)``: the CA's bytes from
+        ``certificate-authority-data`` or the ``certificate-authority`` file (relative to the
+        file that named the cluster), ``None`` when it names none (the system's trust store);
+        ``insecure``: ``insecure-skip-tls-verify``. ``None`` when the context or its cluster's
+        server is not there; ``OSError``/``ValueError`` when its CA cannot be read.
+        """
+        node = self._entries["contexts"].get(context)
+        if node is None:
+            return None
+        cluster = self._entries["clusters"].get(_text(node.field("context", "cluster")) or "")
+        if cluster is None:
+            return None
+        server = _text(cluster.field("cluster", "server"))
+        if not server:
+            return None
+        insecure = cluster.field("cluster", "insecure-skip-tls-verify") is True
+        data = _text(cluster.field("cluster", "certificate-authority-data"))
+        if data:
+            return server, base64.b64decode(data, validate=False), insecure
+        named = _text(cluster.field("cluster", "certificate-authority"))
+        if named:
+            return server, (cluster.path.parent / Path(named).expanduser()).read_bytes(), insecure
+        return server, None, insecure
 
     def _config_node(self) -> ConfigNode:
-        value: dict[str, Any] = {s: list(self._entries[s].values()) for s in SECTIONS}
-        value["current-context"] = self.current_context
         from kubernetes.config.kube_config import ConfigNode  # noqa: PLC0415
 
+        def node(section: str, name: str, entry: _Entry) -> ConfigNode:
+            where = f"{entry.path}/{section}[name={name}]"
+            return ConfigNode(where, entry.value, str(entry.path))  # type: ignore[no-untyped-call]
+
+        value: dict[str, Any] = {
+            s: [node(s, name, entry) for name, entry in self._entries[s].items()] for s in SECTIONS
+        }
+        value["current-context"] = self.current_context
         first = str(self.files[0]) if self.files else "kubeconfig"
         return ConfigNode(first, value, first)  # type: ignore[no-untyped-call]
 
@@ -182,13 +228,13 @@ class MergedKubeconfig:
         configuration = Configuration()
         loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
         node = self._entries["contexts"][context]
-        cluster = self._entries["clusters"].get(_context_field(node, "cluster") or "")
-        if cluster is None or not (cluster.value.get("cluster") or {}).get("server"):
+        cluster = self._entries["clusters"].get(_text(node.field("context", "cluster")) or "")
+        if cluster is None or not cluster.field("cluster", "server"):
             raise ValueError("the context's cluster names no server")
-        user = self._entries["users"].get(_context_field(node, "user") or "")
+        user = self._entries["users"].get(_text(node.field("context", "user")) or "")
         if (
             user is not None
-            and "exec" in user.value.get("user", {})
+            and user.field("user", "exec") is not None
             and not _has_credentials(configuration)
         ):
             # The client logs the plugin's failure and carries on without credentials.
@@ -196,9 +242,7 @@ class MergedKubeconfig:
         return configuration
 
 
-def _context_field(node: ConfigNode, key: str) -> str | None:
-    body = node.value.get("context")
-    value = body.get(key) if isinstance(body, dict) else None
+def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 

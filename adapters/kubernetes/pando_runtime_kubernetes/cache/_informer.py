@@ -12,6 +12,10 @@ that it composes: :attr:`Informer.supervisor` runs the loops (``_supervision.py`
 probes the API server (``_liveness.py``), :attr:`Informer.staleness` says how current the
 cache is (``_staleness.py``), :attr:`Informer.collector` runs ``collect``
 (``_collector.py``); a warm start resumes an informer from a saved state (``_resume.py``).
+
+An informer made with ``connect`` instead of a transport gets its transport when its watches
+first need one, after ``before_watching`` (a warm start answers from its saved state
+meanwhile, and checks there that the state is the cluster's).
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ from typing import Any
 
 import anyio
 
+from pando_runtime.plugin import NO_API_OBSERVER, ApiObserver
+
 from .._names import MANAGED_SELECTOR
 from ..api._transport import KubeTransport
 from ._clock import LoopClock
 from ._collector import Collector
-from ._list_watch import ApiListWatch
+from ._list_watch import ApiListWatch, Connect, ConnectingListWatch
 from ._liveness import Liveness
 from ._staleness import Staleness
 from ._stores import (
@@ -64,6 +70,10 @@ class Informer:
     seconds the watches are silent; ``answers`` (optional) counts the calls the API server
     has answered (see :class:`Liveness`). ``max_staleness``: past it unconfirmed, the cache
     does not answer (see :class:`Staleness`).
+
+    ``connect`` (instead of ``transport``): the watches' transport, asked when first needed;
+    ``cluster`` names the cluster in logs then. ``before_watching`` (optional) runs before
+    the watch loops start, again until it succeeds (a warm start's identity check).
     """
 
     def __init__(
@@ -79,6 +89,9 @@ class Informer:
         max_staleness: float = 30.0,
         newest_version: NewestVersion | None = None,
         answers: Callable[[], int] | None = None,
+        connect: Connect | None = None,
+        cluster: str | None = None,
+        before_watching: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         self.pods = PodStore()
         self.gateways = GatewayStore()
@@ -93,7 +106,9 @@ class Informer:
             store.namespace_changed.add(self.observed.forget)  # what observe answers rests on these
         for each in (self.pods, self.namespaces, self.claims, self.gateways, self.services):
             each.namespace_changed.add(self.namespace_changed)
-        log_extra = {"cluster": transport.cluster if transport is not None else None}
+        self._transport = transport
+        self._connect = connect
+        log_extra = {"cluster": transport.cluster if transport is not None else cluster}
         paths = {kind: f"/api/v1/{plural}" for kind, plural in _PLURALS.items()}
         handlers: dict[str, WatchHandler] = {
             "pods": PodHandler(self.pods, self.gateways),
@@ -105,22 +120,18 @@ class Informer:
         for kind in kinds:
             source = (sources or {}).get(kind)
             if source is None:
-                assert transport is not None  # noqa: S101 - sources or a transport
-                source = ApiListWatch(
-                    transport,
-                    paths[kind],
-                    label_selector=MANAGED_SELECTOR,
-                    timeout_seconds=watch_timeout,
+                source = self._api_source(
+                    paths[kind], label_selector=MANAGED_SELECTOR, timeout_seconds=watch_timeout
                 )
             self.loops[kind] = WatchLoop(
                 source,
                 handlers[kind],
                 name=kind,
-                on_restart=self._restart_reporter(transport, _PLURALS[kind]),
+                on_restart=self._restart_reporter(_PLURALS[kind]),
                 log_extra=log_extra,
             )
-        if newest_version is None and transport is not None:
-            newest_version = ApiListWatch(transport, paths["pods"]).newest_version
+        if newest_version is None and (transport is not None or connect is not None):
+            newest_version = self._api_source(paths["pods"]).newest_version
         self.newest_version = newest_version
         """Asked once by a resumed start: the version every resumed watch must reach."""
         self.collector = Collector(collect, log_extra) if collect is not None else None
@@ -128,7 +139,7 @@ class Informer:
             queue = self.collector.queue
             self.pods.pod_changed.add(lambda f: queue.add((f.namespace, f.workload)))
         self.active = False
-        self.supervisor = Supervisor(self.loops, self.pods)
+        self.supervisor = Supervisor(self.loops, self.pods, before_watching)
         self.clock = LoopClock()
         self.liveness = Liveness(
             probe,
@@ -142,26 +153,52 @@ class Informer:
     def start_report(self) -> dict[str, Any]:
         """How the cache started, for the operator.
 
-        ``start`` is ``cold`` (listed), ``warm`` (every watch resumed from the saved cache)
-        or ``relisted`` (some saved version had expired); ``replayed``: the events the
+        ``start`` is ``cold`` (listed), ``warm`` (every watch resumed from the saved cache),
+        ``relisted`` (some saved version had expired) or ``discarded`` (once connected, the
+        saved cache proved another cluster's: everything listed); ``replayed``: the events the
         resumed watches caught up with; ``watches``: each watch's own start.
         """
         starts = {loop.start for loop in self.loops.values()}
-        start = "relisted" if "relisted" in starts else ("warm" if "warm" in starts else "cold")
+        start = next((s for s in ("discarded", "relisted", "warm") if s in starts), "cold")
         return {
             "start": start,
             "replayed": sum(loop.replayed for loop in self.loops.values()),
             "watches": {kind: loop.start for kind, loop in self.loops.items()},
         }
 
-    @staticmethod
-    def _restart_reporter(
-        transport: KubeTransport | None, resource: str
-    ) -> Callable[[str], None] | None:
-        if transport is None:
+    async def _connected(self) -> KubeTransport:
+        if self._transport is None:
+            assert self._connect is not None  # noqa: S101 - a transport or connect
+            self._transport = await self._connect()
+        return self._transport
+
+    def _api_source(self, path: str, **options: Any) -> ApiListWatch | ConnectingListWatch:
+        """A source over the API: on the transport, or on the one ``connect`` makes."""
+        if self._transport is not None:
+            return ApiListWatch(self._transport, path, **options)
+        assert self._connect is not None  # noqa: S101 - sources, a transport or connect
+        return ConnectingListWatch(self._connected, path, **options)
+
+    def _observer(self) -> ApiObserver:
+        transport = self._transport
+        return transport.observer if transport is not None else NO_API_OBSERVER
+
+    def _restart_reporter(self, resource: str) -> Callable[[str], None] | None:
+        if self._transport is None and self._connect is None:
             return None
         # The transport's observer is read at each restart: it may be set after the start.
-        return lambda reason: transport.observer.watch_restarted(resource, reason)
+        return lambda reason: self._observer().watch_restarted(resource, reason)
+
+    def discard_saved(self) -> None:
+        """Before the watches run: the saved state resumed is not this cluster's.
+
+        Every store is emptied at once and every watch lists first (see
+        :meth:`WatchLoop.discard_saved`); the pod list tells event streams ``MISSED``.
+        """
+        for store in (self.pods, self.gateways, self.services, self.namespaces, self.claims):
+            store.on_list([], relist=False)
+        for loop in self.loops.values():
+            loop.discard_saved()
 
     def cached_objects(self) -> dict[str, int]:
         """How many objects each store holds now, by resource."""

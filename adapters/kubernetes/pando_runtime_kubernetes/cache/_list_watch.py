@@ -4,7 +4,8 @@
 public controller use: a paged list (an expired continue token is :class:`~._watch.Gone`),
 a watch with bookmarks and a jittered server timeout, and the newest version the server
 holds (for a resumed loop's proof of catching up), asked once for many loops through a
-:class:`SharedAnswer`.
+:class:`SharedAnswer`. :class:`ConnectingListWatch` is the same over a transport made when
+first needed (a warm start answers from its saved state before the client is loaded).
 """
 
 from __future__ import annotations
@@ -23,7 +24,14 @@ from ..api._errors import ApiError
 from ..api._transport import KubeTransport
 from ._watch import Gone, NewestVersion, Project, why
 
-__all__ = ["INITIAL_EVENTS_END", "ApiListWatch", "SharedAnswer", "jittered"]
+__all__ = [
+    "INITIAL_EVENTS_END",
+    "ApiListWatch",
+    "Connect",
+    "ConnectingListWatch",
+    "SharedAnswer",
+    "jittered",
+]
 
 _LOG = logger("watch")
 
@@ -32,6 +40,10 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 _NOTHING_CARRIES = "pando.dev/newest-version-probe"
 """A label no object carries: a streaming list selecting it sends only its closing bookmark."""
+
+
+Connect = Callable[[], Awaitable[KubeTransport]]
+"""The transport, made on first use (the session's connection)."""
 
 
 class SharedAnswer:
@@ -194,3 +206,35 @@ async def _events(receive: Callable[[], Awaitable[bytes]]) -> AsyncIterator[dict
                 yield json.loads(line)
     if pending.strip():
         yield json.loads(pending)
+
+
+class ConnectingListWatch:
+    """An :class:`ApiListWatch` on the transport ``connect`` gives when first used."""
+
+    def __init__(self, connect: Connect, path: str, **options: Any) -> None:
+        self._connect = connect
+        self._path = path
+        self._options = options
+        self._source: ApiListWatch | None = None
+
+    async def _api(self) -> ApiListWatch:
+        if self._source is None:
+            self._source = ApiListWatch(await self._connect(), self._path, **self._options)
+        return self._source
+
+    async def list(self, project: Project) -> tuple[list[Any], str]:
+        """See :meth:`ApiListWatch.list`."""
+        return await (await self._api()).list(project)
+
+    async def newest_version(self) -> str | None:
+        """See :meth:`ApiListWatch.newest_version`."""
+        return await (await self._api()).newest_version()
+
+    @asynccontextmanager
+    async def watch(
+        self, resource_version: str, timeout_seconds: int | None = None
+    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        """See :meth:`ApiListWatch.watch`."""
+        source = await self._api()
+        async with source.watch(resource_version, timeout_seconds) as events:
+            yield events

@@ -10,10 +10,15 @@ a state the watches can resume from. A flusher writes what changed (the
 namespaces the stores were told of) about once a second, in one batched transaction, and
 once more on close; a relist rewrites everything once.
 
-Safety: the ``meta`` table names the schema (the projections' fields), the adapter's version
-and the cluster (the ``kube-system`` namespace's UID); a store of another one is ignored, a
-store that fails SQLite's integrity check or never finished a first flush is discarded, each
-with a warning. A lock file (``flock``) refuses a second process on the same file.
+Safety: the ``meta`` table names the schema (the projections' fields), the adapter's version,
+the API server's URL and the fingerprint of the CA it is trusted by (what the configuration
+says, known before connecting: :class:`~..api._server_key.ServerKey`), and the cluster (the
+``kube-system`` namespace's UID, known once connected). A store of another schema, version,
+server or CA is not opened; a store that fails SQLite's integrity check or never finished a
+first flush is discarded; each with a warning. The UID is checked once connected, before any
+watch resumes (:meth:`WarmCache.verify`): a store of another cluster is discarded then (the
+stores emptied, everything listed, ``MISSED`` told), with a warning. A lock file (``flock``)
+refuses a second process on the same file.
 
 It logs on ``pando_runtime.kubernetes.warm``: INFO for what it loaded, WARNING for what it
 ignored or discarded.
@@ -28,7 +33,7 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -41,12 +46,21 @@ from pando_runtime import AdapterUnavailable
 
 from .._info import adapter_version
 from .._log import logger
+from ..api._server_key import ServerKey
 from ._informer import Informer
 from ._projections import ClaimFacts, GatewayFacts, NamespaceFacts, PodFacts, _shared
 from ._resume import resume
 from ._stores import CacheState
 
-__all__ = ["SCHEMA", "DiskCache", "Identity", "WarmCache", "adapter_version", "open_warm"]
+__all__ = [
+    "SCHEMA",
+    "DiskCache",
+    "Identity",
+    "WarmCache",
+    "adapter_version",
+    "identity_of",
+    "open_warm",
+]
 
 _LOG = logger("warm")
 
@@ -73,7 +87,21 @@ SCHEMA = (
 
 
 Identity = dict[str, str]
-"""What a store must have been written for: ``schema``, ``adapter``, ``cluster_uid``."""
+"""What a store must have been written for to be opened: ``schema``, ``adapter``, ``server``,
+``ca`` (its ``cluster_uid`` is checked once connected)."""
+
+_WHAT = {
+    "schema": "schema",
+    "adapter": "adapter version",
+    "server": "API server",
+    "ca": "certificate authority",
+    "cluster_uid": "cluster",
+}
+
+
+def identity_of(key: ServerKey) -> Identity:
+    """The identity a store of the cluster ``key`` names is opened by."""
+    return {"schema": SCHEMA, "adapter": adapter_version(), "server": key.server, "ca": key.ca}
 
 
 def _encode(facts: Any) -> list[Any]:
@@ -158,6 +186,8 @@ class DiskCache:
         self.lock_path = self.path.with_suffix(".lock")
         self._db: sqlite3.Connection | None = None
         self._lock: int | None = None
+        self.saved_uid: str | None = None
+        """The cluster UID the loaded store was written for (``None``: none loaded)."""
 
     def open(self) -> None:
         """Take the lock, then open the file; refused (coded) when another process holds it."""
@@ -236,8 +266,9 @@ class DiskCache:
             return None
         for key, expected in identity.items():
             if meta.get(key) != expected:
-                self._discard(f"it was written for another {key.replace('_', ' ')}")
+                self._discard(f"it was written for another {_WHAT.get(key, key)}")
                 return None
+        self.saved_uid = meta.get("cluster_uid")
         versions = dict(db.execute("SELECT kind, version FROM versions").fetchall())
         state = _state(versions, db.execute("SELECT namespace, data FROM facts"))
         state.confirmed = _confirmations(meta.get("confirmed"))
@@ -259,6 +290,19 @@ class DiskCache:
             db.execute("CREATE TABLE versions (kind TEXT PRIMARY KEY, version TEXT NOT NULL)")
             db.execute("CREATE TABLE facts (namespace TEXT PRIMARY KEY, data TEXT NOT NULL)")
             db.executemany("INSERT INTO meta VALUES (?, ?)", [*identity.items(), ("flushed", "0")])
+
+    def record_uid(self, cluster_uid: str) -> None:
+        """Name the cluster (its UID, checked once connected) the store is written for."""
+        db = self._db
+        if db is not None:
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('cluster_uid', ?)", (cluster_uid,))
+
+    def discard(self, identity: Identity, cluster_uid: str) -> None:
+        """Drop everything saved: the store was another cluster's; it is now ``cluster_uid``'s."""
+        self.saved_uid = None
+        if self._db is not None:
+            self._create(identity)
+            self.record_uid(cluster_uid)
 
     def write(
         self,
@@ -337,12 +381,24 @@ class WarmCache:
     It is the informer's journal: told each namespace that changed, it writes those rows
     (and every watch's version) in one transaction per ``interval``, and a last time on
     exit. A watch whose version is not known yet (no list) holds the flush back.
+    ``identity``: what the store was opened for; ``resumed``: the informer holds its saved
+    state, not yet checked against the cluster (:meth:`verify`).
     """
 
-    def __init__(self, disk: DiskCache, informer: Informer, interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        disk: DiskCache,
+        informer: Informer,
+        interval: float = 1.0,
+        *,
+        identity: Identity | None = None,
+        resumed: bool = False,
+    ) -> None:
         self.disk = disk
         self.informer = informer
         self.interval = interval
+        self.identity = identity or {}
+        self.resumed = resumed
         self.flushes = 0
         self._dirty: set[str] = set()
         self._everything = False
@@ -382,6 +438,33 @@ class WarmCache:
         self._dirty, self._everything, self._versions = set(), False, versions
         self._confirmed = confirmed
         return versions, rows, everything, confirmed
+
+    async def verify(self, cluster_uid: str) -> bool:
+        """Once connected, before any watch resumes: whether the saved state is this cluster's.
+
+        A resumed state saved for another cluster (another UID behind the same server and CA)
+        is discarded: the informer's stores are emptied and every watch lists (its first
+        events stream says ``MISSED``), the file is emptied for ``cluster_uid``, and a WARNING
+        says so. Otherwise ``cluster_uid`` is recorded in the store. Checked once.
+        """
+        async with self._lock:
+            resumed, self.resumed = self.resumed, False
+            if resumed and self.disk.saved_uid != cluster_uid:
+                _LOG.warning(
+                    "the saved cache is another cluster's (same API server and CA, another "
+                    "UID): discarded, listing everything; observe may have answered from it "
+                    "until now, each answer with its confirmed_at",
+                    extra={"file": self.disk.path.name, "reason": "another cluster"},
+                )
+                self.informer.discard_saved()
+                self._dirty, self._everything = set(), True
+                self._versions, self._confirmed = {}, {}
+                await anyio.to_thread.run_sync(
+                    lambda: self.disk.discard(self.identity, cluster_uid)
+                )
+                return False
+            await anyio.to_thread.run_sync(lambda: self.disk.record_uid(cluster_uid))
+            return resumed
 
     async def flush(self) -> None:
         """Write what changed since the last flush (nothing when nothing did)."""
@@ -437,16 +520,19 @@ async def open_warm(
     stack: contextlib.AsyncExitStack,
     informer: Informer,
     disk: DiskCache,
-    cluster_uid: Callable[[], Awaitable[str]],
-) -> None:
-    """Resume ``informer`` from ``disk`` if this adapter saved it for this cluster.
+    identity: Identity,
+) -> WarmCache:
+    """Resume ``informer`` from ``disk`` if this adapter saved it for this server and CA.
 
-    It is saved again while ``stack`` is open; the disk is closed with the stack.
+    Before connecting: the cluster's UID is checked by :meth:`WarmCache.verify` once
+    connected. It is saved again while ``stack`` is open; the disk is closed with the stack.
     """
     await anyio.to_thread.run_sync(disk.open)
     stack.callback(disk.close)
-    identity = {"schema": SCHEMA, "adapter": adapter_version(), "cluster_uid": await cluster_uid()}
     state = await anyio.to_thread.run_sync(lambda: disk.load(identity))
-    if state is not None and set(state.versions) >= set(informer.loops):
+    resumed = state is not None and set(state.versions) >= set(informer.loops)
+    if state is not None and resumed:
         resume(informer, state)
-    await stack.enter_async_context(WarmCache(disk, informer).running())
+    warm = WarmCache(disk, informer, identity=identity, resumed=resumed)
+    await stack.enter_async_context(warm.running())
+    return warm

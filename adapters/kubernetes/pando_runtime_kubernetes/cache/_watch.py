@@ -24,6 +24,8 @@ the server has confirmed it caught up: its first bookmark, an event at or past t
 version the server had when the loop resumed (events come in order, so every earlier one has
 been sent), or a short watch the server ended with nothing to send; a ``410 Gone`` falls back
 to a list, which the handler learns as a relist (events may have been missed while it was down).
+A saved state found not to be the cluster's (:meth:`~WatchLoop.discard_saved`, before the loop
+runs) is not resumed: the loop lists, as a relist too.
 """
 
 from __future__ import annotations
@@ -213,6 +215,20 @@ class WatchLoop:
         self._newest_version = newest_version
         self.start = "warm"
 
+    def discard_saved(self) -> None:
+        """Before :meth:`run`: the saved state is not the cluster's; list first.
+
+        Its owner empties the handler; the loop no longer stands for the saved state and
+        lists before it watches, which the handler learns as a relist (events may have been
+        missed: ``MISSED``); ``start`` says ``discarded``.
+        """
+        self.saved_at = None
+        self.resource_version = ""
+        self._newest_version = None
+        self._relist_requested = True
+        self._relist_reason = "discarded"
+        self.start = "discarded"
+
     def proved_alive(self, at: float) -> None:
         """The API proved this watch current at ``at`` (a probe answered while it was open)."""
         self.alive_at = max(self.alive_at, at)
@@ -264,7 +280,7 @@ class WatchLoop:
         relist = self.lists > 0 or self._resuming
         if self._resuming:
             self._resuming = False
-            self.start = "relisted"
+            self.start = "discarded" if self.start == "discarded" else "relisted"
         self.handler.on_list(items, relist=relist)
         _LOG.log(
             logging.INFO if relist else logging.DEBUG,

@@ -6,9 +6,10 @@ import urllib.parse
 
 from .._info import KubernetesConfig
 from ..api._clusters import ApiRate, Cluster
+from ..api._server_key import ServerKey, key_from_kubeconfig
 from ..api._transport import KubeTransport
 
-__all__ = ["build_transport", "server_address", "transport_to"]
+__all__ = ["build_transport", "kubeconfig_key", "server_address", "transport_to"]
 
 
 def server_address(host: str) -> str:
@@ -33,3 +34,8 @@ def build_transport(config: KubernetesConfig) -> KubeTransport:
     """A transport to the cluster the settings name (reads the kubeconfig: blocking)."""
     rate = ApiRate(qps=config.api_qps, burst=config.api_burst)
     return transport_to(Cluster.load(config.kubeconfig, config.context, rate=rate), config)
+
+
+def kubeconfig_key(config: KubernetesConfig) -> ServerKey | None:
+    """The server the settings' cluster is, from its kubeconfig alone (no client; blocking)."""
+    return key_from_kubeconfig(config.kubeconfig, config.context)

@@ -22,6 +22,7 @@ observes (:meth:`ClusterSession.observe_api`): every call, the cache's size, the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import anyio
@@ -33,7 +34,7 @@ from ..api._transport import KubeTransport
 from ._api_reads import ApiReads
 from ._cached_reads import CachedReads
 from ._cluster_cache import ClusterCache
-from ._connect import build_transport
+from ._connect import build_transport, kubeconfig_key
 from ._connection import ClusterConnection
 from ._errors import ClusterErrors, named_namespaces
 from ._streams import SessionStreams
@@ -65,7 +66,11 @@ class ClusterSession:
             self.errors, connect or (lambda: build_transport(config)), transport=transport
         )
         self.api = ApiReads(self.connection, self.errors)
-        self.cache = ClusterCache(config, self.connection, self.api, self.errors)
+        # The settings' own cluster is named by its kubeconfig before the client loads.
+        server_key = None if connect or transport else functools.partial(kubeconfig_key, config)
+        self.cache = ClusterCache(
+            config, self.connection, self.api, self.errors, server_key=server_key
+        )
         self.reads = CachedReads(self.cache, self.api)
         self.writer = SessionWriter(
             self.connection, self.errors, self.api, self.cache, config.field_manager

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import pytest
 from _real import MARKS, new_id, wait_for
 from _real_harness import SLOW_STOP, SLOW_STOP_PORT
 from localcluster.realnode.netns import connects_from
@@ -106,50 +107,34 @@ async def _watch(
     return {"serving_after": stopped_serving, "observed_after": at}
 
 
-async def test_destroy_is_observed_stopping_while_the_container_still_serves(
-    real_adapter: KubernetesAdapter, real_node_cluster: Any, real_admin_api: Any
+@pytest.mark.parametrize(("call", "done"), [("destroy", "gone"), ("stop", "stopped")])
+async def test_observe_never_calls_it_ended_while_the_container_still_serves(
+    real_adapter: KubernetesAdapter,
+    real_node_cluster: Any,
+    real_admin_api: Any,
+    call: str,
+    done: str,
 ) -> None:
     node_ns = real_node_cluster.local.real_node.network.node
     plan = _plan(new_id("stopping"))
+    ref = BundleRef(plan.bundle_id)
     try:
         uid, address = await _running_app(real_adapter, real_admin_api, node_ns, plan)
         began = time.monotonic()
-        await real_adapter.destroy(BundleRef(plan.bundle_id))
+        await (real_adapter.destroy(ref) if call == "destroy" else real_adapter.stop(ref))
         returned = time.monotonic() - began
-        first = await real_adapter.observe(BundleRef(plan.bundle_id))
+        first = await real_adapter.observe(ref)
         seconds = await _watch(
-            real_adapter, plan.bundle_id, uid, probe=(node_ns, address), done="gone"
+            real_adapter, plan.bundle_id, uid, probe=(node_ns, address), done=done
         )
         print(  # noqa: T201 - the figures of docs/performance.md
-            f"\ndestroy returned in {returned:.2f} s; after it the container served "
-            f"{seconds['serving_after']:.2f} s more, observe said gone after "
+            f"\n{call} returned in {returned:.2f} s; after it the container served "
+            f"{seconds['serving_after']:.2f} s more, observe said {done} after "
             f"{seconds['observed_after']:.2f} s (first answer: exists={first.exists}, "
             f"stopping={first.stopping})"
         )
     finally:
-        await real_adapter.destroy(BundleRef(plan.bundle_id))
-
-
-async def test_stop_is_observed_running_while_the_container_still_serves(
-    real_adapter: KubernetesAdapter, real_node_cluster: Any, real_admin_api: Any
-) -> None:
-    node_ns = real_node_cluster.local.real_node.network.node
-    plan = _plan(new_id("stopping"))
-    try:
-        uid, address = await _running_app(real_adapter, real_admin_api, node_ns, plan)
-        began = time.monotonic()
-        await real_adapter.stop(BundleRef(plan.bundle_id))
-        returned = time.monotonic() - began
-        seconds = await _watch(
-            real_adapter, plan.bundle_id, uid, probe=(node_ns, address), done="stopped"
-        )
-        print(  # noqa: T201 - the figures of docs/performance.md
-            f"\nstop returned in {returned:.2f} s; after it the container served "
-            f"{seconds['serving_after']:.2f} s more, observe said stopped after "
-            f"{seconds['observed_after']:.2f} s"
-        )
-    finally:
-        await real_adapter.destroy(BundleRef(plan.bundle_id))
+        await real_adapter.destroy(ref)
 
 
 async def test_apply_right_after_destroy_never_serves_beside_the_old_instance(

@@ -35,7 +35,7 @@ from .._contract._errors import AdapterFailed, AdapterUnavailable, InvalidPlan
 from .._contract._events import BundleEvent, BundleEventKind
 from .._contract._exec import ExecRequest, ExecSession
 from .._contract._log_options import LogOptions
-from .._contract._observed import ObservedBundle, ObservedWorkload
+from .._contract._observed import ObservedBundle
 from .._contract._plans import BundlePlan
 from .._contract._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
 from .._contract._streams import BytesReceiveStream, IteratorByteStream, read_all
@@ -55,8 +55,8 @@ from ._clock import FakeClock
 from ._fake_controls import FakeControls
 from ._fake_exec import new_session
 from ._fake_membership import ReplicaLink
+from ._fake_observe import observed_bundle
 from ._fake_scheduler import (
-    image_digest,
     largest_fit,
     place,
     placements,
@@ -287,40 +287,7 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
             confirmed_at = self._confirmed_at()
         else:
             confirmed_at = await self._confirmed_not_before(not_before)
-        self.world.settle_stops()
-        bundle = self.world.bundles.get(ref.bundle_id) or self.world.leaving.get(ref.bundle_id)
-        if bundle is None:
-            return ObservedBundle(
-                bundle_id=ref.bundle_id,
-                exists=False,
-                volumes=self.world.observed_volumes(ref.bundle_id, None),
-                confirmed_at=confirmed_at,
-            )
-        leaving = ref.bundle_id not in self.world.bundles
-        workloads = []
-        for workload_plan in bundle.plan.workloads:
-            instance = bundle.workloads[workload_plan.name].instance
-            if instance is None and leaving:
-                continue  # destroyed: only its instances still stopping are reported
-            if instance is None:
-                workloads.append(
-                    ObservedWorkload(name=workload_plan.name, present=False, running=False)
-                )
-                continue
-            workloads.append(
-                instance.observed(
-                    workload_plan.name,
-                    image_digest(workload_plan.image),
-                    lost=self.world.lost(instance),
-                )
-            )
-        return ObservedBundle(
-            bundle_id=ref.bundle_id,
-            exists=True,
-            workloads=workloads,
-            volumes=self.world.observed_volumes(ref.bundle_id, bundle.plan),
-            confirmed_at=confirmed_at,
-        )
+        return observed_bundle(self.world, ref.bundle_id, confirmed_at)
 
     async def stop(self, ref: BundleRef) -> None:
         await self._enter("stop")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..._contract._observed import ObservedBundle, ObservedWorkload
 from ..._contract._plans import BundlePlan
-from ._base import ConformanceBase, Kit
+from ._base import ConformanceBase, Kit, since
 
 __all__ = ["LostNodeConformance"]
 
@@ -27,6 +27,7 @@ async def _applied_then_lost(kit: Kit, plan: BundlePlan) -> ObservedWorkload:
 class LostNodeConformance(ConformanceBase):
     """What a host sees when a node is cut off, and what applying again does."""
 
+    @since("1.3")
     async def test_an_instance_on_a_lost_node_is_observed_lost_then_replaced(
         self, kit: Kit
     ) -> None:
@@ -58,6 +59,7 @@ class LostNodeConformance(ConformanceBase):
         assert after.running
         assert after.instance_id == again.instance_id
 
+    @since("1.3")
     async def test_a_lost_node_that_comes_back_is_running_the_same_instance(self, kit: Kit) -> None:
         kit.needs("lose_node", "recover_node", "running_instances")
         plan = kit.plan()

@@ -14,7 +14,7 @@ from ..._contract._errors import StillStopping
 from ..._contract._observed import ObservedBundle
 from ..._contract._plans import BundlePlan
 from ..._contract._refs import BundleRef
-from ._base import ConformanceBase, Kit
+from ._base import ConformanceBase, Kit, since
 
 __all__ = ["StoppingConformance"]
 
@@ -61,18 +61,21 @@ async def _watch_until(
 class StoppingConformance(ConformanceBase):
     """What ``stop`` and ``destroy`` promise while an instance ends gracefully."""
 
+    @since("1.3")
     async def test_destroy_reports_stopping_until_the_instance_has_ended(self, kit: Kit) -> None:
         plan, instance_id = await _slow_app(kit)
         await kit.adapter.destroy(BundleRef(plan.bundle_id))
         last = await _watch_until(kit, plan, instance_id, done="gone")
         assert not last.workloads
 
+    @since("1.3")
     async def test_stop_reports_running_until_the_instance_has_ended(self, kit: Kit) -> None:
         plan, instance_id = await _slow_app(kit)
         await kit.adapter.stop(BundleRef(plan.bundle_id))
         last = await _watch_until(kit, plan, instance_id, done="stopped")
         assert last.exists, "stop keeps the bundle"
 
+    @since("1.3")
     async def test_apply_right_after_destroy_never_runs_beside_the_old_instance(
         self, kit: Kit
     ) -> None:

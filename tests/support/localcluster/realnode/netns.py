@@ -5,7 +5,8 @@ its processes until removed). Processes run in one through ``nsenter --net`` onl
 the host's mount namespace, so what kubelet mounts containerd sees (``ip netns exec`` would
 give each process a mount namespace of its own). Python code makes a socket inside one with
 :func:`entered`, which moves the calling thread alone (``setns`` is per thread); a socket
-keeps the namespace it was made in (:func:`connects_from` opens one and reads an HTTP answer).
+keeps the namespace it was made in (:func:`connects_from` opens one and reads an HTTP answer,
+:func:`serving` listens in one). :func:`tcp_listeners` lists what listens in one.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import ctypes
 import os
 import socket
 import subprocess
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -134,3 +136,54 @@ def connects_from(name: str, host: str, port: int, timeout: float = 3.0) -> byte
     finally:
         sock.close()
     return data
+
+
+@contextlib.contextmanager
+def serving(name: str, reply: bytes, address: str = "0.0.0.0") -> Iterator[int]:  # noqa: S104
+    """A TCP server in namespace ``name`` for the block, on ``address`` (every address of the
+    namespace by default) and a free port, which it yields: it writes ``reply`` to each
+    connection, one at a time, and ends it (a stand-in for whatever else listens on a node)."""
+    with entered(name):
+        server = socket.create_server((address, 0))
+    server.settimeout(0.2)  # so the thread sees the block end
+    done = threading.Event()
+
+    def answer() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn, contextlib.suppress(OSError):
+                conn.settimeout(2.0)
+                conn.sendall(reply)
+                conn.shutdown(socket.SHUT_WR)
+                # Read until the client closes: closing with its request unread would reset
+                # the connection, and the client would lose the reply.
+                while conn.recv(4096):
+                    pass
+
+    thread = threading.Thread(target=answer, name=f"serving in {name}", daemon=True)
+    thread.start()
+    try:
+        yield int(server.getsockname()[1])
+    finally:
+        done.set()
+        thread.join(5)
+        server.close()
+
+
+def tcp_listeners(name: str) -> list[tuple[str, int]]:
+    """Every TCP socket listening in namespace ``name``, as (address, port): the address as
+    ``ss`` prints it, without brackets or interface (``0.0.0.0``, ``::`` or ``*``: every
+    address of the namespace)."""
+    out = subprocess.run(
+        command(name, ["ss", "-Hltn"]), capture_output=True, text=True, check=True
+    ).stdout
+    found = []
+    for line in out.splitlines():
+        address, _, port = line.split()[3].rpartition(":")
+        found.append((address.strip("[]").split("%", 1)[0], int(port)))
+    return found

@@ -223,6 +223,30 @@ def test_a_rule_for_the_metadata_address_is_refused_by_path() -> None:
     assert rule_problems(wider, "egress") == []
 
 
+def test_a_rule_inside_the_nodes_or_the_api_servers_range_is_refused_by_path() -> None:
+    ranges = ClusterRanges.from_settings(
+        "10.244.0.0/16", "10.96.0.0/12", "192.0.2.10/32", node_cidr="198.19.0.0/24"
+    )
+    assert ranges.forbidden == ("192.0.2.10/32", "198.19.0.0/24")
+    egress = EgressPolicy(
+        allow=(
+            EgressRule(destination="198.19.0.3/32", ports=(10250,)),  # a node's kubelet
+            EgressRule(destination="192.0.2.10/32"),  # the API server
+            EgressRule(destination="198.19.0.0/16"),  # only contains the nodes: excepted
+            EgressRule(destination="10.244.1.0/24"),  # pods: their own policies decide
+        )
+    )
+    problems = rule_problems(egress, "network.egress", ranges.forbidden)
+    assert [(p.path, p.code) for p in problems] == [
+        ("network.egress.allow[0].destination", "forbidden_destination"),
+        ("network.egress.allow[1].destination", "forbidden_destination"),
+    ]
+    assert "198.19.0.0/24" in problems[0].message
+    assert ranges.inside("198.19.0.0/16") == ["198.19.0.0/24"]
+    # Without the settings nothing is forbidden but the metadata address.
+    assert rule_problems(egress, "egress") == []
+
+
 def test_the_squid_config_lists_each_host_and_port_and_refuses_the_rest() -> None:
     rules = [
         EgressRule(destination="api.example.com", ports=(443,)),

@@ -84,6 +84,9 @@ class ClusterRanges:
 
     excluded: tuple[str, ...]
     configured: bool
+    forbidden: tuple[str, ...] = ()
+    """The node and API server ranges (``node_cidr``, ``api_server_cidr``): no plan's rule may
+    open them (an app never reaches a node's kubelet or the control plane directly)."""
 
     @classmethod
     def from_settings(
@@ -102,7 +105,8 @@ class ClusterRanges:
         )
         known = bool(_list(pod_cidr)) and bool(_list(service_cidr))
         base = given if known else [*_networks(PRIVATE_RANGES), *given]
-        return cls(_collapse([*base, *_networks(METADATA_ADDRESSES)]), known)
+        forbidden = _collapse(_networks([*_list(api_server_cidr), *_list(node_cidr)]))
+        return cls(_collapse([*base, *_networks(METADATA_ADDRESSES)]), known, forbidden)
 
     def family(self, version: int) -> list[str]:
         """The excluded ranges of IPv4 (4) or IPv6 (6)."""
@@ -158,24 +162,37 @@ def host_rules(egress: EgressPolicy | None) -> tuple[EgressRule, ...]:
     return tuple(r for r in egress.allow if not r.is_cidr) if egress is not None else ()
 
 
-def rule_problems(egress: EgressPolicy | None, path: str) -> list[Problem]:
-    """Each CIDR rule that lies within the metadata address (never reachable), by its path."""
+def rule_problems(
+    egress: EgressPolicy | None, path: str, forbidden: Sequence[str] = ()
+) -> list[Problem]:
+    """Each CIDR rule inside a range no app reaches, whatever its plan asks, by its path.
+
+    Those are the metadata address and the ``forbidden`` ranges (the nodes' and the API
+    server's). A rule that only contains such a range is taken: the range is excepted from it.
+    """
     if egress is None:
         return []
-    metadata = _networks(METADATA_ADDRESSES)
+    never = [
+        (network, "the cloud metadata address") for network in _networks(METADATA_ADDRESSES)
+    ] + [
+        (network, f"in {network}, the nodes' or the API server's range")
+        for network in _networks(forbidden)
+    ]
     problems = []
     for i, rule in enumerate(egress.allow):
         if not rule.is_cidr:
             continue
         network = ipaddress.ip_network(rule.destination, strict=False)
-        if any(network.version == m.version and network.subnet_of(m) for m in metadata):  # type: ignore[arg-type]
-            problems.append(
-                Problem(
-                    f"{path}.allow[{i}].destination",
-                    f"{rule.destination} is the cloud metadata address, which apps never reach",
-                    "forbidden_destination",
+        for blocked, what in never:
+            if network.version == blocked.version and network.subnet_of(blocked):  # type: ignore[arg-type]
+                problems.append(
+                    Problem(
+                        f"{path}.allow[{i}].destination",
+                        f"{rule.destination} is {what}, which apps never reach",
+                        "forbidden_destination",
+                    )
                 )
-            )
+                break
     return problems
 
 

@@ -92,10 +92,10 @@ class AppNetwork:
     ) -> list[Problem]:
         """What no capability check catches, each by its path.
 
-        That is a rule for the metadata address, and a workload named as the gateway in a
-        plan that needs one.
+        That is a rule for the metadata address or inside the nodes' or the API server's
+        range, and a workload named as the gateway in a plan that needs one.
         """
-        problems = rule_problems(egress, path)
+        problems = rule_problems(egress, path, self.ranges.forbidden)
         if self.config_of(egress) is not None:
             problems += [
                 Problem(

@@ -302,10 +302,16 @@ async def test_a_pod_reaches_neither_its_nodes_programs_nor_the_hosts_relay(
     from localcluster.realnode import network  # noqa: PLC0415
 
     app = new_id("reach")
-    await real_adapter.apply(BundlePlan(bundle_id=app, workloads=(sh("probe", "sleep 3600"),)))
+    workloads = (sh("probe", "sleep 3600"), serve("peer", 8080, ports=(Port(8080),)))
+    await real_adapter.apply(BundlePlan(bundle_id=app, workloads=workloads))
     try:
         await wait_for(real_adapter, app, lambda o: o.all_running)
         probe = WorkloadRef(app, "probe")
+        # Control: the probe's nc connects where its policy allows (its app's own workload),
+        # so each refusal below is the policy's, not a probe that connects nowhere.
+        with anyio.fail_after(60):
+            while not await _pod_connects(real_adapter, probe, "peer", 8080):  # noqa: ASYNC110 - polls the real server
+                await anyio.sleep(0.5)  # httpd starts after the container does
         for what, (address, port) in node_ports.items():
             # Control: it answers where the node's programs reach it.
             assert await anyio.to_thread.run_sync(_tcp_from, node.network.node, address, port), what

@@ -208,49 +208,51 @@ async def held_write(
         await released.wait()
 
 
-async def test_a_join_waits_for_the_old_owners_write_in_flight_then_hands_over() -> None:
+@contextlib.asynccontextmanager
+async def joining_during_a_write() -> AsyncIterator[
+    tuple[pr.Membership, pr.Membership, str, anyio.Event]
+]:
+    """``a`` owns every bundle and has a write of one in flight; ``c`` joins, to whom that
+    bundle moves. Yields (a's membership, c's, the bundle, the event that ends a's write)."""
     a, _, c = await three(FakeAdapter())
     moving = next(i for i in IDS if pr.rendezvous_owner(i, "ac") == "c")
     written = anyio.Event()
-
     async with a.membership("a", SETTINGS) as ma, anyio.create_task_group() as group:
         await settled([ma], IDS)
         await group.start(held_write, ma, moving, written)
         async with c.membership("c", SETTINGS) as mc:
-            with anyio.fail_after(HANG):  # a lets the bundle go at once...
-                while ma.owns(moving):  # noqa: ASYNC110 - ownership changes have no event
-                    await anyio.sleep(SETTINGS.retry_period)
-            for _ in range(4):  # ...but c takes it only once a's write has ended
+            yield ma, mc, moving, written
+
+
+async def test_a_join_waits_for_the_old_owners_write_in_flight_then_hands_over() -> None:
+    async with joining_during_a_write() as (ma, mc, moving, written):
+        with anyio.fail_after(HANG):  # a lets the bundle go at once...
+            while ma.owns(moving):  # noqa: ASYNC110 - ownership changes have no event
                 await anyio.sleep(SETTINGS.retry_period)
-                assert not mc.owns(moving)
-            written.set()
-            await settled([ma, mc], IDS)
-            with pytest.raises(pr.NotOwner):
-                async with ma.writing(moving):
-                    pass
+        for _ in range(4):  # ...but c takes it only once a's write has ended
+            await anyio.sleep(SETTINGS.retry_period)
+            assert not mc.owns(moving)
+        written.set()
+        await settled([ma, mc], IDS)
+        with pytest.raises(pr.NotOwner):
+            async with ma.writing(moving):
+                pass
 
 
 async def test_a_write_outlasting_the_renew_deadline_still_holds_the_handover() -> None:
     # A busy process: the old owner's apply takes longer than the renew deadline. It keeps its
     # lease renewed with the view it published, so the bundle stays its own (and nobody's
     # else) until the write ends; it never hands an app over mid-write.
-    a, _, c = await three(FakeAdapter())
-    moving = next(i for i in IDS if pr.rendezvous_owner(i, "ac") == "c")
-    written = anyio.Event()
-
-    async with a.membership("a", SETTINGS) as ma, anyio.create_task_group() as group:
-        await settled([ma], IDS)
-        await group.start(held_write, ma, moving, written)
-        async with c.membership("c", SETTINGS) as mc:
-            waited = 0.0
-            while waited < 3 * SETTINGS.renew_deadline:
-                await anyio.sleep(SETTINGS.retry_period)
-                waited += SETTINGS.retry_period
-                assert not mc.owns(moving), f"taken over after {waited:.1f} s, mid-write"
-                assert "a" in mc.members(), "the old owner stays a live member"
-            written.set()
-            await settled([ma, mc], IDS)
-            assert mc.owns(moving)
+    async with joining_during_a_write() as (ma, mc, moving, written):
+        waited = 0.0
+        while waited < 3 * SETTINGS.renew_deadline:
+            await anyio.sleep(SETTINGS.retry_period)
+            waited += SETTINGS.retry_period
+            assert not mc.owns(moving), f"taken over after {waited:.1f} s, mid-write"
+            assert "a" in mc.members(), "the old owner stays a live member"
+        written.set()
+        await settled([ma, mc], IDS)
+        assert mc.owns(moving)
 
 
 async def test_a_cut_off_replica_stops_writing_and_rejoins_writing_nothing_stale() -> None:

@@ -306,6 +306,31 @@ def test_a_stuck_pod_is_observed_with_its_problem() -> None:
     assert (observed.problem, observed.problem_detail) == (WorkloadProblem.UNSCHEDULABLE, "full")
 
 
+def test_a_pod_on_a_silent_node_is_lost_deleted_or_not() -> None:
+    from pando_runtime_kubernetes.features._bundles import observed_workload  # noqa: PLC0415
+
+    doc = _pod(ready=False)
+    doc["status"]["conditions"] = [
+        {"type": "Ready", "status": "False"},  # the node lifecycle controller's mark
+        {"type": "ContainersReady", "status": "True"},
+    ]
+    facts = project_pod(doc)
+    assert facts is not None
+    assert facts.node_lost
+    observed = observed_workload("web", facts)
+    assert (observed.lost, observed.running, observed.stopping) == (True, False, False)
+    # Deleted (replaced by a re-apply, or its app destroyed): still lost, never "stopping"
+    # and "running", which nothing on a silent node can confirm.
+    doc["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    deleted = project_pod(doc)
+    assert deleted is not None
+    assert deleted.node_lost
+    assert deleted.stopping
+    for leaving in (False, True):
+        observed = observed_workload("web", deleted, leaving=leaving)
+        assert (observed.lost, observed.running, observed.stopping) == (True, False, False)
+
+
 def test_a_deleted_pod_whose_container_runs_is_observed_running_and_stopping() -> None:
     from pando_runtime_kubernetes.features._bundles import observed_workload  # noqa: PLC0415
 

@@ -71,6 +71,15 @@ def _problem(pod: PodFacts) -> tuple[WorkloadProblem | None, str]:
     return None, ""
 
 
+def _stopping(pod: PodFacts, *, leaving: bool) -> bool:
+    """Told to end while its container runs: deleted, or (``leaving``) its app destroyed.
+
+    Never a pod whose node went silent: nothing confirms it runs, and it ends only when its
+    node reports again.
+    """
+    return not pod.node_lost and (pod.stopping or (leaving and bool(pod.running)))
+
+
 def observed_workload(
     name: str, pod: PodFacts | None, *, leaving: bool = False
 ) -> ObservedWorkload:
@@ -85,8 +94,8 @@ def observed_workload(
     problem, detail = _problem(pod)
     # A pod on a node that stopped reporting is lost, neither running nor stopping: nothing
     # confirms either (and a deleted one stays so until its node is back).
-    lost = bool(pod.node_lost and pod.running)
-    stopping = not lost and (pod.stopping or (leaving and bool(pod.running)))
+    lost = pod.node_lost
+    stopping = _stopping(pod, leaving=leaving)
     return ObservedWorkload(
         name=name,
         present=True,
@@ -284,13 +293,7 @@ class Bundles:
                 pods = await reads.pods(ns)
                 # A lost node's pod is not waited for: it ends only when its node is back,
                 # and the host was told it is lost (re-applying is how it is replaced).
-                stopping = sorted(
-                    {
-                        p.workload
-                        for p in pods
-                        if not p.node_lost and (p.stopping or (terminating and p.running))
-                    }
-                )
+                stopping = sorted({p.workload for p in pods if _stopping(p, leaving=terminating)})
                 if not stopping and not terminating:
                     return
                 informer = self._session.cache.informer

@@ -54,3 +54,12 @@ if [[ " ${missing[*]} " == *" docker.io "* ]]; then
         $sudo update-rc.d docker disable >/dev/null 2>&1 || true
     fi
 fi
+# openssh-server's postinst enables sshd for the next boot: the tests start their own sshd (in
+# an engine's namespace, on a port of their own). Only when this run installed it.
+if [[ " ${missing[*]} " == *" openssh-server "* ]]; then
+    if [ -d /run/systemd/system ]; then
+        $sudo systemctl disable --now ssh.socket ssh.service >/dev/null 2>&1 || true
+    elif command -v update-rc.d >/dev/null && [ -x /etc/init.d/ssh ]; then
+        $sudo update-rc.d ssh disable >/dev/null 2>&1 || true
+    fi
+fi

@@ -57,8 +57,9 @@ from pando_runtime.plugin import (
 )
 
 from ._info import DESCRIPTION, DockerConfig, UpstreamMode
-from .api import EngineTransport, TransportStats, parse_host
+from .api import EngineTransport, TransportStats
 from .cache import ContainerCache
+from .endpoint import Endpoint, EngineLink, resolve_endpoint
 from .features import (
     Bundles,
     BundleSettings,
@@ -83,12 +84,8 @@ _OWNER = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 _PREFIX = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,60}[a-z0-9])?$")
 
 
-def _config_problems(config: DockerConfig) -> list[Problem]:
-    problems = []
-    try:
-        parse_host(config.host)
-    except ValueError as error:
-        problems.append(Problem("host", str(error), "bad_host"))
+def _config_problems(config: DockerConfig) -> tuple[Endpoint | None, list[Problem]]:
+    endpoint, problems = resolve_endpoint(config)
     if not _OWNER.match(config.owner):
         problems.append(Problem("owner", "lowercase letters, digits and '-' (32 at most)"))
     if not _PREFIX.match(config.label_prefix):
@@ -101,7 +98,7 @@ def _config_problems(config: DockerConfig) -> list[Problem]:
         problems.append(
             Problem("proxy_container", "upstream_mode 'proxy_container' needs a container name")
         )
-    return problems
+    return endpoint, problems
 
 
 class DockerAdapter(RuntimeAdapter):
@@ -114,12 +111,21 @@ class DockerAdapter(RuntimeAdapter):
     def __init__(self, config: Mapping[str, Any] | DockerConfig | None = None) -> None:
         super().__init__(config)
         cfg: DockerConfig = self.config
-        problems = _config_problems(cfg)
-        if problems:
-            raise InvalidConfig("invalid Docker adapter settings", problems)
+        endpoint, problems = _config_problems(cfg)
+        if problems or endpoint is None:
+            raise InvalidConfig(
+                "invalid Docker adapter settings",
+                problems,
+                remedy="Fix each listed setting; docs/docker.md says how to reach a remote "
+                "engine (tcp:// with TLS, ssh:// with a pinned host key, a context).",
+            )
+        self.endpoint = endpoint
+        """The engine the settings name: its address, where it was named, TLS or SSH."""
         self.naming = Naming(owner=cfg.owner, prefix=cfg.label_prefix)
         self.transport = EngineTransport(
-            cfg.host, connect_timeout=cfg.connect_timeout, read_timeout=cfg.read_timeout
+            EngineLink(endpoint, connect_timeout=cfg.connect_timeout),
+            connect_timeout=cfg.connect_timeout,
+            read_timeout=cfg.read_timeout,
         )
         self.cache = ContainerCache(
             self.transport,

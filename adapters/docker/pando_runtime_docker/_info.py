@@ -8,7 +8,6 @@ the HTTP client.
 from __future__ import annotations
 
 import enum
-import os
 
 import attrs
 
@@ -20,10 +19,6 @@ __all__ = ["ADAPTER", "DEFAULT_HOST", "DESCRIPTION", "DockerConfig", "UpstreamMo
 DESCRIPTION = "Runs each app's workloads as labelled containers on a bridge network of its own."
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
-
-
-def _default_host() -> str:
-    return os.environ.get("DOCKER_HOST") or DEFAULT_HOST
 
 
 class UpstreamMode(enum.StrEnum):
@@ -43,11 +38,70 @@ class UpstreamMode(enum.StrEnum):
 class DockerConfig:
     """Settings of the Docker adapter (all optional)."""
 
-    host: str = setting(
-        factory=_default_host,
-        help="The daemon's address: unix:///path/to/docker.sock or tcp://host:port "
-        "(plain HTTP; unset: $DOCKER_HOST, then unix:///var/run/docker.sock).",
+    # -- which engine, and how it is reached (docs/docker.md, Remote engines) --------------
+    host: str | None = setting(
+        default=None,
+        help="The engine: unix:///path/to/docker.sock, tcp://host[:port] (TLS; plain HTTP "
+        "only to loopback or with allow_plain_tcp) or ssh://[user@]host[:port]. Unset: the "
+        "Docker CLI's order ($DOCKER_HOST, $DOCKER_CONTEXT, the current context), else "
+        "unix:///var/run/docker.sock.",
     )
+    context: str | None = setting(
+        default=None,
+        help="A Docker context by name (its endpoint and TLS material, as 'docker context "
+        "create' stores them); instead of host.",
+    )
+    docker_config: str | None = setting(
+        default=None,
+        help="The Docker CLI's configuration folder (contexts, config.json; unset: "
+        "$DOCKER_CONFIG, else ~/.docker).",
+    )
+    tls_ca: str | None = setting(
+        default=None, help="CA file the tcp:// engine's certificate must be signed by."
+    )
+    tls_cert: str | None = setting(default=None, help="Client certificate file (tcp://).")
+    tls_key: str | None = setting(
+        default=None, help="The client certificate's private key file (mode 0600)."
+    )
+    tls_ca_pem: str | None = setting(default=None, help="The CA as PEM text (instead of tls_ca).")
+    tls_cert_pem: str | None = setting(
+        default=None, help="The client certificate as PEM text (instead of tls_cert)."
+    )
+    tls_key_pem: str | None = setting(
+        default=None, secret=True, help="The client's private key as PEM text (instead of tls_key)."
+    )
+    tls_skip_verify: bool = setting(
+        default=False,
+        help="Do NOT verify the tcp:// engine's certificate (anyone on the path can "
+        "impersonate it). Without tls_* settings, Docker's DOCKER_CERT_PATH is read; the server "
+        "is verified whatever DOCKER_TLS_VERIFY says.",
+    )
+    allow_plain_tcp: bool = setting(
+        default=False,
+        help="Speak plain HTTP to a tcp:// engine that is not on loopback (whoever reaches its "
+        "port controls it): only on a network you trust.",
+    )
+    ssh_host_key: str | None = setting(
+        default=None,
+        help="The ssh:// host's public key(s), one a line ('ssh-ed25519 AAAA...', as in its "
+        "/etc/ssh/ssh_host_ed25519_key.pub). Unset: known_hosts. Never trusted on first use.",
+    )
+    ssh_known_hosts: str | None = setting(
+        default=None, help="known_hosts file to check the ssh:// host in (unset: ssh's own)."
+    )
+    ssh_identity: str | None = setting(
+        default=None,
+        help="Private key file to log in with (mode 0600; unset: the agent and ssh's defaults).",
+    )
+    ssh_identity_pem: str | None = setting(
+        default=None,
+        secret=True,
+        help="The private key as text (kept in a 0700 folder of the adapter's while it runs).",
+    )
+    ssh_socket: str = setting(
+        default="/var/run/docker.sock", help="The engine's socket on the ssh:// host."
+    )
+    # -- what the adapter makes, and how -------------------------------------------------
     owner: str = setting(
         default="pando",
         help="Owner id written on every container and network the adapter makes; it never "

@@ -30,6 +30,28 @@ def adapter_config(host: str, owner: str, **more: Any) -> dict[str, Any]:
     }
 
 
+def tls_settings(engine: Any, proxy: Any) -> dict[str, Any]:
+    """The adapter's settings for the harness's engine over TLS, through ``proxy``."""
+    tls = engine.tls
+    return {
+        "host": proxy.host,
+        "tls_ca": str(tls.ca.cert),
+        "tls_cert": str(tls.client.cert),
+        "tls_key": str(tls.client.key),
+    }
+
+
+def ssh_settings(engine: Any, sshd: Any, proxy: Any) -> dict[str, Any]:
+    """The adapter's settings for the harness's engine over SSH (sshd through ``proxy``):
+    root's key, the host key pinned, the engine's socket on that host."""
+    return {
+        "host": f"ssh://root@127.0.0.1:{proxy.port}",
+        "ssh_host_key": sshd.host_public_key,
+        "ssh_identity": str(sshd.client_key),
+        "ssh_socket": str(engine.socket_path),
+    }
+
+
 SLEEP = ("sh", "-c", "trap 'exit 143' TERM; while :; do sleep 0.2; done")
 
 

@@ -1,35 +1,58 @@
-"""A unix-socket proxy in front of the real daemon, which a test can cut and restore.
+"""A proxy in front of a real server, which a test can cut and restore.
 
-The adapter under test dials the proxy; :meth:`SocketProxy.cut` closes every open
-connection (the event stream really ends) and refuses new ones until :meth:`restore`, while
-the daemon keeps serving every other client. Half-closes are passed on, so exec's end of
-stdin crosses it.
+Two shapes: :meth:`SocketProxy.unix` joins two unix sockets (the adapter in
+front of the daemon's socket); :meth:`SocketProxy.into_namespace` listens on the host's
+loopback and dials a TCP port inside a network namespace (the engine's TLS port or its
+sshd: the namespace has no route to the host, so this is the only way in). The adapter under
+test dials the proxy; :meth:`SocketProxy.cut` closes every open connection (the event stream,
+or the SSH connection, really ends) and refuses new ones until :meth:`restore`, while the
+server keeps serving every other client. Half-closes are passed on, so exec's end of stdin
+crosses it.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import anyio
-from anyio.abc import SocketStream, TaskGroup
+from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
 
 
 class SocketProxy:
-    """Forwards ``listen`` to ``target`` (both unix socket paths)."""
+    """Forwards the connections made to it (on ``listen``, a unix socket; ``None``: a free TCP
+    port on the host's loopback) to what ``dial`` connects to."""
 
-    def __init__(self, listen: Path, target: Path) -> None:
+    def __init__(self, listen: Path | None, dial: Callable[[], Awaitable[SocketStream]]) -> None:
         self.listen = listen
-        self.target = target
         self.open = True
         self.accepted = 0
+        self.port = 0
+        """The loopback port it listens on (TCP), once running."""
         self._scopes: set[anyio.CancelScope] = set()
+        self._dial = dial
+
+    @classmethod
+    def unix(cls, listen: Path, target: Path) -> SocketProxy:
+        """A proxy on the unix socket ``listen`` to the unix socket ``target``."""
+        return cls(listen, lambda: anyio.connect_unix(target))
+
+    @classmethod
+    def into_namespace(cls, space: str, address: str, port: int) -> SocketProxy:
+        """A proxy on ``127.0.0.1:<free port>`` of the host to ``address:port`` in ``space``."""
+
+        async def dial() -> SocketStream:
+            sock = await anyio.to_thread.run_sync(_connect_in, space, address, port)
+            return await SocketStream.from_socket(sock)
+
+        return cls(None, dial)
 
     @property
     def host(self) -> str:
-        """The adapter's ``host`` setting for the proxy."""
-        return f"unix://{self.listen}"
+        """The adapter's ``host`` setting for the proxy (``unix://`` or ``tcp://``)."""
+        return f"unix://{self.listen}" if self.listen else f"tcp://127.0.0.1:{self.port}"
 
     def cut(self) -> None:
         """Close every connection and refuse new ones."""
@@ -48,10 +71,7 @@ class SocketProxy:
             try:
                 if not self.open:
                     return
-                async with (
-                    await anyio.connect_unix(self.target) as upstream,
-                    anyio.create_task_group() as pumps,
-                ):
+                async with await self._dial() as upstream, anyio.create_task_group() as pumps:
                     pumps.start_soon(_pump, client, upstream)
                     pumps.start_soon(_pump, upstream, client)
             except OSError:
@@ -61,8 +81,16 @@ class SocketProxy:
                 with contextlib.suppress(OSError, anyio.BrokenResourceError):
                     await client.aclose()
 
+    async def _listener(self) -> SocketListener:
+        if self.listen is not None:
+            return await anyio.create_unix_listener(self.listen)
+        multi = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        listener = multi.listeners[0]  # one address, so one listener (it can accept())
+        self.port = int(listener.extra(SocketAttribute.local_port))  # noqa: S610 - anyio
+        return listener
+
     async def _serve(self, group: TaskGroup, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        listener = await anyio.create_unix_listener(self.listen)
+        listener = await self._listener()
         task_status.started()
         async with listener:
             while True:
@@ -78,6 +106,22 @@ class SocketProxy:
                 yield self
             finally:
                 group.cancel_scope.cancel()
+
+
+def _connect_in(space: str, address: str, port: int) -> socket.socket:
+    """A TCP connection to ``address:port`` made from namespace ``space`` (blocking)."""
+    from localcluster.realnode import netns  # noqa: PLC0415 - only with the harness
+
+    with netns.entered(space):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(10)
+        sock.connect((address, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)  # noqa: FBT003 - the stream wrapper wants it
+    return sock
 
 
 async def _pump(source: SocketStream, sink: SocketStream) -> None:

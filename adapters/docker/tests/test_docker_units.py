@@ -10,12 +10,7 @@ from datetime import UTC, datetime
 import attrs
 import pytest
 from pando_runtime_docker import DockerAdapter
-from pando_runtime_docker.api import (
-    FrameDecoder,
-    StreamKind,
-    negotiate_version,
-    parse_host,
-)
+from pando_runtime_docker.api import FrameDecoder, StreamKind, negotiate_version
 from pando_runtime_docker.cache import parse_event, parse_time, view_from_inspect
 from pando_runtime_docker.manifests import (
     LogCap,
@@ -56,13 +51,6 @@ def test_a_daemon_older_than_20_10_is_refused_with_a_coded_error() -> None:
 def test_an_unreadable_version_is_refused() -> None:
     with pytest.raises(pr.AdapterUnavailable):
         negotiate_version("one.forty")
-
-
-def test_hosts_parse() -> None:
-    assert parse_host("unix:///var/run/docker.sock") == ("http://docker", "/var/run/docker.sock")
-    assert parse_host("tcp://127.0.0.1:2375") == ("http://127.0.0.1:2375", None)
-    with pytest.raises(ValueError, match="unix:// or tcp://"):
-        parse_host("ssh://host")
 
 
 def test_bad_settings_are_refused_each_with_its_path() -> None:

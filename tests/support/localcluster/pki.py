@@ -101,8 +101,10 @@ def _make_leaf(
     subject: str,
     usage: str,
     sans: tuple[str, ...] = (),
+    days: str = CA_DAYS,
 ) -> CertKey:
-    """Make ``name.crt``/``name.key`` signed by ``ca``; ``usage`` is serverAuth or clientAuth."""
+    """Make ``name.crt``/``name.key`` signed by ``ca``; ``usage`` is serverAuth or clientAuth
+    (``days`` of ``-1``: valid from now, expired since yesterday)."""
     leaf = CertKey(d / f"{name}.crt", d / f"{name}.key")
     csr = d / f"{name}.csr"
     ext = d / f"{name}.ext"
@@ -132,7 +134,7 @@ def _make_leaf(
     _run(
         [
             *(openssl, "x509", "-req", "-in", str(csr), "-CA", str(ca.cert), "-CAkey", str(ca.key)),
-            *("-set_serial", "0x" + secrets.token_hex(16), "-days", CA_DAYS),
+            *("-set_serial", "0x" + secrets.token_hex(16), "-days", days),
             *("-extfile", str(ext), "-out", str(leaf.cert)),
         ],
         d,
@@ -219,4 +221,21 @@ def issue_server_cert(
     """A serving certificate signed by ``ca`` for ``sans``, in ``directory`` as ``name.*``."""
     return _make_leaf(
         _openssl(), directory, ca, name, subject=subject, usage="serverAuth", sans=sans
+    )
+
+
+def issue_leaf(
+    directory: Path,
+    ca: CertKey,
+    name: str,
+    *,
+    subject: str,
+    usage: str,
+    sans: tuple[str, ...] = (),
+    days: int = int(CA_DAYS),
+) -> CertKey:
+    """A certificate signed by ``ca`` (``usage``: serverAuth or clientAuth) for ``days``
+    (-1: already expired), in ``directory`` as ``name.*``."""
+    return _make_leaf(
+        _openssl(), directory, ca, name, subject=subject, usage=usage, sans=sans, days=str(days)
     )

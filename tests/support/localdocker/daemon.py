@@ -19,6 +19,7 @@ propagation), so nothing it mounts reaches the host. The wrapper, in that mount 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,9 +131,14 @@ def wrapper_script(files: DaemonFiles, mounts: list[tuple[str, str, str]]) -> st
 
 
 def dockerd_argv(
-    files: DaemonFiles, network: EngineNetwork, cgroup_parent: str, dockerd: str = "dockerd"
+    files: DaemonFiles,
+    network: EngineNetwork,
+    cgroup_parent: str,
+    dockerd: str = "dockerd",
+    extra: Sequence[str] = (),
 ) -> list[str]:
-    """dockerd and its flags: every path, range and cgroup the engine's own."""
+    """dockerd and its flags: every path, range and cgroup the engine's own (``extra``: more
+    flags, such as a TLS listener's)."""
     return [
         dockerd,
         f"--host=unix://{files.socket}",
@@ -148,14 +154,20 @@ def dockerd_argv(
         "--ip-forward=true",
         "--shutdown-timeout=2",
         "--log-level=info",
+        *extra,
     ]
 
 
 def command(
-    files: DaemonFiles, network: EngineNetwork, cgroup_parent: str, dockerd: str = "dockerd"
+    files: DaemonFiles,
+    network: EngineNetwork,
+    cgroup_parent: str,
+    dockerd: str = "dockerd",
+    extra: Sequence[str] = (),
 ) -> list[str]:
     """The whole command the harness runs: namespaces, the wrapper, dockerd."""
     script = wrapper_script(files, cgroup_mounts())
+    argv = dockerd_argv(files, network, cgroup_parent, dockerd, extra)
     inner = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script,
-             "pando-dockerd", *dockerd_argv(files, network, cgroup_parent, dockerd)]  # fmt: skip
+             "pando-dockerd", *argv]  # fmt: skip
     return netns.command(network.engine, inner)

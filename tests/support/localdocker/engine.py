@@ -37,6 +37,7 @@ from . import daemon, dns, outside, records
 from .api import DockerApi, DockerApiError
 from .images import BUSYBOX, BuiltImage, busybox_image
 from .network import MAX_SLOTS, EngineNetwork, Outside
+from .tls import EngineTls, make_engine_tls
 
 DEBIAN_CLI = Path("/usr/bin/docker")
 """The CLI of Debian's ``docker.io`` (the engine's own version); else ``docker`` on PATH."""
@@ -77,6 +78,8 @@ class DockerEngine:
         work_dir: Holds the socket, pidfile, data root, logs and private config files.
         start_timeout: Seconds a start may take before it fails with the daemon's log.
         preload: Image archives loaded at :meth:`open` besides the busybox image.
+        tls: Serve the API over TLS too, on ``127.0.0.1:2376`` of the engine's namespace,
+            client certificates required (:attr:`tls` holds the material, :mod:`.tls`).
     """
 
     def __init__(
@@ -85,6 +88,7 @@ class DockerEngine:
         *,
         start_timeout: float = 90.0,
         preload: Sequence[BuiltImage] = (),
+        tls: bool = False,
     ) -> None:
         self.slot = _claim_slot()
         self.prefix = f"pando-{os.getpid()}-"
@@ -102,6 +106,9 @@ class DockerEngine:
         """Seconds: ``namespaces``, ``daemon start`` (the first), ``daemon restart`` (the
         last), ``daemon stop`` (the last), ``image load`` (the last), ``open``."""
         self._preload = list(preload)
+        self._serve_tls = tls
+        self.tls: EngineTls | None = None
+        """The engine's CA and certificates once :meth:`open` made them (``tls=True``)."""
         self._daemon: Component | None = None
         self._httpd: Component | None = None
         self._dns: Component | None = None
@@ -286,6 +293,8 @@ class DockerEngine:
         started = time.monotonic()
         records.clean_leftovers()
         self.files.make(self.outside.dns)
+        if self._serve_tls and self.tls is None:
+            self.tls = make_engine_tls(self.files.work_dir / "tls")
         self._record = records.record(
             self.prefix, self.slot, self.files.work_dir, self.cgroup_parent
         )
@@ -315,7 +324,8 @@ class DockerEngine:
             return
         started = time.monotonic()
         self.files.socket.unlink(missing_ok=True)
-        argv = daemon.command(self.files, self.network, self.cgroup_parent)
+        extra = self.tls.dockerd_flags() if self.tls is not None else []
+        argv = daemon.command(self.files, self.network, self.cgroup_parent, extra=extra)
         self._daemon = Component("dockerd", argv, self.files.log, cwd=self.files.work_dir)
         self._daemon.start()
         self._await("dockerd answering /_ping", lambda: self.api.ping() is not None, started)

@@ -13,6 +13,7 @@ start always fails, with the daemon's log.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
@@ -22,6 +23,8 @@ from localcluster.pytest_plugin import ran_and_skipped
 from .api import DockerApiError
 from .engine import DockerEngine, EngineError
 from .requirements import missing
+from .sshd import EngineSshd, SshdError
+from .sshd import missing as sshd_missing
 
 MARKER = (
     "docker: the test runs on a real Docker Engine (fixture docker_engine); skipped with the "
@@ -32,6 +35,7 @@ ENV_DOCKER = "PANDO_DOCKER"
 ENV_REAL_NODES = "PANDO_REAL_NODES"
 """``1`` implies :data:`ENV_DOCKER` (machines that run real nodes run the engine too)."""
 _ENGINES = pytest.StashKey[list[DockerEngine]]()
+_SSHDS = pytest.StashKey[list[EngineSshd]]()
 
 
 def required() -> bool:
@@ -43,6 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Declare the marker."""
     config.addinivalue_line("markers", MARKER)
     config.stash[_ENGINES] = []
+    config.stash[_SSHDS] = []
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -60,7 +65,7 @@ def refuse(absent: list[str]) -> NoReturn:
     pytest.skip(reason)
 
 
-def open_engine(request: pytest.FixtureRequest, name: str) -> DockerEngine:
+def open_engine(request: pytest.FixtureRequest, name: str, *, tls: bool = False) -> DockerEngine:
     """Start an engine in a fresh temporary folder, or skip / fail saying why."""
     absent = missing()
     if absent:
@@ -68,7 +73,7 @@ def open_engine(request: pytest.FixtureRequest, name: str) -> DockerEngine:
     failure = ""
     work_dir = request.getfixturevalue("tmp_path_factory").mktemp(name)
     try:
-        engine = DockerEngine(work_dir).open()
+        engine = DockerEngine(work_dir, tls=tls).open()
     except (EngineError, DockerApiError, OSError, RuntimeError) as exc:
         failure = f"the Docker Engine did not start: {exc}"
     if failure:  # outside the except block, so pytest shows the message alone
@@ -80,12 +85,13 @@ def open_engine(request: pytest.FixtureRequest, name: str) -> DockerEngine:
 @pytest.fixture(scope="session")
 def docker_engine(request: pytest.FixtureRequest) -> Iterator[DockerEngine]:
     """A Docker Engine for the session: ``.socket_path``, ``.base_url``, ``.api``,
-    ``.images``, ``.outside``, ``.netns``, ``.docker(...)``, ``.restart()``...
+    ``.images``, ``.outside``, ``.netns``, ``.docker(...)``, ``.restart()``...; served over
+    TLS too (``.tls``: on ``127.0.0.1:2376`` of its namespace, client certificates required).
 
     A test that stops or kills the daemon starts it again before it ends
     (``docker_engine.start()``); one that makes containers, networks or volumes removes them.
     """
-    engine = open_engine(request, "docker")
+    engine = open_engine(request, "docker", tls=True)
     try:
         yield engine
     finally:
@@ -104,6 +110,30 @@ def second_docker_engine(
         engine.close()
 
 
+@pytest.fixture(scope="session")
+def engine_sshd(
+    request: pytest.FixtureRequest, docker_engine: DockerEngine
+) -> Iterator[EngineSshd]:
+    """Debian's sshd in :func:`docker_engine`'s namespace (``127.0.0.1:22`` there): root logs
+    in with ``.client_key``; ``.host_public_key`` is what a client pins (:mod:`.sshd`).
+
+    A test that kills it starts it again before it ends (``engine_sshd.start()``).
+    """
+    absent = sshd_missing()
+    if absent:
+        refuse(absent)
+    work_dir = request.getfixturevalue("tmp_path_factory").mktemp("sshd")
+    try:
+        sshd = EngineSshd(docker_engine.netns, work_dir).open()
+    except (SshdError, OSError, subprocess.CalledProcessError) as exc:
+        pytest.fail(f"sshd did not start: {exc}", pytrace=False)
+    request.config.stash[_SSHDS].append(sshd)
+    try:
+        yield sshd
+    finally:
+        sshd.close()
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item) -> None:
     """Start again a session engine's daemon a test left stopped (one that failed between
@@ -111,6 +141,9 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
     for engine in item.config.stash.get(_ENGINES, []):
         if engine.is_open and not engine.daemon_running:
             engine.start()
+    for sshd in item.config.stash.get(_SSHDS, []):
+        if sshd.is_open and not sshd.running:
+            sshd.start()
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -4,7 +4,7 @@ from ._errors import EngineError, unreachable, write_failed
 from ._frames import FrameDecoder, StreamKind
 from ._hijack import HijackedStream
 from ._progress import progress_message
-from ._transport import EngineTransport, TransportStats, parse_host
+from ._transport import EngineTransport, TransportStats
 from ._version import NEWEST_API, OLDEST_API, negotiate_version, parse_version
 
 __all__ = [
@@ -17,7 +17,6 @@ __all__ = [
     "StreamKind",
     "TransportStats",
     "negotiate_version",
-    "parse_host",
     "parse_version",
     "progress_message",
     "unreachable",

@@ -1,11 +1,13 @@
 """Every Engine API call of one adapter: counted, versioned, with timeouts, on anyio.
 
-A thin layer over ``httpx`` (its ``AsyncHTTPTransport(uds=...)`` for a unix socket): it runs
-natively on asyncio and trio, so a cancelled call is really cancelled, a followed stream has
-no read timeout, and an exec's stdin can be half-closed (see ``docs/docker.md``). The API
-version is negotiated with the daemon on first use (``GET /_ping``) and prefixed to every
-route. Each call is counted by method and route template (``calls_by_kind``), for tests
-and benchmarks.
+A thin layer over ``httpx`` (its ``AsyncHTTPTransport(uds=...)`` for a unix socket, an SSH
+tunnel's included, and its TLS for ``tcp://``): it runs natively on asyncio and trio, so a
+cancelled call is really cancelled, a followed stream has no read timeout, and an exec's
+stdin can be half-closed (see ``docs/docker.md``). Where it connects is the
+:class:`~..endpoint.EngineLink`'s, which also explains a failed connection (TLS, ssh). The
+API version is negotiated with the daemon on first use (``GET /_ping``, which also tells a
+Docker Engine from another server) and prefixed to every route. Each call is counted by
+method and route template (``calls_by_kind``), for tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -23,36 +25,14 @@ import attrs
 import httpx
 
 from .._log import logger
+from ..endpoint import EngineLink, refused
 from ._errors import EngineError, unreachable
 from ._hijack import HijackedStream
 from ._version import negotiate_version
 
-__all__ = ["EngineTransport", "TransportStats", "parse_host"]
+__all__ = ["EngineTransport", "TransportStats"]
 
 _LOG = logger("transport")
-
-
-def parse_host(host: str) -> tuple[str, str | None]:
-    """The base URL and the unix socket path (``None`` over TCP) of a ``host`` setting.
-
-    Raises:
-        ValueError: the scheme is neither ``unix://`` nor ``tcp://`` (nor ``http://``).
-    """
-    if host.startswith("unix://"):
-        path = host.removeprefix("unix://")
-        if not path.startswith("/"):
-            msg = "a unix:// host needs an absolute socket path"
-            raise ValueError(msg)
-        return "http://docker", path
-    for scheme in ("tcp://", "http://"):
-        if host.startswith(scheme):
-            address = host.removeprefix(scheme).rstrip("/")
-            if not address:
-                msg = "a tcp:// host needs an address"
-                raise ValueError(msg)
-            return f"http://{address}", None
-    msg = "the host must start with unix:// or tcp://"
-    raise ValueError(msg)
 
 
 @attrs.frozen(kw_only=True)
@@ -72,9 +52,9 @@ class TransportStats:
 class EngineTransport:
     """The adapter's one door to a daemon."""
 
-    def __init__(self, host: str, *, connect_timeout: float, read_timeout: float) -> None:
-        self.host = host
-        self._base, self._socket = parse_host(host)
+    def __init__(self, link: EngineLink, *, connect_timeout: float, read_timeout: float) -> None:
+        self.link = link
+        self.host = link.host
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
         self._connect_timeout = connect_timeout
         self._client: httpx.AsyncClient | None = None
@@ -92,9 +72,15 @@ class EngineTransport:
         return TransportStats(calls=sum(kinds.values()), writes=writes, calls_by_kind=kinds)
 
     def _new_client(self, timeout: httpx.Timeout | None = None) -> httpx.AsyncClient:
-        transport = httpx.AsyncHTTPTransport(uds=self._socket, retries=0)
+        link = self.link
+        transport = httpx.AsyncHTTPTransport(
+            uds=link.uds, verify=link.ssl_context or True, retries=0, trust_env=False
+        )
         return httpx.AsyncClient(
-            transport=transport, base_url=self._base, timeout=timeout or self._timeout
+            transport=transport,
+            base_url=link.base_url,
+            timeout=timeout or self._timeout,
+            trust_env=False,  # no proxy, .netrc or CA bundle from the environment
         )
 
     def _shared(self) -> httpx.AsyncClient:
@@ -103,18 +89,26 @@ class EngineTransport:
         return self._client
 
     async def aclose(self) -> None:
-        """Close the shared connections. Safe to call twice."""
+        """Close the shared connections (and an SSH tunnel). Safe to call twice."""
         client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
+        try:
+            if client is not None:
+                await client.aclose()
+        finally:
+            await self.link.aclose()
 
     # -- version -------------------------------------------------------------------------------
 
     async def ping(self) -> str | None:
-        """``GET /_ping``: the daemon is there; returns the API version it names."""
+        """``GET /_ping``: the daemon is there; returns the API version it names.
+
+        A Docker Engine (and Podman) answers ``OK``; any other answer is another server.
+        """
         response = await self._send("GET", "/_ping", "/_ping")
-        if response.status_code != 200:  # noqa: PLR2004 - HTTP status
+        if response.status_code >= 500:  # noqa: PLR2004 - HTTP status: the engine failed
             raise EngineError(response.status_code, "GET /_ping", response.text)
+        if response.status_code != 200 or response.text.strip() != "OK":  # noqa: PLR2004
+            raise _not_an_engine(self.host, response)
         version: str | None = response.headers.get("API-Version")
         return version
 
@@ -147,15 +141,16 @@ class EngineTransport:
     ) -> httpx.Response:
         kind = f"{method} {template}"
         self._calls[kind] += 1
+        await self.link.ready()
         client = client or self._shared()
         request = client.build_request(method, url, **kwargs)
         started = time.monotonic()
         try:
             response = await client.send(request, stream=stream)
         except httpx.TimeoutException as error:
-            raise unreachable(self.host, f"{kind} timed out") from error
+            raise self.link.explain(error) or unreachable(self.host, f"{kind} timed out") from error
         except (httpx.TransportError, OSError) as error:
-            raise unreachable(self.host, _cause(error)) from error
+            raise self.link.explain(error) or unreachable(self.host, _cause(error)) from error
         _LOG.debug(
             "%s -> %s",
             kind,
@@ -309,6 +304,27 @@ def _message(response: httpx.Response) -> str:
     if isinstance(data, dict) and isinstance(data.get("message"), str):
         return str(data["message"])
     return response.text.strip()
+
+
+def _not_an_engine(host: str, response: httpx.Response) -> Exception:
+    server = response.headers.get("Server", "")[:80]
+    if "HTTP request to an HTTPS server" in response.text:
+        return refused(
+            host,
+            "tls_required",
+            "it speaks TLS (it answered plain HTTP with 'an HTTP request to an HTTPS server')",
+            "Give its TLS material (tls_ca, tls_cert, tls_key, or DOCKER_CERT_PATH).",
+            status=response.status_code,
+        )
+    return refused(
+        host,
+        "not_docker",
+        f"the server there is not a Docker Engine (GET /_ping answered {response.status_code}"
+        f"{', server ' + server if server else ''}, not OK)",
+        "Point the host setting (or the context) at a Docker Engine's API.",
+        status=response.status_code,
+        server=server,
+    )
 
 
 def _cause(error: BaseException) -> str:

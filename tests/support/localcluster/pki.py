@@ -239,3 +239,68 @@ def issue_leaf(
     return _make_leaf(
         _openssl(), directory, ca, name, subject=subject, usage=usage, sans=sans, days=str(days)
     )
+
+
+def issue_dated_leaf(
+    directory: Path,
+    ca: CertKey,
+    name: str,
+    *,
+    subject: str,
+    usage: str,
+    not_before: str,
+    not_after: str,
+    sans: tuple[str, ...] = (),
+) -> CertKey:
+    """A certificate of ``ca`` valid from ``not_before`` to ``not_after`` (``YYYYMMDDHHMMSSZ``:
+    either may lie ahead, for a certificate not valid yet), made with ``openssl ca`` (this
+    OpenSSL's ``x509 -req`` takes no start date), in ``directory`` as ``name.*``."""
+    openssl = _openssl()
+    work = directory / f"{name}.ca"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "index.txt").write_text("")
+    (work / "serial").write_text(secrets.token_hex(16) + "\n")
+    extensions = [
+        "basicConstraints=critical,CA:FALSE",
+        "keyUsage=critical,digitalSignature,keyEncipherment",
+        f"extendedKeyUsage={usage}",
+    ]
+    if sans:
+        extensions.append(f"subjectAltName={','.join(sans)}")
+    config = work / "ca.cnf"
+    config.write_text(
+        "\n".join(
+            [
+                "[ca]",
+                "default_ca = local",
+                "[local]",
+                f"database = {work / 'index.txt'}",
+                f"serial = {work / 'serial'}",
+                f"new_certs_dir = {work}",
+                "default_md = sha256",
+                "policy = anything",
+                "unique_subject = no",
+                "copy_extensions = none",
+                "[anything]",
+                "commonName = supplied",
+                "[leaf]",
+                *extensions,
+            ]
+        )
+        + "\n"
+    )
+    leaf = CertKey(directory / f"{name}.crt", directory / f"{name}.key")
+    csr = work / "leaf.csr"
+    _run(
+        [openssl, "req", "-new", *_EC_KEY, "-keyout", str(leaf.key), "-out", str(csr),
+         "-subj", subject],
+        directory,
+    )  # fmt: skip
+    _run(
+        [openssl, "ca", "-batch", "-notext", "-config", str(config), "-extensions", "leaf",
+         "-cert", str(ca.cert), "-keyfile", str(ca.key), "-in", str(csr), "-out", str(leaf.cert),
+         "-startdate", not_before, "-enddate", not_after],
+        directory,
+    )  # fmt: skip
+    shutil.rmtree(work)
+    return leaf

@@ -46,8 +46,9 @@ def unreachable(host: str, cause: str) -> AdapterUnavailable:
     """The daemon cannot be reached: a missing socket, a refused connection, a timeout."""
     return AdapterUnavailable(
         f"the Docker daemon at {host} cannot be reached ({cause})",
-        remedy="Start Docker Engine, or point the adapter's 'host' setting (default: "
-        "$DOCKER_HOST, then unix:///var/run/docker.sock) at a running daemon's socket.",
+        remedy="Start Docker Engine, or point the adapter's 'host' setting (or 'context'; "
+        "unset: $DOCKER_HOST, $DOCKER_CONTEXT, the current Docker context, then "
+        "unix:///var/run/docker.sock) at a running engine.",
         details={"host": host, "cause": cause},
     )
 

@@ -74,7 +74,7 @@ class EngineTransport:
     def _new_client(self, timeout: httpx.Timeout | None = None) -> httpx.AsyncClient:
         link = self.link
         transport = httpx.AsyncHTTPTransport(
-            uds=link.uds, verify=link.ssl_context or True, retries=0, trust_env=False
+            uds=link.uds, verify=link.ssl_context, retries=0, trust_env=False
         )
         return httpx.AsyncClient(
             transport=transport,

@@ -356,6 +356,12 @@ class SshTunnel:
 
     async def aclose(self) -> None:
         """End the connection and remove the folder. Safe to call twice."""
+        process = self._running.process
+        if process is not None and process.poll() is None:
+            process.terminate()  # ssh ends at once on SIGTERM; its exit is polled, not awaited
+            with anyio.move_on_after(2.0):
+                while process.poll() is None:  # noqa: ASYNC110 - a child process, no event
+                    await anyio.sleep(_POLL)
         self._running.clean()
 
 

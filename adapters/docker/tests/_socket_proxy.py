@@ -13,9 +13,9 @@ crosses it.
 from __future__ import annotations
 
 import contextlib
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
@@ -40,11 +40,13 @@ class SocketProxy:
         return cls(listen, lambda: anyio.connect_unix(target))
 
     @classmethod
-    def into_namespace(cls, space: str, address: str, port: int) -> SocketProxy:
-        """A proxy on ``127.0.0.1:<free port>`` of the host to ``address:port`` in ``space``."""
+    def into_namespace(cls, engine: Any, address: str, port: int) -> SocketProxy:
+        """A proxy on ``127.0.0.1:<free port>`` of the host to ``address:port`` in the
+        harness engine's namespace (dialled by its ``connect``)."""
 
         async def dial() -> SocketStream:
-            sock = await anyio.to_thread.run_sync(_connect_in, space, address, port)
+            sock = await anyio.to_thread.run_sync(engine.connect, address, port)
+            sock.setblocking(False)  # noqa: FBT003 - the stream wrapper wants it
             return await SocketStream.from_socket(sock)
 
         return cls(None, dial)
@@ -106,22 +108,6 @@ class SocketProxy:
                 yield self
             finally:
                 group.cancel_scope.cancel()
-
-
-def _connect_in(space: str, address: str, port: int) -> socket.socket:
-    """A TCP connection to ``address:port`` made from namespace ``space`` (blocking)."""
-    from localcluster.realnode import netns  # noqa: PLC0415 - only with the harness
-
-    with netns.entered(space):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(10)
-        sock.connect((address, port))
-    except OSError:
-        sock.close()
-        raise
-    sock.setblocking(False)  # noqa: FBT003 - the stream wrapper wants it
-    return sock
 
 
 async def _pump(source: SocketStream, sink: SocketStream) -> None:

@@ -58,7 +58,7 @@ async def engine_proxy(docker_host: str) -> AsyncIterator[SocketProxy | None]:
 async def tls_proxy(engine: Any) -> AsyncIterator[SocketProxy]:
     """The way in to the engine's TLS port (``127.0.0.1:2376`` of its namespace): a proxy on
     the host's loopback (``.host``: ``tcp://127.0.0.1:<port>``) that a test can cut."""
-    proxy = SocketProxy.into_namespace(engine.netns, "127.0.0.1", engine.tls.port)
+    proxy = SocketProxy.into_namespace(engine, "127.0.0.1", engine.tls.port)
     async with proxy.running():
         yield proxy
 
@@ -66,7 +66,7 @@ async def tls_proxy(engine: Any) -> AsyncIterator[SocketProxy]:
 @pytest.fixture
 async def ssh_proxy(engine: Any, engine_sshd: Any) -> AsyncIterator[SocketProxy]:
     """The way in to the sshd in the engine's namespace, as :func:`tls_proxy` is to TLS."""
-    proxy = SocketProxy.into_namespace(engine.netns, engine_sshd.address, engine_sshd.port)
+    proxy = SocketProxy.into_namespace(engine, engine_sshd.address, engine_sshd.port)
     async with proxy.running():
         yield proxy
 

@@ -50,9 +50,9 @@ class TestDockerConformance(ConformanceSuite):
         return DockerHarness(docker_host, engine_proxy)
 
 
-class TestDockerConformanceOverTls(ConformanceSuite):
-    """The kit over ``tcp://`` with TLS (client certificate required), through a proxy on the
-    host's loopback into the engine's namespace that the event-gap and stale-cache hooks cut.
+class _RemoteConformance(ConformanceSuite):
+    """The kit over a remote way in (``remote``: the settings, and the proxy on the host's
+    loopback into the engine's namespace that the event-gap and stale-cache hooks cut).
 
     On asyncio alone: the unix-socket run above covers both backends, and what differs between
     them over TLS (the TLS stream under a half-closed exec) is tested on both in
@@ -65,46 +65,14 @@ class TestDockerConformanceOverTls(ConformanceSuite):
 
     @pytest.fixture
     async def adapter(
-        self, engine: Any, tls_proxy: SocketProxy, owner: str, gateway_image: str | None
-    ) -> AsyncIterator[DockerAdapter]:
-        config = adapter_config(
-            **tls_settings(engine, tls_proxy),
-            owner=owner,
-            cache_max_staleness=2.0,
-            cache_probe_interval=0.5,
-            egress_gateway_image=gateway_image,
-        )
-        try:
-            async with DockerAdapter(config) as adapter:
-                yield adapter
-        finally:
-            await DockerHarness(engine.base_url).remove_owned(owner)
-
-    @pytest.fixture
-    def harness(self, engine: Any, tls_proxy: SocketProxy) -> ConformanceHarness:
-        return DockerHarness(engine.base_url, tls_proxy)
-
-
-class TestDockerConformanceOverSsh(ConformanceSuite):
-    """The kit over ``ssh://`` (Debian's sshd in the engine's namespace, its host key pinned),
-    through a proxy the hooks cut: each cut ends the SSH connection, and the adapter dials a
-    new one. On asyncio alone, as over TLS: the engine's side is a unix socket on both."""
-
-    @pytest.fixture
-    def anyio_backend(self) -> str:
-        return "asyncio"
-
-    @pytest.fixture
-    async def adapter(
         self,
         engine: Any,
-        engine_sshd: Any,
-        ssh_proxy: SocketProxy,
+        remote: tuple[dict[str, Any], SocketProxy],
         owner: str,
         gateway_image: str | None,
     ) -> AsyncIterator[DockerAdapter]:
         config = adapter_config(
-            **ssh_settings(engine, engine_sshd, ssh_proxy),
+            **remote[0],
             owner=owner,
             cache_max_staleness=2.0,
             cache_probe_interval=0.5,
@@ -117,5 +85,26 @@ class TestDockerConformanceOverSsh(ConformanceSuite):
             await DockerHarness(engine.base_url).remove_owned(owner)
 
     @pytest.fixture
-    def harness(self, engine: Any, ssh_proxy: SocketProxy) -> ConformanceHarness:
-        return DockerHarness(engine.base_url, ssh_proxy)
+    def harness(
+        self, engine: Any, remote: tuple[dict[str, Any], SocketProxy]
+    ) -> ConformanceHarness:
+        return DockerHarness(engine.base_url, remote[1])
+
+
+class TestDockerConformanceOverTls(_RemoteConformance):
+    """The kit over ``tcp://`` with TLS, client certificate required."""
+
+    @pytest.fixture
+    def remote(self, engine: Any, tls_proxy: SocketProxy) -> tuple[dict[str, Any], SocketProxy]:
+        return tls_settings(engine, tls_proxy), tls_proxy
+
+
+class TestDockerConformanceOverSsh(_RemoteConformance):
+    """The kit over ``ssh://`` (Debian's sshd in the engine's namespace, its host key pinned):
+    each cut ends the SSH connection, and the adapter dials a new one."""
+
+    @pytest.fixture
+    def remote(
+        self, engine: Any, engine_sshd: Any, ssh_proxy: SocketProxy
+    ) -> tuple[dict[str, Any], SocketProxy]:
+        return ssh_settings(engine, engine_sshd, ssh_proxy), ssh_proxy

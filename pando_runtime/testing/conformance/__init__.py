@@ -26,6 +26,7 @@ from ._edge import EdgeConformance
 from ._egress import EgressConformance, EgressRefusalConformance
 from ._events import EventConformance
 from ._exec import ExecConformance
+from ._fleet import FleetHarness
 from ._harness import ConformanceHarness, HarnessCannot
 from ._logs import LogConformance
 from ._lost import LostNodeConformance
@@ -47,6 +48,7 @@ __all__ = [
     "EgressRefusalConformance",
     "EventConformance",
     "ExecConformance",
+    "FleetHarness",
     "HarnessCannot",
     "Kit",
     "LogConformance",

@@ -8,15 +8,17 @@ clusters in the adapters' suites.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import ClassVar
 
 import pytest
-from test_conformance_fake import FakeHarness, _scripted_fake
 
 from pando_runtime.fleet import FleetAdapter, FleetMembers
 from pando_runtime.testing.conformance import (
     ConformanceHarness,
     ConformanceSuite,
+    FakeHarness,
     FleetHarness,
+    scripted_fake,
 )
 
 
@@ -31,9 +33,11 @@ class _Made:
 
 
 class TestFleetOfFakesConformance(ConformanceSuite):
+    single_pool: ClassVar[bool] = False  # an app stays on its member: its fit is that member's
+
     @pytest.fixture
     async def adapter(self) -> AsyncIterator[FleetAdapter]:
-        members = FleetMembers(adapters={"a": _scripted_fake(), "b": _scripted_fake()}, control="a")
+        members = FleetMembers(adapters={"a": scripted_fake(), "b": scripted_fake()}, control="a")
         async with FleetAdapter(source=_Made(members)) as fleet:
             yield fleet
 

@@ -26,6 +26,7 @@ from ._edge import EdgeConformance
 from ._egress import EgressConformance, EgressRefusalConformance
 from ._events import EventConformance
 from ._exec import ExecConformance
+from ._fake_harness import FakeHarness, scripted_fake
 from ._fleet import FleetHarness
 from ._harness import ConformanceHarness, HarnessCannot
 from ._logs import LogConformance
@@ -48,6 +49,7 @@ __all__ = [
     "EgressRefusalConformance",
     "EventConformance",
     "ExecConformance",
+    "FakeHarness",
     "FleetHarness",
     "HarnessCannot",
     "Kit",
@@ -59,6 +61,7 @@ __all__ = [
     "ValidationConformance",
     "VolumeConformance",
     "requires",
+    "scripted_fake",
     "since",
 ]
 

@@ -2,10 +2,11 @@
 
 Each member's stream is followed by a task of its own. A member's stream that ends (its runtime
 went silent, the adapter's stream failed) is reopened, waiting ``retry`` seconds between
-attempts; once it is open again, every app of that member is ``MISSED`` (what happened there
-meanwhile was not seen). The merged stream itself never ends for a member's sake: ``WATCHING``
-comes once every member's stream was tried (open, or found silent), so one silent member never
-holds up the others'.
+attempts; once it is open again, a ``MISSED`` says that events were lost: the contract's gap,
+for every app, since the apps that member removed meanwhile are not in its list any more (a
+``MISSED`` naming only the apps it lists afterwards would leave those out). The merged stream
+itself never ends for a member's sake: ``WATCHING`` comes once every member's stream was tried
+(open, or found silent), so one silent member never holds up the others'.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from .._adapter._event_hub import BundleEventHub
 from .._contract._errors import PandoRuntimeError
 from .._contract._events import BundleEvent, BundleEventKind, BundleEventStream
 from .._util._log import logger
-from ._members import BundleRecords
 
 __all__ = ["merged_events"]
 
@@ -54,22 +54,6 @@ class _Merge:
         if len(self.tried) == len(self.members):
             self.all_tried.set()
 
-    async def missed(self, name: str) -> None:
-        """Every app of member ``name`` may have changed unseen.
-
-        All apps (a ``MISSED`` without a bundle id) when the member cannot list its own.
-        """
-        member = self.members[name]
-        ids: list[str] | None = None
-        if isinstance(member, BundleRecords):
-            with contextlib.suppress(PandoRuntimeError):
-                ids = await member.held_bundles()
-        if ids is None:
-            self.publish(BundleEvent(kind=BundleEventKind.MISSED, at=_now()))
-            return
-        for bundle_id in ids:
-            self.publish(BundleEvent(kind=BundleEventKind.MISSED, at=_now(), bundle_id=bundle_id))
-
     async def follow(self, name: str, retry: Sequence[float]) -> None:
         """Member ``name``'s events, its stream reopened whenever it ends."""
         member = self.members[name]
@@ -80,9 +64,9 @@ class _Merge:
                 async with member.watch_bundles() as events:
                     await anext(aiter(events))  # the member's own WATCHING
                     self.mark_tried(name)
-                    if lost:
+                    if lost:  # what happened there meanwhile was not seen
                         log.warning("%s %s: events flow again", self.noun, name)
-                        await self.missed(name)
+                        self.publish(BundleEvent(kind=BundleEventKind.MISSED, at=_now()))
                     lost, attempt = False, 0
                     async for event in events:
                         if event.kind is not BundleEventKind.WATCHING:

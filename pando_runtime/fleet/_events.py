@@ -74,6 +74,9 @@ class _Merge:
                     reason = "its event stream ended"
             except (PandoRuntimeError, StopAsyncIteration) as error:
                 reason = str(error) or type(error).__name__
+            except Exception as error:  # noqa: BLE001 - one member's fault never ends the stream
+                reason = f"{type(error).__name__}: {error}"
+                log.debug("%s %s: its event stream failed", self.noun, name, exc_info=True)
             self.mark_tried(name)
             if not lost:
                 log.warning("%s %s is silent (%s); its events are retried", self.noun, name, reason)

@@ -74,7 +74,7 @@ class _Merge:
                     reason = "its event stream ended"
             except (PandoRuntimeError, StopAsyncIteration) as error:
                 reason = str(error) or type(error).__name__
-            except Exception as error:  # noqa: BLE001 - one member's fault never ends the stream
+            except Exception as error:  # one member's fault never ends the merged stream
                 reason = f"{type(error).__name__}: {error}"
                 log.debug("%s %s: its event stream failed", self.noun, name, exc_info=True)
             self.mark_tried(name)

@@ -104,10 +104,9 @@ class FleetHarness(ConformanceHarness):
     async def instance_runs(
         self, adapter: RuntimeAdapter, ref: WorkloadRef, instance_id: str
     ) -> bool:
-        """Asked of the member's runtime."""
-        harness, member = await self._of(adapter, ref)
-        runs: bool = await harness.instance_runs(member, ref, instance_id)
-        return runs
+        """Asked of every member's runtime (the fleet may no longer know the bundle)."""
+        answers = await self._each(adapter, "instance_runs", ref, instance_id)
+        return any(answers)
 
     async def cause_event_gap(self, adapter: RuntimeAdapter) -> None:
         """A gap on every member."""
@@ -135,10 +134,8 @@ class FleetHarness(ConformanceHarness):
         await self._each(adapter, "recover_node")
 
     async def running_instances(self, adapter: RuntimeAdapter, ref: WorkloadRef) -> int:
-        """Counted on the member's places."""
-        harness, member = await self._of(adapter, ref)
-        count: int = await harness.running_instances(member, ref)
-        return count
+        """Counted on every member's places: an instance anywhere counts."""
+        return sum(await self._each(adapter, "running_instances", ref))
 
     def replica(
         self, adapter: RuntimeAdapter

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 import anyio
 import attrs
@@ -247,6 +247,34 @@ async def test_a_silent_members_apps_are_unavailable_never_absent_nor_placed_twi
         assert (await fleet.apply(_plan("on-a"))).details["member"] == "a"
         assert a.bundle_ids().count("on-a") == 1
         assert "on-a" not in b.bundle_ids()
+
+
+class _SlowToStart(FakeAdapter):
+    """A member whose runtime is silent when the fleet starts, and answers from the third try."""
+
+    tries = 0
+
+    async def __aenter__(self) -> Self:
+        self.tries += 1
+        if self.tries < 3:
+            raise AdapterUnavailable("the runtime does not answer yet")
+        return self
+
+
+async def test_a_member_that_cannot_start_holds_up_nothing_and_starts_later() -> None:
+    late, up = _SlowToStart({"node_memory_bytes": 64 * GiB}), _fake(8)
+    fleet = FleetAdapter(source=_Made({"late": late, "up": up}))
+    fleet.configure({"members": {}, "events_retry": [0.01]})
+    async with fleet:
+        with pytest.raises(AdapterUnavailable) as caught:
+            await fleet.observe(BundleRef("anything"))
+        assert caught.value.details["member"] == "late"
+        assert "could not start" in caught.value.message
+        assert (await fleet.apply(_plan("first"))).details["member"] == "up", "among those up"
+        with anyio.fail_after(5):
+            while late.tries < 3:  # noqa: ASYNC110 - the fleet starts it again on its own
+                await anyio.sleep(0.01)
+        assert (await fleet.apply(_plan("second"))).details["member"] == "late", "the roomier"
 
 
 async def test_a_restarted_fleet_finds_every_app_where_it_is() -> None:

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Self
 
+import anyio
 import attrs
 from anyio.abc import ByteReceiveStream
 
@@ -24,6 +25,7 @@ from .._contract._capabilities import Capability, RuntimeCapabilities
 from .._contract._capacity import BundleUsage, Capacity, Fit, InUse, roomiest
 from .._contract._edge import EdgePlan, EdgeState
 from .._contract._errors import (
+    AdapterFailed,
     AdapterUnavailable,
     CapabilityUnsupported,
     InvalidInput,
@@ -81,6 +83,7 @@ class FleetAdapter(RuntimeAdapter):
         self.placer = Placer(self.member_set)
         self.noun = noun
         self._entered: contextlib.AsyncExitStack | None = None
+        self._closing = anyio.Event()
 
     # -- members ----------------------------------------------------------------------------
 
@@ -90,24 +93,53 @@ class FleetAdapter(RuntimeAdapter):
         return self.member_set.adapters
 
     async def __aenter__(self) -> Self:
-        """Enter every member; one that cannot start yet is used as it is, and said."""
+        """Start every member, each in a task that holds it open until the fleet closes.
+
+        Returns once each member was tried: a member whose runtime is silent now does not hold
+        up the others; its questions raise :class:`AdapterUnavailable` naming it, and it is
+        started again and again (``events_retry``) until it answers.
+        """
         adapters = (await self.member_set.fleet()).adapters
         stack = contextlib.AsyncExitStack()
-        try:
-            for name, member in adapters.items():
-                try:
-                    await stack.enter_async_context(member)
-                except AdapterUnavailable as error:
-                    log.warning("%s %s did not start: %s", self.noun, name, error.message)
-        except BaseException:
-            await stack.aclose()
-            raise
+        group = await stack.enter_async_context(anyio.create_task_group())
+        self._closing = anyio.Event()
+        tried = {name: anyio.Event() for name in adapters}
+        for name in adapters:
+            group.start_soon(self._keep_open, name, tried[name], name=f"{self.noun} {name}")
+        for started in tried.values():
+            await started.wait()
         self._entered = stack
         return self
+
+    async def _keep_open(self, name: str, tried: anyio.Event) -> None:
+        """Member ``name`` open until the fleet closes, started again while it cannot start."""
+        member = self.member_set.adapters[name]
+        retry = self.config.events_retry or (1.0,)
+        attempt = 0
+        while not self._closing.is_set():
+            try:
+                async with member:
+                    if attempt:
+                        log.warning("%s %s started", self.noun, name)
+                    self.member_set.started(name)
+                    tried.set()
+                    await self._closing.wait()
+                    return
+            except (AdapterUnavailable, AdapterFailed) as error:
+                unavailable = AdapterUnavailable(
+                    f"it could not start: {error.message}", remedy=error.remedy
+                )
+                self.member_set.not_started(name, unavailable)
+                if not attempt:
+                    log.warning("%s %s could not start: %s", self.noun, name, error.message)
+            tried.set()
+            await anyio.sleep(retry[min(attempt, len(retry) - 1)])
+            attempt += 1
 
     async def aclose(self) -> None:
         """Leave and close every member. Safe to call twice."""
         stack, self._entered = self._entered, None
+        self._closing.set()
         if stack is not None:
             await stack.aclose()
         for member in self.member_set.adapters.values():
@@ -135,12 +167,19 @@ class FleetAdapter(RuntimeAdapter):
     # -- identity & health ------------------------------------------------------------------
 
     async def capabilities(self) -> RuntimeCapabilities:
-        """What the fleet can do (see :func:`fleet_capabilities`); one member: its own."""
+        """What the fleet can do (see :func:`fleet_capabilities`); one member: its own.
+
+        Of the members that answered once (a member's capabilities are asked once): one that
+        never did yet is left out until it does.
+        """
         fleet = await self.member_set.fleet()
-        each = await self.member_set.all_answer(self.member_set.capabilities_of)
-        if len(each) == 1:
+        answers = await self.member_set.ask(self.member_set.capabilities_of)
+        each = {n: c for n, c in self.member_set.known_capabilities.items() if n in fleet.adapters}
+        if not each:
+            raise answers.silent[0]
+        if len(fleet.adapters) == 1:
             return next(iter(each.values()))
-        placing = [n for n in fleet.adapters if n not in fleet.closed]
+        placing = [n for n in fleet.adapters if n not in fleet.closed and n in each]
         return fleet_capabilities(each, fleet.control, placing)
 
     async def health_check(self) -> None:
@@ -178,13 +217,12 @@ class FleetAdapter(RuntimeAdapter):
     async def apply(self, plan: BundlePlan) -> BundleHandle:
         """Converge the bundle on its member; a new one is placed first (see the module)."""
         await self.check_plan(plan)
-        fleet = await self.member_set.fleet()
         async with self.placer.lock(plan.bundle_id):
             name, silent = await self.placer.find(plan.bundle_id)
             if name is None:
                 name = await self.placer.home_for_new(NewBundle.of(plan), silent)
-            member = fleet.adapters[name]
             try:
+                member = await self.member_set.member(name)
                 handle = await member.apply(plan)
             except AdapterUnavailable as error:
                 self.placer.reservations.release(plan.bundle_id)
@@ -206,8 +244,8 @@ class FleetAdapter(RuntimeAdapter):
         name = await self.placer.locate(ref.bundle_id)
         if name is None:
             return ObservedBundle(bundle_id=ref.bundle_id, exists=False)
-        member = (await self.member_set.fleet()).adapters[name]
         try:
+            member = await self.member_set.member(name)
             observed = await member.observe(ref, not_before=not_before)
         except AdapterUnavailable as error:
             raise self.member_set.named(error, name) from error
@@ -227,7 +265,7 @@ class FleetAdapter(RuntimeAdapter):
         """Remove the bundle from its member (nothing to do when it is nowhere)."""
         name = await self.placer.locate(ref.bundle_id)
         if name is not None:
-            await (await self.member_set.fleet()).adapters[name].destroy(ref, options)
+            await (await self.member_set.member(name)).destroy(ref, options)
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         """The workload's upstream from its member, computed (no I/O, as the contract says).
@@ -282,7 +320,7 @@ class FleetAdapter(RuntimeAdapter):
         """
         name = await self.placer.locate(bundle_id)
         if name is not None:
-            return await (await self.member_set.fleet()).adapters[name].largest_fit_for(bundle_id)
+            return await (await self.member_set.member(name)).largest_fit_for(bundle_id)
         each = await self.member_set.all_answer(lambda _, m: m.largest_fit_for(bundle_id))
         return roomiest(f for f in each.values() if f is not None)
 
@@ -291,7 +329,7 @@ class FleetAdapter(RuntimeAdapter):
         name = await self.placer.locate(ref.bundle_id)
         if name is None:
             raise NotFound(f"no bundle {ref.bundle_id!r}", details={"bundle_id": ref.bundle_id})
-        return await (await self.member_set.fleet()).adapters[name].usage(ref)
+        return await (await self.member_set.member(name)).usage(ref)
 
     async def in_use(self) -> InUse:
         """What every member's apps use, summed (a silent member is named: unknown)."""
@@ -357,17 +395,16 @@ class FleetAdapter(RuntimeAdapter):
                 ],
                 remedy="Pass a handle this fleet returned.",
             )
-        return adapters[name], attrs.evolve(handle, handle=inner)
+        return await self.member_set.member(name), attrs.evolve(handle, handle=inner)
 
     async def create_volume(self, request: VolumeRequest) -> VolumeHandle:
         """The volume on its bundle's member; a bundle found nowhere is placed by it."""
-        fleet = await self.member_set.fleet()
         async with self.placer.lock(request.bundle_id):
             name, silent = await self.placer.find(request.bundle_id)
             if name is None:
                 name = await self.placer.home_for_new(NewBundle.of_volume(request), silent)
-            member = fleet.adapters[name]
             try:
+                member = await self.member_set.member(name)
                 handle = await member.create_volume(request)
             except AdapterUnavailable as error:
                 self.placer.reservations.release(request.bundle_id)
@@ -398,7 +435,7 @@ class FleetAdapter(RuntimeAdapter):
 
     async def _control(self) -> tuple[str, RuntimeAdapter]:
         fleet = await self.member_set.fleet()
-        return fleet.control, fleet.adapters[fleet.control]
+        return fleet.control, await self.member_set.member(fleet.control)
 
     async def has_image(self, reference: str) -> bool:
         """Asked of the control member."""

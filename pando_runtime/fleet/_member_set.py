@@ -35,6 +35,8 @@ class MemberSet:
         self._opening = anyio.Lock()
         self.noun = noun
         self._capabilities: dict[str, RuntimeCapabilities] = {}
+        self._not_started: dict[str, AdapterUnavailable] = {}
+        """Members that could not start (their runtime silent then): why, by name."""
 
     async def fleet(self) -> FleetMembers:
         """The members, made on first use."""
@@ -54,6 +56,21 @@ class MemberSet:
         """The member adapters by name (empty until made)."""
         return dict(self._made.adapters) if self._made else {}
 
+    def not_started(self, name: str, error: AdapterUnavailable) -> None:
+        """Member ``name`` could not start: every question to it is ``error`` until it does."""
+        self._not_started[name] = self.named(error, name)
+
+    def started(self, name: str) -> None:
+        """Member ``name`` started: it is asked again."""
+        self._not_started.pop(name, None)
+
+    async def member(self, name: str) -> RuntimeAdapter:
+        """Member ``name``, or :class:`AdapterUnavailable` naming it while it cannot start."""
+        adapter = (await self.fleet()).adapters[name]
+        if name in self._not_started:
+            raise self._not_started[name]
+        return adapter
+
     def named(self, error: AdapterUnavailable, name: str) -> AdapterUnavailable:
         """``error`` naming member ``name``."""
         return naming(error, name, self.noun)
@@ -72,7 +89,7 @@ class MemberSet:
 
         async def one(name: str) -> None:
             try:
-                answers[name] = await ask(name, adapters[name])
+                answers[name] = await ask(name, await self.member(name))
             except AdapterUnavailable as error:
                 silent.append(self.named(error, name))
 
@@ -89,6 +106,11 @@ class MemberSet:
         if answers.silent:
             raise answers.silent[0]
         return answers.by_member
+
+    @property
+    def known_capabilities(self) -> Mapping[str, RuntimeCapabilities]:
+        """The capabilities of each member that gave them, by name."""
+        return dict(self._capabilities)
 
     async def capabilities_of(self, name: str, member: RuntimeAdapter) -> RuntimeCapabilities:
         """A member's capabilities, asked once."""

@@ -256,14 +256,14 @@ def fleet_capabilities(
     (none here).
     """
     every = list(members.values())
-    offering = [members[n] for n in placing] or every
+    offering = [members[n] for n in placing if n in members] or every
     values: dict[str, Any] = {}
     for field in attrs.fields(RuntimeCapabilities):
         name = field.name
         if name in _PLAN_NEEDS:
             values[name] = _one_of(name, offering)
-        elif name in _CONTROL:
-            values[name] = getattr(members[control], name)
+        elif name in _CONTROL:  # a control member that never answered offers nothing yet
+            values[name] = getattr(members[control], name) if control in members else False
         else:
             values[name] = _every(name, every)
     values["image_delivery"] = (ImageDelivery.REGISTRY,)

@@ -114,7 +114,7 @@ class Placer:
         known = self.placed.get(bundle_id)
         if known is not None:
             try:
-                if await self._holds(adapters[known], bundle_id):
+                if await self._holds(await self.members.member(known), bundle_id):
                     return known, []
             except AdapterUnavailable as error:
                 raise self.members.named(error, known) from error
@@ -143,7 +143,7 @@ class Placer:
         """The bundle's member; for one found nowhere, the member that answers for it."""
         fleet = await self.members.fleet()
         name = await self.locate(bundle_id) or fleet.default or fleet.control
-        return fleet.adapters[name]
+        return await self.members.member(name)
 
     def known_home(self, bundle_id: str) -> str:
         """Where the bundle is as far as this process knows without a call."""

@@ -49,6 +49,7 @@ from pando_runtime import (
     WorkloadRef,
     validate_plan,
 )
+from pando_runtime.fleet import BundleRequests
 from pando_runtime.plugin import (
     APP_CAPABILITIES,
     raise_problems,
@@ -68,6 +69,7 @@ from .features import (
     EgressGuard,
     EngineCapacity,
     EngineUsage,
+    HeldBundles,
     ImageImport,
     PrivateNetworks,
     Trials,
@@ -75,6 +77,7 @@ from .features import (
     docker_problems,
     open_exec,
     open_logs,
+    runtime_key,
 )
 from .manifests import GRANTABLE_CAPABILITIES, EdgeNames, LogCap, Naming
 
@@ -185,6 +188,7 @@ class DockerAdapter(RuntimeAdapter):
         self._usage = EngineUsage(self.transport, self.cache)
         self._trials = Trials(self.transport, self.naming, cfg.helper_image)
         self._volumes = Volumes(self.transport, self.naming, cfg.helper_image)
+        self._held = HeldBundles(self.cache, self._volumes)
         self._edges = Edges(
             self.transport,
             self.cache,
@@ -320,6 +324,35 @@ class DockerAdapter(RuntimeAdapter):
         if not options.keep_volumes:
             await self._volumes.destroy_bundle_volumes(ref.bundle_id)
 
+    # -- where bundles are (what a fleet asks of its members) ---------------------------------
+
+    async def holds(self, bundle_id: str) -> bool:
+        """Whether the engine has anything of the bundle: a container, its network, a volume.
+
+        From the view: no call. ``AdapterUnavailable`` when the view is past its bound.
+        """
+        await self._ready()
+        self.cache.confirmed_at()
+        return self._held.holds(bundle_id)
+
+    def known_to_hold(self, bundle_id: str) -> bool:
+        """:meth:`holds` from what the view holds now, unchecked (``False`` before it opens)."""
+        return self._held.holds(bundle_id)
+
+    async def held_bundles(self) -> list[str]:
+        """Every bundle the engine has anything of, from the view (no call)."""
+        await self._ready()
+        self.cache.confirmed_at()
+        return self._held.bundle_ids()
+
+    def requests_by_bundle(self) -> Mapping[str, BundleRequests]:
+        """The limits each bundle's containers hold of the engine's room (no call)."""
+        return self._capacity.requests_by_bundle()
+
+    def runtime_key(self) -> str:
+        """The engine's address (``endpoint.host``, normalised) and the owner label (no I/O)."""
+        return runtime_key(self.endpoint.host, self.naming)
+
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         """Where the host dials a workload's port (see ``upstream_mode``); no I/O.
 
@@ -415,13 +448,17 @@ class DockerAdapter(RuntimeAdapter):
     # -- capacity ------------------------------------------------------------------------------
 
     async def capacity(self) -> Capacity:
-        """The daemon's CPUs and memory; one place, so no largest fit."""
+        """The daemon's CPUs and memory; ``largest_fit``: that less what this owner's apps hold."""
         await self._ready()
         return await self._capacity.capacity()
 
     async def largest_fit_for(self, bundle_id: str) -> Fit | None:
-        """``None``: the daemon is a single place (``capacity`` says it all)."""
-        return None
+        """The engine's room for the bundle (its own containers' limits counted free).
+
+        Its machine less the limits this owner's other containers hold (``docs/docker.md``).
+        """
+        await self._ready()
+        return await self._capacity.largest_fit_for(bundle_id)
 
     async def usage(self, ref: BundleRef) -> BundleUsage:
         """The bundle's workloads and volumes now, from one-shot stats and sizes."""

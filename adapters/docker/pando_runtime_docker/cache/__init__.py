@@ -1,7 +1,15 @@
 """The cache: this owner's containers, kept current by the event stream (private)."""
 
 from ._cache import BundleView, ContainerCache
-from ._views import ContainerView, EngineEvent, Stuck, parse_event, parse_time, view_from_inspect
+from ._views import (
+    ContainerView,
+    EngineEvent,
+    Stuck,
+    limits_of,
+    parse_event,
+    parse_time,
+    view_from_inspect,
+)
 
 __all__ = [
     "BundleView",
@@ -9,6 +17,7 @@ __all__ = [
     "ContainerView",
     "EngineEvent",
     "Stuck",
+    "limits_of",
     "parse_event",
     "parse_time",
     "view_from_inspect",

@@ -189,6 +189,27 @@ class ContainerCache:
         """Every container of this owner."""
         return tuple(self._containers.values())
 
+    def bundle_ids(self) -> set[str]:
+        """Every bundle the view has anything of: a container, its network, a stuck workload."""
+        return (
+            {v.bundle_id for v in self._containers.values()}
+            | set(self._networks)
+            | {bundle_id for bundle_id, _ in self._stuck}
+        )
+
+    def limits_by_bundle(self) -> dict[str, tuple[int, int]]:
+        """CPU millicores and memory bytes the limits of each bundle's containers hold.
+
+        Only containers that hold room (:attr:`ContainerView.holds_room`) count; a bundle none
+        of whose containers does is left out.
+        """
+        sums: dict[str, tuple[int, int]] = {}
+        for view in self._containers.values():
+            if view.holds_room:
+                cpu, memory = sums.get(view.bundle_id, (0, 0))
+                sums[view.bundle_id] = (cpu + view.limits[0], memory + view.limits[1])
+        return sums
+
     async def wait_until(self, condition: Callable[[], bool], within: float) -> bool:
         """Wait for ``condition`` over the view; false when ``within`` seconds pass first."""
         with anyio.move_on_after(within):
@@ -214,6 +235,19 @@ class ContainerCache:
             self._stuck.pop((bundle_id, workload), None)
         else:
             self._stuck[(bundle_id, workload)] = stuck
+        self._notify()
+
+    def created(self, view: ContainerView) -> None:
+        """Record a container the adapter just created, before its event arrives.
+
+        Its limits count against the engine's room from now: a placement read right after
+        the apply must not miss them. An event that came first keeps its view; only the
+        limits (known from the create request) are added to it.
+        """
+        known = self._containers.get(view.id)
+        self._containers[view.id] = (
+            view if known is None else attrs.evolve(known, limits=view.limits)
+        )
         self._notify()
 
     def set_network(self, bundle_id: str, network_id: str | None) -> None:

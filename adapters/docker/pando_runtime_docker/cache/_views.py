@@ -26,6 +26,7 @@ __all__ = [
     "ContainerView",
     "EngineEvent",
     "Stuck",
+    "limits_of",
     "parse_event",
     "parse_time",
     "view_from_inspect",
@@ -57,6 +58,16 @@ def parse_time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(head + fraction + zone).astimezone(UTC)
 
 
+def limits_of(host_config: Mapping[str, Any]) -> tuple[int, int]:
+    """The CPU millicores and memory bytes a container's ``HostConfig`` limits it to.
+
+    0 where it sets none: a container without limits reserves nothing (as a pod without
+    requests), so it takes nothing from the engine's room.
+    """
+    nano_cpus = int(host_config.get("NanoCpus") or 0)
+    return nano_cpus // 1_000_000, int(host_config.get("Memory") or 0)
+
+
 @attrs.frozen(kw_only=True)
 class Stuck:
     """Why a workload is present but will not start by itself (no container, or not run)."""
@@ -83,6 +94,17 @@ class ContainerView:
     image_id: str | None = None
     error: str = ""
     address: str | None = None
+    limits: tuple[int, int] = (0, 0)
+    """CPU millicores and memory bytes its ``HostConfig`` limits it to (0: no limit)."""
+
+    @property
+    def holds_room(self) -> bool:
+        """Whether its limits count against the engine's room: from its create until it ends.
+
+        Running, or created and not started yet; an exited container, or one the daemon
+        refused to start, holds nothing (as a finished pod on a node).
+        """
+        return self.running or (self.started_at is None and not self.error)
 
     def observed(self, *, stopping: bool = False) -> ObservedWorkload:
         """The contract's view of this container (``stopping``: a stop told it to end)."""
@@ -137,6 +159,7 @@ def view_from_inspect(data: Mapping[str, Any], naming: Naming) -> ContainerView 
         image_id=data.get("Image"),
         error=str(state.get("Error") or "") if started is None else "",
         address=_address(data, labels.get(naming.bundle_key, ""), naming),
+        limits=limits_of(data.get("HostConfig") or {}),
     )
 
 

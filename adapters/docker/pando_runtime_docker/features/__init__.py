@@ -11,6 +11,7 @@ from ._images import pull_image, registry_auth_header
 from ._logs import open_logs
 from ._plan_rules import docker_problems
 from ._private import PrivateNetworks
+from ._records import HeldBundles, runtime_key
 from ._trial import Trials
 from ._usage import EngineUsage
 from ._volumes import Volumes
@@ -23,6 +24,7 @@ __all__ = [
     "EgressGuard",
     "EngineCapacity",
     "EngineUsage",
+    "HeldBundles",
     "ImageImport",
     "PrivateNetworks",
     "Trials",
@@ -32,4 +34,5 @@ __all__ = [
     "open_logs",
     "pull_image",
     "registry_auth_header",
+    "runtime_key",
 ]

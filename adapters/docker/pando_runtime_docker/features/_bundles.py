@@ -8,7 +8,7 @@ right after another sees them. Re-applying the same plan makes no call at all.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 
 import anyio
 
@@ -26,7 +26,7 @@ from pando_runtime import (
 
 from .._log import logger
 from ..api import EngineError, EngineTransport, write_failed
-from ..cache import ContainerCache, ContainerView, Stuck
+from ..cache import ContainerCache, ContainerView, Stuck, limits_of
 from ..manifests import (
     ContainerRequest,
     LogCap,
@@ -286,6 +286,16 @@ class Bundles:
                     return None
                 raise write_failed(error, f"creating workload {workload.name!r}") from None
             container_id = str(answer.json()["Id"])
+            self._cache.created(
+                ContainerView(
+                    id=container_id,
+                    bundle_id=bundle_id,
+                    workload=workload.name,
+                    spec=request.spec,
+                    created=datetime.now(UTC),
+                    limits=limits_of(request.body["HostConfig"]),
+                )
+            )
             if request.files:
                 await self._api.put_archive(container_id, files_tar(request.files))
             return container_id

@@ -1,20 +1,39 @@
-"""Capacity from the daemon's ``GET /info``: one place, its CPUs and memory."""
+"""Capacity and room: the daemon's machine (``GET /info``) less what this owner's apps hold.
+
+The engine is one place. Its room is its CPUs and memory less the limits of this owner's
+containers that hold room (running, or created and not started yet: see
+:attr:`~..cache.ContainerView.holds_room`), read from the view, so a room read makes no call
+(``GET /info`` once per adapter). A container without limits reserves nothing and takes nothing
+from the room, as a pod without requests; the engine enforces no reservation, so the room is
+what this owner has promised its apps, not what they use, and other owners' containers on the
+same engine are not counted.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from pando_runtime import BundlePlan, Capacity, CapacityExceeded
+from pando_runtime import BundlePlan, Capacity, CapacityExceeded, Fit
+from pando_runtime.fleet import BundleRequests, Request, room_left
 
 from ..api import EngineTransport
 from ..cache import ContainerCache
 
-__all__ = ["EngineCapacity"]
+__all__ = ["EngineCapacity", "engine_room"]
+
+_NOTHING: Request = (0, 0)
+
+
+def engine_room(total: Request, held: Mapping[str, Request], own: str | None = None) -> Fit:
+    """``total`` less what every bundle of ``held`` holds, bundle ``own``'s counted free."""
+    whole = Fit(cpu_millis=total[0], memory_bytes=total[1])
+    return room_left(whole, *(taken for bundle_id, taken in held.items() if bundle_id != own))
 
 
 class EngineCapacity:
-    """The daemon's size, read once (it does not change while the daemon runs)."""
+    """The daemon's size, read once (it does not change while the daemon runs), and its room."""
 
     def __init__(self, api: EngineTransport, cache: ContainerCache) -> None:
         self._api = api
@@ -33,8 +52,9 @@ class EngineCapacity:
         return int(info.get("NCPU", 0)) * 1000, int(info.get("MemTotal", 0))
 
     async def capacity(self) -> Capacity:
-        """What the daemon can give bundles: one place (no largest fit)."""
+        """The daemon's machine, and its room for a new bundle as ``largest_fit``."""
         cpu, memory = await self.totals()
+        self._cache.confirmed_at()  # the room is the view's: never older than its bound
         running = sum(1 for c in self._cache.all_containers() if c.running)
         info = await self.info()
         return Capacity(
@@ -42,12 +62,28 @@ class EngineCapacity:
             total_memory_bytes=memory,
             reported_at=datetime.now(UTC),
             running_workloads=running,
-            largest_fit=None,
+            largest_fit=engine_room((cpu, memory), self._cache.limits_by_bundle()),
             details={
                 "server_version": str(info.get("ServerVersion", "")),
                 "api_version": await self._api.version(),
             },
         )
+
+    async def largest_fit_for(self, bundle_id: str) -> Fit:
+        """The engine's room for ``bundle_id``, its own containers' limits counted free."""
+        total = await self.totals()
+        self._cache.confirmed_at()
+        return engine_room(total, self._cache.limits_by_bundle(), bundle_id)
+
+    def requests_by_bundle(self) -> dict[str, BundleRequests]:
+        """What each bundle's containers hold of the room, from the view (no call).
+
+        All ``placed``: a container runs where it is created, so nothing waits for a place.
+        """
+        return {
+            bundle_id: BundleRequests(placed=held, waiting=_NOTHING)
+            for bundle_id, held in self._cache.limits_by_bundle().items()
+        }
 
     async def check_fits(self, plan: BundlePlan) -> None:
         """Refuse a plan with a workload larger than the whole machine; writes nothing."""

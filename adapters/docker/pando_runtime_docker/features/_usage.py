@@ -20,7 +20,7 @@ from pando_runtime import BundleUsage, InUse, NotFound, VolumeUsage, WorkloadUsa
 
 from .._log import logger
 from ..api import EngineError, EngineTransport, write_failed
-from ..cache import ContainerCache, ContainerView
+from ..cache import ContainerCache, ContainerView, limits_of
 
 __all__ = ["EngineUsage", "cpu_millis", "memory_bytes"]
 
@@ -97,16 +97,15 @@ class EngineUsage:
         host = data.get("HostConfig") or {}
         running = bool((data.get("State") or {}).get("Running", container.running))
         cpu, memory = (await self._stats(container)) if running else (0, 0)
-        nano_cpus = host.get("NanoCpus") or 0
-        memory_limit = host.get("Memory") or 0
+        cpu_limit, memory_limit = limits_of(host)
         size = data.get("SizeRw")
         return WorkloadUsage(
             workload=container.workload,
             running=running,
             cpu_millis=cpu,
             memory_bytes=memory,
-            cpu_limit_millis=nano_cpus // 1_000_000 if nano_cpus else None,
-            memory_limit_bytes=int(memory_limit) if memory_limit else None,
+            cpu_limit_millis=cpu_limit or None,
+            memory_limit_bytes=memory_limit or None,
             disk_bytes=int(size) if size is not None else UNKNOWN,
         )
 

@@ -124,6 +124,10 @@ class Volumes:
             for volume_id in sorted(ids)
         )
 
+    def bundle_ids(self) -> set[str]:
+        """Every bundle with a volume this adapter knows."""
+        return {k.bundle_id for k in self._known.values() if k.bundle_id}
+
     def names_of(self, bundle_id: str) -> dict[str, str]:
         """The bundle's volumes this adapter knows: volume id -> the daemon's volume name."""
         return {k.volume_id: k.name for k in self._known.values() if k.bundle_id == bundle_id}

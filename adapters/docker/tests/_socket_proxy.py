@@ -1,6 +1,6 @@
 """A proxy in front of a real server, which a test can cut and restore.
 
-Two shapes: :meth:`SocketProxy.unix` joins two unix sockets (the adapter in
+Two shapes: ``SocketProxy(listen, target)`` joins two unix sockets (the adapter in
 front of the daemon's socket); :meth:`SocketProxy.into_namespace` listens on the host's
 loopback and dials a TCP port inside a network namespace (the engine's TLS port or its
 sshd: the namespace has no route to the host, so this is the only way in). The adapter under
@@ -13,6 +13,7 @@ crosses it.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -22,22 +23,19 @@ from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
 
 
 class SocketProxy:
-    """Forwards the connections made to it (on ``listen``, a unix socket; ``None``: a free TCP
-    port on the host's loopback) to what ``dial`` connects to."""
+    """Forwards the connections made to it, on ``listen`` (a unix socket; ``None``: a free TCP
+    port on the host's loopback), to ``target``: a unix socket, or what a function dials."""
 
-    def __init__(self, listen: Path | None, dial: Callable[[], Awaitable[SocketStream]]) -> None:
+    def __init__(
+        self, listen: Path | None, target: Path | Callable[[], Awaitable[SocketStream]]
+    ) -> None:
         self.listen = listen
         self.open = True
         self.accepted = 0
         self.port = 0
         """The loopback port it listens on (TCP), once running."""
         self._scopes: set[anyio.CancelScope] = set()
-        self._dial = dial
-
-    @classmethod
-    def unix(cls, listen: Path, target: Path) -> SocketProxy:
-        """A proxy on the unix socket ``listen`` to the unix socket ``target``."""
-        return cls(listen, lambda: anyio.connect_unix(target))
+        self._dial = target if callable(target) else functools.partial(anyio.connect_unix, target)
 
     @classmethod
     def into_namespace(cls, engine: Any, address: str, port: int) -> SocketProxy:

@@ -47,7 +47,7 @@ async def engine_proxy(docker_host: str) -> AsyncIterator[SocketProxy | None]:
         return
     folder = Path(tempfile.mkdtemp(prefix="pdx", dir="/tmp"))  # socket paths are short
     try:
-        proxy = SocketProxy.unix(folder / "d.sock", Path(docker_host.removeprefix("unix://")))
+        proxy = SocketProxy(folder / "d.sock", Path(docker_host.removeprefix("unix://")))
         async with proxy.running():
             yield proxy
     finally:

@@ -102,8 +102,9 @@ def docker_engine(request: pytest.FixtureRequest) -> Iterator[DockerEngine]:
 def second_docker_engine(
     request: pytest.FixtureRequest, docker_engine: DockerEngine
 ) -> Iterator[DockerEngine]:
-    """A second engine beside :func:`docker_engine`: its own namespaces, socket and ranges."""
-    engine = open_engine(request, "docker-2")
+    """A second engine beside :func:`docker_engine`: its own namespaces, socket and ranges;
+    served over TLS too, with a CA of its own."""
+    engine = open_engine(request, "docker-2", tls=True)
     try:
         yield engine
     finally:

@@ -6,6 +6,9 @@ A module of its own (not ``conftest``): the whole suite collects every adapter's
 
 from __future__ import annotations
 
+import hashlib
+import json
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,10 +21,11 @@ ENV_HOST = "PANDO_DOCKER_TEST_HOST"
 """Points the tests at an engine of your own instead of the harness's."""
 
 
-def adapter_config(host: str, owner: str, **more: Any) -> dict[str, Any]:
-    """Settings for a test's adapter: quick stops and dependency waits."""
+def adapter_config(host: str | None, owner: str, **more: Any) -> dict[str, Any]:
+    """Settings for a test's adapter: quick stops and dependency waits (``host`` ``None``:
+    the engine is named otherwise, by a context in ``more``)."""
     return {
-        "host": host,
+        **({"host": host} if host is not None else {}),
         "owner": owner,
         "stop_timeout": 1,
         "dependency_wait": 30,
@@ -50,6 +54,29 @@ def ssh_settings(engine: Any, sshd: Any, proxy: Any) -> dict[str, Any]:
         "ssh_identity": str(sshd.client_key),
         "ssh_socket": str(engine.socket_path),
     }
+
+
+def write_context(
+    folder: Path,
+    name: str,
+    host: str,
+    *,
+    tls: dict[str, Path] | None = None,
+    skip_verify: bool = False,
+) -> None:
+    """A Docker context in the configuration folder ``folder``, as ``docker context create``
+    stores it (``tls``: ``ca.pem``, ``cert.pem``, ``key.pem`` by the files to copy)."""
+    digest = hashlib.sha256(name.encode()).hexdigest()
+    meta = folder / "contexts" / "meta" / digest
+    meta.mkdir(parents=True)
+    endpoint = {"Host": host, "SkipTLSVerify": skip_verify}
+    document = {"Name": name, "Metadata": {}, "Endpoints": {"docker": endpoint}}
+    (meta / "meta.json").write_text(json.dumps(document))
+    for file_name, source in (tls or {}).items():
+        target = folder / "contexts" / "tls" / digest / "docker" / file_name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source.read_bytes())
+        target.chmod(0o600)
 
 
 SLEEP = ("sh", "-c", "trap 'exit 143' TERM; while :; do sleep 0.2; done")

@@ -2,18 +2,20 @@
 
 The members are the harness's two engines, each reached only the remote way (the first
 through Debian's sshd in its namespace, its host key pinned; the second over TLS with a client
-certificate), through proxies on the host's loopback that the kit's hooks cut. The hooks act
-on each engine through its own unix socket, never through the adapter.
+certificate, taken by the name of a Docker context that holds its address and TLS material),
+through proxies on the host's loopback that the kit's hooks cut. The hooks act on each engine
+through its own unix socket, never through the adapter.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 from _docker_harness import DockerHarness
-from _docker_tests import adapter_config, ssh_settings, tls_settings
+from _docker_tests import adapter_config, ssh_settings, write_context
 from _socket_proxy import SocketProxy
 
 from pando_runtime.fleet import FleetAdapter
@@ -63,12 +65,21 @@ class TestRemoteDockerFleetConformance(ConformanceSuite):
         engine_sshd: Any,
         proxies: dict[str, SocketProxy],
         owner: str,
+        tmp_path: Path,
     ) -> AsyncIterator[FleetAdapter]:
         from localdocker import SQUID  # noqa: PLC0415 - only with the harness
 
+        tls = engines["tls"].tls
+        store = tmp_path / "docker-config"
+        write_context(
+            store,
+            "engine-two",
+            proxies["tls"].host,
+            tls={"ca.pem": tls.ca.cert, "cert.pem": tls.client.cert, "key.pem": tls.client.key},
+        )
         ways = {
             "ssh": ssh_settings(engines["ssh"], engine_sshd, proxies["ssh"]),
-            "tls": tls_settings(engines["tls"], proxies["tls"]),
+            "tls": {"host": None, "context": "engine-two", "docker_config": str(store)},
         }
         members = {
             name: {

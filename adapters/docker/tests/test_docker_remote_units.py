@@ -7,7 +7,6 @@ yet, an HTTP server that is not an engine, a plain one where TLS was expected).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import socket
@@ -18,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _docker_tests import write_context
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.tls import TLSStream
 from pando_runtime_docker import DockerAdapter
@@ -63,22 +63,6 @@ def no_docker_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     folder.mkdir()
     monkeypatch.setenv("DOCKER_CONFIG", str(folder))
     return folder
-
-
-def write_context(folder: Path, name: str, host: str, *, tls: dict[str, Path] | None = None,
-                  skip_verify: bool = False) -> None:  # fmt: skip
-    """A context as ``docker context create`` stores it."""
-    digest = hashlib.sha256(name.encode()).hexdigest()
-    meta = folder / "contexts" / "meta" / digest
-    meta.mkdir(parents=True)
-    endpoint = {"Host": host, "SkipTLSVerify": skip_verify}
-    document = {"Name": name, "Metadata": {}, "Endpoints": {"docker": endpoint}}
-    (meta / "meta.json").write_text(json.dumps(document))
-    for file_name, source in (tls or {}).items():
-        target = folder / "contexts" / "tls" / digest / "docker" / file_name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(source.read_bytes())
-        target.chmod(0o600)
 
 
 def problems(config: dict[str, Any]) -> dict[str, str]:

@@ -8,6 +8,7 @@ import pytest
 from pando_runtime_docker import DockerAdapter
 from pando_runtime_docker.api import EngineTransport
 from pando_runtime_docker.cache import ContainerCache, ContainerView, view_from_inspect
+from pando_runtime_docker.endpoint import Endpoint, EngineLink
 from pando_runtime_docker.features._capacity import engine_room
 from pando_runtime_docker.features._records import engine_address
 from pando_runtime_docker.manifests import Naming
@@ -73,7 +74,11 @@ def test_the_room_is_the_machine_less_every_other_bundles_limits_never_below_not
 
 def _cache() -> ContainerCache:
     return ContainerCache(
-        EngineTransport("unix:///nowhere.sock", connect_timeout=1, read_timeout=1),
+        EngineTransport(
+            EngineLink(Endpoint(host="unix:///nowhere.sock", origin="a test"), connect_timeout=1),
+            connect_timeout=1,
+            read_timeout=1,
+        ),
         NAMING,
         max_staleness=1,
         probe_interval=1,

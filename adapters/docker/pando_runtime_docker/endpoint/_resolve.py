@@ -102,7 +102,11 @@ def resolve_endpoint(
         problems += _unused(config, _TLS_SETTINGS, "ssh://")
         return _done(*_ssh(config, named, problems))
     problems.append(
-        Problem(named.label, "the host must start with unix://, tcp:// or ssh://", "bad_host")
+        Problem(
+            named.label,
+            f"the host (from {named.origin}) must start with unix://, tcp:// or ssh://",
+            "bad_host",
+        )
     )
     return None, problems
 
@@ -118,15 +122,13 @@ def _named(config: DockerConfig, env: Mapping[str, str]) -> tuple[_Named | None,
     if config.host and config.context:
         return None, [Problem("context", "give host or context, not both", "conflict")]
     folder = config_dir(config.docker_config, env)
-    if config.host or (not config.context and env.get("DOCKER_HOST")):
-        host, origin = (
-            (config.host, "the host setting")
-            if config.host
-            else (env["DOCKER_HOST"], "DOCKER_HOST")
-        )
-        return _Named(host=host, origin=origin, label="host"), []
+    if config.host:
+        return _Named(host=config.host, origin="the host setting", label="host"), []
+    if config.context:
+        return _from_context(folder, config.context, "the context setting")
+    if env.get("DOCKER_HOST"):
+        return _Named(host=env["DOCKER_HOST"], origin="DOCKER_HOST", label="host"), []
     for name, how in (
-        (config.context, "the context setting"),
         (env.get("DOCKER_CONTEXT"), "DOCKER_CONTEXT"),
         (current_context(folder), f"currentContext of {folder / 'config.json'}"),
     ):

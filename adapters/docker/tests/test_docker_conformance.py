@@ -10,6 +10,7 @@ that the rest raise ``CapabilityUnsupported``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,6 +23,26 @@ from pando_runtime_docker import DockerAdapter
 from pando_runtime.testing.conformance import ConformanceHarness, ConformanceSuite
 
 
+@contextlib.asynccontextmanager
+async def kit_adapter(
+    reach: dict[str, Any], owner: str, gateway_image: str | None, engine_host: str
+) -> AsyncIterator[DockerAdapter]:
+    """An adapter reaching the engine as ``reach`` says, with the kit's quick bounds; what its
+    owner made is removed through ``engine_host`` at the end."""
+    config = adapter_config(
+        **reach,
+        owner=owner,
+        cache_max_staleness=2.0,
+        cache_probe_interval=0.5,
+        egress_gateway_image=gateway_image,
+    )
+    try:
+        async with DockerAdapter(config) as adapter:
+            yield adapter
+    finally:
+        await DockerHarness(engine_host).remove_owned(owner)
+
+
 class TestDockerConformance(ConformanceSuite):
     @pytest.fixture
     async def adapter(
@@ -32,18 +53,8 @@ class TestDockerConformance(ConformanceSuite):
         gateway_image: str | None,
     ) -> AsyncIterator[DockerAdapter]:
         host = engine_proxy.host if engine_proxy else docker_host
-        config = adapter_config(
-            host,
-            owner,
-            cache_max_staleness=2.0,
-            cache_probe_interval=0.5,
-            egress_gateway_image=gateway_image,
-        )
-        try:
-            async with DockerAdapter(config) as adapter:
-                yield adapter
-        finally:
-            await DockerHarness(docker_host).remove_owned(owner)
+        async with kit_adapter({"host": host}, owner, gateway_image, docker_host) as adapter:
+            yield adapter
 
     @pytest.fixture
     def harness(self, docker_host: str, engine_proxy: SocketProxy | None) -> ConformanceHarness:
@@ -71,18 +82,8 @@ class _RemoteConformance(ConformanceSuite):
         owner: str,
         gateway_image: str | None,
     ) -> AsyncIterator[DockerAdapter]:
-        config = adapter_config(
-            **remote[0],
-            owner=owner,
-            cache_max_staleness=2.0,
-            cache_probe_interval=0.5,
-            egress_gateway_image=gateway_image,
-        )
-        try:
-            async with DockerAdapter(config) as adapter:
-                yield adapter
-        finally:
-            await DockerHarness(engine.base_url).remove_owned(owner)
+        async with kit_adapter(remote[0], owner, gateway_image, engine.base_url) as adapter:
+            yield adapter
 
     @pytest.fixture
     def harness(

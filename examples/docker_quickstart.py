@@ -93,7 +93,9 @@ def run_on(host: str, image: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Start the tests' engine (unless given ``--host``), run the lifecycle, stop it."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--host", help="use this engine (unix://... or tcp://...) instead")
+    parser.add_argument(
+        "--host", help="use this engine (unix://..., tcp://... with TLS, ssh://...) instead"
+    )
     parser.add_argument("--image", help=f"the app's image (on --host: {OWN_ENGINE_IMAGE})")
     args = parser.parse_args(argv)
     if args.host:

@@ -291,6 +291,30 @@ async def test_thirty_calls_at_once_share_one_ssh_connection(
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_call_made_while_ssh_logs_in_waits_for_the_one_connection(
+    engine: Any, engine_sshd: Any, ssh_proxy: SocketProxy, owner: str
+) -> None:
+    # A call that comes while another has started ssh (not logged in yet, its socket not
+    # bound) waits for that connection: it neither dials the socket too early nor starts a
+    # second one. Pings: the one call that does not queue behind the API version's first
+    # read (as no call does after a reconnect).
+    settings = adapter_config(**ssh_settings(engine, engine_sshd, ssh_proxy), owner=owner)
+    adapter = DockerAdapter(settings)
+    tunnel = adapter.transport.link.tunnel
+    assert tunnel is not None
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(adapter.transport.ping)
+            with anyio.fail_after(30):
+                while tunnel.starts == 0:  # noqa: ASYNC110 - ssh started by the first call
+                    await anyio.sleep(0.001)
+            assert await adapter.transport.ping() is not None
+        assert tunnel.starts == 1
+    finally:
+        await adapter.aclose()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_calls_resume_after_sshd_restarts_mid_use(
     ssh_adapter: DockerAdapter, engine_sshd: Any
 ) -> None:

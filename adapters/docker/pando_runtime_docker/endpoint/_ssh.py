@@ -96,6 +96,7 @@ class SshTunnel:
         self._lock: anyio.Lock | None = None
         self._failure: tuple[float, PandoRuntimeError] | None = None
         self._read_at = 0
+        self._up = False
         self.starts = 0
         """How many ssh processes were started (1 while the first connection lasts)."""
 
@@ -113,8 +114,9 @@ class SshTunnel:
         return self._running.folder
 
     def _alive(self) -> bool:
+        """Whether ssh runs and has bound the socket (not while another task starts it)."""
         process = self._running.process
-        return process is not None and process.poll() is None
+        return self._up and process is not None and process.poll() is None
 
     async def ready(self) -> None:
         """Start the connection unless it runs; raise its coded error when it cannot."""
@@ -150,10 +152,12 @@ class SshTunnel:
                     "Check that the host answers SSH, or raise connect_timeout.",
                 )
             await anyio.sleep(_POLL)
+        self._up = True
         _LOG.info("SSH connection to %s forwarding %s", self._host, self._target.socket)
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         """Start ssh (a fork and an exec: quick, so on the event loop's thread)."""
+        self._up = False
         self._running.end_process()
         folder = self._folder()
         Path(self.socket_path).unlink(missing_ok=True)

@@ -183,10 +183,11 @@ def test_bad_ssh_settings_are_refused_all_at_once_each_at_its_path(no_docker_env
             "host": "ssh://root:secret@engine.example/var/run",
             "ssh_host_key": "ssh-ed25519 not-base64!",
             "ssh_socket": "docker.sock",
+            "ssh_known_hosts": "/nowhere/known_hosts",
             "tls_ca": "/etc/ca.pem",
         }
     )
-    assert set(found) == {"host", "ssh_host_key", "ssh_socket", "tls_ca"}
+    assert set(found) == {"host", "ssh_host_key", "ssh_socket", "ssh_known_hosts", "tls_ca"}
     assert "password" in found["host"]
     assert "no path" in found["host"]
     assert "line 1" in found["ssh_host_key"]

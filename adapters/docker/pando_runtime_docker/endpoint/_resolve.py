@@ -278,6 +278,10 @@ def _ssh(
         problems.append(Problem("ssh_identity_pem", "give ssh_identity or ssh_identity_pem"))
     problems += check_socket_path(config.ssh_socket, "ssh_socket")
     known = Path(config.ssh_known_hosts).expanduser() if config.ssh_known_hosts else None
+    if known is not None and config.ssh_host_key is not None:
+        problems.append(Problem("ssh_known_hosts", "give ssh_host_key or ssh_known_hosts"))
+    elif known is not None and not known.is_file():
+        problems.append(Problem("ssh_known_hosts", f"no such file: {known}", "bad_path"))
     if parsed is None or problems:
         return None, problems
     user, host, port = parsed

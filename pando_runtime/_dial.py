@@ -92,6 +92,11 @@ async def _through_relay(dial: UpstreamDial, limit: float) -> ByteStream:
                 ssl_context=context,
                 standard_compatible=False,
             )
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            await anyio.aclose_forcefully(tcp)
+            raise ConnectionResetError(
+                f"the relay at {dial.address} closed the connection during the handshake"
+            ) from None
         except BaseException:
             await anyio.aclose_forcefully(tcp)
             raise

@@ -1,60 +1,47 @@
 package main
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 )
 
 // credentials holds the agent's certificate and the authorities it trusts for clients, read
 // from files the adapter writes (agent.pem: certificate chain and key; clients.pem: one or
-// more CA certificates). The files are read again when they change, so the adapter renews
-// the certificate, or trusts another authority, without restarting the agent; a file that
-// does not parse (half written) leaves the previous credentials in use.
+// more CA certificates). The files are read at each handshake (about a kilobyte each) and
+// parsed again when their bytes changed, so the adapter renews the certificate, or trusts
+// another authority, without restarting the agent, from the next connection on. Files that
+// do not parse (half written) leave the previous credentials in use.
 type credentials struct {
 	dir string
 
 	mu      sync.Mutex
-	checked time.Time
-	stamp   string
+	pair    []byte
+	bundle  []byte
 	cert    *tls.Certificate
 	clients *x509.CertPool
 }
 
-func (c *credentials) paths() (string, string) {
-	return filepath.Join(c.dir, "agent.pem"), filepath.Join(c.dir, "clients.pem")
-}
-
-// current returns the credentials, reloaded at most once a second when the files changed.
+// current returns the credentials, parsed again when the files changed.
 func (c *credentials) current() (*tls.Certificate, *x509.CertPool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cert != nil && time.Since(c.checked) < time.Second {
-		return c.cert, c.clients, nil
-	}
-	c.checked = time.Now()
-	certPath, clientsPath := c.paths()
-	stamp, err := fileStamp(certPath, clientsPath)
-	if err != nil || stamp == c.stamp {
-		if c.cert == nil {
-			return nil, nil, errors.New("no credentials yet: " + errText(err))
-		}
-		return c.cert, c.clients, nil
-	}
-	pair, err := os.ReadFile(certPath)
+	pair, err := os.ReadFile(filepath.Join(c.dir, "agent.pem"))
 	if err != nil {
 		return c.fallback(err)
+	}
+	bundle, err := os.ReadFile(filepath.Join(c.dir, "clients.pem"))
+	if err != nil {
+		return c.fallback(err)
+	}
+	if c.cert != nil && bytes.Equal(pair, c.pair) && bytes.Equal(bundle, c.bundle) {
+		return c.cert, c.clients, nil
 	}
 	cert, err := tls.X509KeyPair(pair, pair)
-	if err != nil {
-		return c.fallback(err)
-	}
-	bundle, err := os.ReadFile(clientsPath)
 	if err != nil {
 		return c.fallback(err)
 	}
@@ -62,7 +49,7 @@ func (c *credentials) current() (*tls.Certificate, *x509.CertPool, error) {
 	if !clients.AppendCertsFromPEM(bundle) {
 		return c.fallback(errors.New("clients.pem holds no certificate"))
 	}
-	c.cert, c.clients, c.stamp = &cert, clients, stamp
+	c.cert, c.clients, c.pair, c.bundle = &cert, clients, pair, bundle
 	return c.cert, c.clients, nil
 }
 
@@ -72,25 +59,6 @@ func (c *credentials) fallback(err error) (*tls.Certificate, *x509.CertPool, err
 	}
 	logf("credentials: keeping the previous ones: %v", err)
 	return c.cert, c.clients, nil
-}
-
-func fileStamp(paths ...string) (string, error) {
-	stamp := ""
-	for _, p := range paths {
-		info, err := os.Stat(p)
-		if err != nil {
-			return "", err
-		}
-		stamp += fmt.Sprintf("%d/%d;", info.ModTime().UnixNano(), info.Size())
-	}
-	return stamp, nil
-}
-
-func errText(err error) string {
-	if err == nil {
-		return "unchanged"
-	}
-	return err.Error()
 }
 
 // tlsConfig asks for TLS 1.3 and a client certificate issued by a trusted authority.

@@ -1,9 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"math/big"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseRequest(t *testing.T) {
@@ -90,5 +100,62 @@ func TestCheckClient(t *testing.T) {
 	}
 	if err := checkClient(netip.MustParseAddr("198.19.96.1"), pool); err != nil {
 		t.Errorf("a host outside the pool was refused: %v", err)
+	}
+}
+
+func TestCredentialsFollowTheirFiles(t *testing.T) {
+	dir := t.TempDir()
+	creds := &credentials{dir: dir}
+	if _, _, err := creds.current(); err == nil {
+		t.Fatal("credentials without files were accepted")
+	}
+	first, firstCA := testPair(t), testPair(t)
+	writeCreds(t, dir, first, firstCA)
+	cert, _, err := creds.current()
+	if err != nil {
+		t.Fatalf("first credentials: %v", err)
+	}
+	// Same size, other bytes (a renewal): read again at once.
+	second := testPair(t)
+	writeCreds(t, dir, second, firstCA)
+	renewed, _, err := creds.current()
+	if err != nil || bytes.Equal(renewed.Certificate[0], cert.Certificate[0]) {
+		t.Fatalf("renewed credentials not read: %v", err)
+	}
+	// A half-written file keeps the previous credentials.
+	os.WriteFile(filepath.Join(dir, "agent.pem"), []byte("-----BEGIN"), 0o600)
+	kept, _, err := creds.current()
+	if err != nil || !bytes.Equal(kept.Certificate[0], renewed.Certificate[0]) {
+		t.Fatalf("a broken file replaced the credentials: %v", err)
+	}
+}
+
+func testPair(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	template := &x509.Certificate{SerialNumber: big.NewInt(1), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})...)
+}
+
+func writeCreds(t *testing.T, dir string, pair, ca []byte) {
+	t.Helper()
+	caCert := ca[:bytes.Index(ca, []byte("-----BEGIN PRIVATE KEY"))]
+	if err := os.WriteFile(filepath.Join(dir, "agent.pem"), pair, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "clients.pem"), caCert, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

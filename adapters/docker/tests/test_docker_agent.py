@@ -10,10 +10,11 @@ adapter's calls are those every other Docker test runs on both backends.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import ssl
-import subprocess
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -240,11 +241,11 @@ async def test_a_client_without_the_authoritys_certificate_is_refused(
     assert "failed to verify certificate" in logs
 
 
-def container_netns(engine: Any, container: str) -> str:
+async def container_netns(engine: Any, container: str) -> str:
     """A named network namespace for a running container (its PID's), for run_in."""
     pid = inspect(engine, container, "{{.State.Pid}}")
     name = f"pando-t{pid}"
-    subprocess.run(["ip", "netns", "attach", name, pid], check=True)
+    await anyio.run_process(["ip", "netns", "attach", name, pid])
     return name
 
 
@@ -271,7 +272,7 @@ async def test_another_app_on_the_engine_cannot_use_the_agent(
     )
     published = upstream.dial.address.rpartition(":")[2]
     stranger = Authority.generate("intruder").issue_host("intruder")
-    namespace = container_netns(docker_engine, intruder)
+    namespace = await container_netns(docker_engine, intruder)
     try:
         # On the app's network the agent closes the connection before any handshake, even
         # to a client holding the host's own certificate.
@@ -294,7 +295,7 @@ async def test_another_app_on_the_engine_cannot_use_the_agent(
                 run_in, namespace, lambda: http_get(attrs.evolve(upstream, dial=forged))
             )
     finally:
-        subprocess.run(["ip", "netns", "delete", namespace], check=False)
+        await anyio.run_process(["ip", "netns", "delete", namespace], check=False)
     logs = docker_engine.docker("logs", f"{owner}_agent").stderr
     assert "a client inside the app pool" in logs
     assert "handshake failed: tls: failed to verify certificate" in logs
@@ -312,35 +313,48 @@ async def test_a_renewed_certificate_and_a_new_authority_keep_serving(
     engine_one: DockerAdapter, docker_engine: Any, host_namespace: Any, owner: str, tmp_path: Path
 ) -> None:
     upstream = engine_one.upstream(pr.WorkloadRef("shop", "web"), 8080)
+    dial = upstream.dial
+    assert dial is not None
+    assert engine_one.agent is not None
     await served(host_namespace, upstream)
     before = await inside(host_namespace, lambda: peer_serial(upstream))
-    await engine_one.agent.renew()  # type: ignore[union-attr]
-    with anyio.fail_after(30):  # the agent reads its files again within a second
-        while await inside(host_namespace, lambda: peer_serial(upstream)) == before:
-            await anyio.sleep(0.1)
-    assert b"one" in await served(host_namespace, upstream)
+    # A connection opened before the renewal still answers after it (nothing is cut), and
+    # the next handshake already gets the new certificate.
+    opened, renewed = threading.Event(), threading.Event()
+    answers: list[bytes] = []
+
+    async def across_the_renewal() -> None:
+        async with await pr.connect_upstream(upstream, connect_timeout=5) as stream:
+            opened.set()
+            await anyio.to_thread.run_sync(renewed.wait)
+            await stream.send(b"GET / HTTP/1.0\r\n\r\n")
+            with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+                while True:
+                    answers.append(await stream.receive())
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(inside, host_namespace, across_the_renewal)
+        await anyio.to_thread.run_sync(opened.wait)
+        await engine_one.agent.renew()
+        renewed.set()
+    assert b"one" in b"".join(answers)
+    assert await inside(host_namespace, lambda: peer_serial(upstream)) != before
     # A new authority, the old one still trusted: the agent is given both, in place.
-    old_ca = engine_one.agent.trusted_pem()  # type: ignore[union-attr]
-    new = Authority.generate(owner)
     rotated = agent_settings(
         docker_engine,
         owner,
-        upstream.dial.server_name,  # type: ignore[union-attr]
+        dial.server_name,
         tmp_path / "unused.pem",
-        agent_ca=new.to_pem(),
-        agent_trusted_cas=old_ca,
+        agent_ca=Authority.generate(owner).to_pem(),
+        agent_trusted_cas=engine_one.agent.trusted_pem(),
     )
-    rotated["agent_port"] = int(upstream.dial.address.rpartition(":")[2])  # type: ignore[union-attr]
-    async with DockerAdapter(rotated) as renewed:
-        fresh = renewed.upstream(pr.WorkloadRef("shop", "web"), 8080)
+    rotated["agent_port"] = int(dial.address.rpartition(":")[2])
+    async with DockerAdapter(rotated) as renewed_adapter:
+        fresh = renewed_adapter.upstream(pr.WorkloadRef("shop", "web"), 8080)
+        assert fresh.dial is not None
         assert b"one" in await served(host_namespace, fresh)
         # A host still holding a certificate of the old authority is let in.
         old_client = attrs.evolve(
-            fresh,
-            dial=attrs.evolve(
-                fresh.dial,
-                client_cert_pem=upstream.dial.client_cert_pem,
-                client_key_pem=upstream.dial.client_key_pem,
-            ),
-        )  # type: ignore[union-attr]
-        assert b"one" in await served(host_namespace, old_client)
+            fresh.dial, client_cert_pem=dial.client_cert_pem, client_key_pem=dial.client_key_pem
+        )
+        assert b"one" in await served(host_namespace, attrs.evolve(fresh, dial=old_client))

@@ -37,7 +37,7 @@ from ..manifests import (
     certificates_in,
     dial_line,
 )
-from ._images import pull_image
+from ._images import create_pulling
 
 __all__ = ["AgentService", "AgentSettings", "default_ca_file"]
 
@@ -203,7 +203,7 @@ class AgentService:
                 current = None
             if current is None:
                 await self._ensure_network()
-                await self._create(request.body)
+                await create_pulling(self._api, self.container, request.body, "agent")
                 await self._write_credentials()
                 await self._join_all()
                 await self._start()
@@ -277,21 +277,6 @@ class AgentService:
         except EngineError as error:
             if not error.conflict:  # it exists already
                 raise write_failed(error, "creating the agent's network") from None
-
-    async def _create(self, body: dict[str, Any]) -> None:
-        for attempt in range(2):
-            try:
-                await self._api.request(
-                    "POST", "/containers/create", params={"name": self.container}, body=body
-                )
-            except EngineError as error:
-                if error.not_found and attempt == 0:  # the image is absent: pull it once
-                    problem = await pull_image(self._api, self._settings.image, None)
-                    if problem is None:
-                        continue
-                    raise write_failed(error, f"pulling the agent's image: {problem}") from None
-                raise write_failed(error, "creating the agent's container") from None
-            return
 
     async def _join_all(self, current: dict[str, Any] | None = None) -> None:
         """Join every bundle network of the owner the agent is not on yet."""

@@ -299,6 +299,16 @@ async def test_another_app_on_the_engine_cannot_use_the_agent(
     logs = docker_engine.docker("logs", f"{owner}_agent").stderr
     assert "a client inside the app pool" in logs
     assert "handshake failed: tls: failed to verify certificate" in logs
+    # Destroying the app: the agent leaves its network, which is then removed.
+    await engine_one.destroy(pr.BundleRef("intruder"))
+    joined = inspect(
+        docker_engine,
+        f"{owner}_agent",
+        "{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}",
+    )
+    assert network not in joined.split()
+    assert engine_one.naming.network_name("shop") in joined.split()
+    assert docker_engine.docker("network", "inspect", network, check=False).returncode != 0
 
 
 async def peer_serial(upstream: pr.Upstream) -> int:

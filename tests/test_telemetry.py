@@ -15,11 +15,15 @@ from typing import Self
 import pytest
 from observing import Otel, assert_no_secret, capturing, otel_sdk
 from opentelemetry.trace import StatusCode
-from test_conformance_fake import FakeHarness, _scripted_fake
 
 import pando_runtime as pr
 from pando_runtime.testing import FakeAdapter
-from pando_runtime.testing.conformance import ConformanceHarness, ConformanceSuite
+from pando_runtime.testing.conformance import (
+    ConformanceHarness,
+    ConformanceSuite,
+    FakeHarness,
+    scripted_fake,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -307,7 +311,7 @@ class TestInstrumentedFakeConformance(ConformanceSuite):
 
     @pytest.fixture
     async def adapter(self) -> AsyncIterator[pr.RuntimeAdapter]:
-        async with pr.instrument(_scripted_fake()) as runtime:
+        async with pr.instrument(scripted_fake()) as runtime:
             yield runtime
 
     @pytest.fixture

@@ -289,6 +289,31 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
             confirmed_at = await self._confirmed_not_before(not_before)
         return observed_bundle(self.world, ref.bundle_id, confirmed_at)
 
+    # -- where bundles are: what a fleet asks of its members -------------------------------
+
+    async def holds(self, bundle_id: str) -> bool:
+        """Whether anything of the bundle is here: a workload (still stopping too), a volume."""
+        await self._enter("holds")
+        self._confirmed_at()
+        return self.known_to_hold(bundle_id)
+
+    def known_to_hold(self, bundle_id: str) -> bool:
+        """:meth:`holds`, no call."""
+        world = self.world
+        return (
+            bundle_id in world.bundles
+            or bundle_id in world.leaving
+            or any(v.request.bundle_id == bundle_id for v in world.volumes.values())
+        )
+
+    async def held_bundles(self) -> list[str]:
+        """Every bundle anything of which is here."""
+        await self._enter("held_bundles")
+        self._confirmed_at()
+        world = self.world
+        volumes = (v.request.bundle_id for v in world.volumes.values())
+        return list(dict.fromkeys([*world.bundles, *world.leaving, *volumes]))
+
     async def stop(self, ref: BundleRef) -> None:
         await self._enter("stop")
         self.link.check_write(ref.bundle_id)

@@ -26,6 +26,8 @@ from ._edge import EdgeConformance
 from ._egress import EgressConformance, EgressRefusalConformance
 from ._events import EventConformance
 from ._exec import ExecConformance
+from ._fake_harness import FakeHarness, scripted_fake
+from ._fleet import FleetHarness
 from ._harness import ConformanceHarness, HarnessCannot
 from ._logs import LogConformance
 from ._lost import LostNodeConformance
@@ -47,6 +49,8 @@ __all__ = [
     "EgressRefusalConformance",
     "EventConformance",
     "ExecConformance",
+    "FakeHarness",
+    "FleetHarness",
     "HarnessCannot",
     "Kit",
     "LogConformance",
@@ -57,6 +61,7 @@ __all__ = [
     "ValidationConformance",
     "VolumeConformance",
     "requires",
+    "scripted_fake",
     "since",
 ]
 

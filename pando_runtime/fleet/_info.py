@@ -1,0 +1,60 @@
+"""The fleet adapter's info and settings, light enough to list without importing it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from .._adapter._info import AdapterInfo
+from .._input._config import setting
+
+__all__ = ["FLEET", "FLEET_DESCRIPTION", "FleetConfig", "MemberConfig"]
+
+FLEET_DESCRIPTION = (
+    "Runs each app on one of several member adapters (Docker engines, Kubernetes clusters, "
+    "any plugin), placed by room once and found there again."
+)
+
+
+@attrs.frozen(kw_only=True)
+class MemberConfig:
+    """One member of a fleet: an adapter loaded by name, with its own settings."""
+
+    adapter: str = setting(help="The member's adapter, by its registered name ('docker'...).")
+    settings: dict[str, Any] = setting(
+        factory=dict, help="The member adapter's own settings, as it takes them alone."
+    )
+    place_new_apps: bool = setting(
+        default=True,
+        help="Whether new apps may be placed here; false: the apps it has stay and are served, "
+        "no new one comes (a member being drained or kept for the edge).",
+    )
+
+
+@attrs.frozen(kw_only=True)
+class FleetConfig:
+    """Settings of the fleet adapter."""
+
+    members: dict[str, MemberConfig] = setting(
+        help="The members by name (a DNS label): each an adapter and its settings."
+    )
+    control: str | None = setting(
+        default=None,
+        help="The member that runs the edge and trial runs and answers for images; unset: "
+        "the first member.",
+    )
+    events_retry: tuple[float, ...] = setting(
+        default=(0.5, 1.0, 2.0, 5.0, 10.0),
+        help="Seconds between attempts to reopen a silent member's event stream, the last "
+        "repeated.",
+    )
+
+
+FLEET = AdapterInfo(
+    name="fleet",
+    description=FLEET_DESCRIPTION,
+    factory="pando_runtime.fleet._adapter:FleetAdapter",
+    config_class=FleetConfig,
+    distribution="pando-runtime",
+)

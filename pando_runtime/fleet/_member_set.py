@@ -1,0 +1,97 @@
+"""A fleet's members as one object: made once, asked all at once, a silent one named."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Generic, TypeVar
+
+import anyio
+import attrs
+
+from .._adapter._abc import RuntimeAdapter
+from .._contract._capabilities import RuntimeCapabilities
+from .._contract._errors import AdapterUnavailable
+from ._members import FleetMembers, MemberSource, naming
+
+__all__ = ["Answers", "MemberSet"]
+
+T = TypeVar("T")
+
+
+@attrs.frozen
+class Answers(Generic[T]):
+    """Each member's answer to one question (in the members' order), and the silent ones."""
+
+    by_member: dict[str, T]
+    silent: list[AdapterUnavailable]
+
+
+class MemberSet:
+    """The members a source makes, made on first use; ``noun`` names one in errors."""
+
+    def __init__(self, source: MemberSource, noun: str, made: FleetMembers | None = None) -> None:
+        self._source = source
+        self._made = made
+        self._opening = anyio.Lock()
+        self.noun = noun
+        self._capabilities: dict[str, RuntimeCapabilities] = {}
+
+    async def fleet(self) -> FleetMembers:
+        """The members, made on first use."""
+        if self._made is None:
+            async with self._opening:
+                if self._made is None:
+                    self._made = await self._source.open()
+        return self._made
+
+    @property
+    def made(self) -> FleetMembers | None:
+        """The members if made already (no I/O)."""
+        return self._made
+
+    @property
+    def adapters(self) -> Mapping[str, RuntimeAdapter]:
+        """The member adapters by name (empty until made)."""
+        return dict(self._made.adapters) if self._made else {}
+
+    def named(self, error: AdapterUnavailable, name: str) -> AdapterUnavailable:
+        """``error`` naming member ``name``."""
+        return naming(error, name, self.noun)
+
+    def name_of(self, error: AdapterUnavailable) -> str:
+        """The member a :meth:`named` error names."""
+        return str(error.details[self.noun])
+
+    async def ask(
+        self, ask: Callable[[str, RuntimeAdapter], Awaitable[T]], names: list[str] | None = None
+    ) -> Answers[T]:
+        """``ask`` every member (or those ``names``) at once; a silent one is named, not fatal."""
+        adapters = (await self.fleet()).adapters
+        answers: dict[str, T] = {}
+        silent: list[AdapterUnavailable] = []
+
+        async def one(name: str) -> None:
+            try:
+                answers[name] = await ask(name, adapters[name])
+            except AdapterUnavailable as error:
+                silent.append(self.named(error, name))
+
+        async with anyio.create_task_group() as group:
+            for name in names if names is not None else adapters:
+                group.start_soon(one, name)
+        order = list(adapters)
+        silent.sort(key=lambda e: order.index(self.name_of(e)))
+        return Answers({n: answers[n] for n in order if n in answers}, silent)
+
+    async def all_answer(self, ask: Callable[[str, RuntimeAdapter], Awaitable[T]]) -> dict[str, T]:
+        """``ask`` every member; the first silent one raises (named)."""
+        answers = await self.ask(ask)
+        if answers.silent:
+            raise answers.silent[0]
+        return answers.by_member
+
+    async def capabilities_of(self, name: str, member: RuntimeAdapter) -> RuntimeCapabilities:
+        """A member's capabilities, asked once."""
+        if name not in self._capabilities:
+            self._capabilities[name] = await member.capabilities()
+        return self._capabilities[name]

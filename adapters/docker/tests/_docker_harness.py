@@ -144,14 +144,17 @@ class DockerHarness(ConformanceHarness):
             await self.docker("rm", "-f", "-v", *ids, check=False)
         gateways = f"label=io.pando.egress-owner={owner}"  # a restricted bundle's gateway
         edges = f"label=io.pando.edge-owner={owner}"
+        agents = f"label=io.pando.agent-owner={owner}"
         ids = (await self.docker("ps", "-aq", "--filter", gateways)).split()
         ids += (await self.docker("ps", "-aq", "--filter", edges)).split()
+        ids += (await self.docker("ps", "-aq", "--filter", agents)).split()
         if ids:
             await self.docker("rm", "-f", "-v", *ids, check=False)
         networks = (await self.docker("network", "ls", "-q", "--filter", label)).split()
         networks += (await self.docker("network", "ls", "-q", "--filter", helpers)).split()
         networks += (await self.docker("network", "ls", "-q", "--filter", gateways)).split()
         networks += (await self.docker("network", "ls", "-q", "--filter", edges)).split()
+        networks += (await self.docker("network", "ls", "-q", "--filter", agents)).split()
         if networks:
             await self.docker("network", "rm", *networks, check=False)
         volumes = (await self.docker("volume", "ls", "-q", "--filter", label)).split()

@@ -25,7 +25,7 @@ for arg in "$@"; do
     esac
 done
 
-digest="$(cd "$here" && cat go.mod ./*.go "${BASH_SOURCE[0]}" | sha256sum | cut -c1-10)"
+digest="$(cd "$here" && cat go.mod ./*.go build.sh | sha256sum | cut -c1-10)"
 root="${PANDO_AGENT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pando-runtime/agent}"
 out="$root/agent-$digest"
 bin="$out/bin"

@@ -396,3 +396,36 @@ async def test_a_host_killed_mid_apply_and_restarted_puts_no_app_on_two_engines(
         with contextlib.suppress(ProcessLookupError):
             process.kill()
         await _cleanup(engines, fleet_owner)
+
+
+async def test_a_host_reaches_each_engines_apps_through_the_fleets_upstream(
+    engines: dict[str, Any], host_namespace: Any, fleet_owner: str, tmp_path: Path
+) -> None:
+    """The host, in a namespace with no route to either engine's bridges, gets an answer from
+    an app on each engine: the fleet's upstream is the member's, with its agent to dial."""
+    from test_docker_agent import agent_settings, served, web  # noqa: PLC0415
+
+    ca_file = tmp_path / "ca.pem"  # one authority for the fleet: the host trusts one
+    members = {
+        name: {
+            "adapter": "docker",
+            "settings": agent_settings(engine, fleet_owner, host_namespace.link(engine), ca_file),
+        }
+        for name, engine in engines.items()
+    }
+    try:
+        async with FleetAdapter({"members": members}) as fleet:
+            homes: dict[str, str] = {}
+            i = 0
+            while set(homes.values()) != {"one", "two"}:
+                bundle_id = f"web-{i}"
+                page = pr.BundlePlan(bundle_id=bundle_id, workloads=(web(bundle_id),))
+                homes[bundle_id] = (await fleet.apply(page)).details["member"]
+                i += 1
+            for bundle_id, home in homes.items():
+                upstream = fleet.upstream(pr.WorkloadRef(bundle_id, "web"), 8080)
+                assert upstream.dial is not None, f"{home}: through its agent"
+                answer = await served(host_namespace, upstream)
+                assert bundle_id.encode() in answer, home
+    finally:
+        await _cleanup(engines, fleet_owner)

@@ -184,7 +184,8 @@ class DockerAdapter(RuntimeAdapter):
             probe_interval=cfg.cache_probe_interval,
             read_timeout=cfg.read_timeout,
         )
-        self._capacity = EngineCapacity(self.transport, self.cache)
+        share = (self.config.capacity_cpu_millis, self.config.capacity_memory_bytes)
+        self._capacity = EngineCapacity(self.transport, self.cache, share)
         self.egress_guard = (
             EgressGuard(self.transport, self.naming, cfg.egress_guard_image, cfg.subnet_pool)
             if cfg.egress_guard_image

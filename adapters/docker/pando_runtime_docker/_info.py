@@ -146,6 +146,18 @@ class DockerConfig:
     log_max_files: int = setting(
         default=2, minimum=1, maximum=100, help="Files the json-file log is split over."
     )
+    capacity_cpu_millis: int | None = setting(
+        default=None,
+        minimum=1,
+        help="CPU (millicores) of the engine's machine this adapter's apps may take, the rest "
+        "left to the system and other owners; unset: every CPU the daemon reports.",
+    )
+    capacity_memory_bytes: int | None = setting(
+        default=None,
+        minimum=1,
+        help="Memory (bytes) of the engine's machine this adapter's apps may take; unset: all "
+        "the daemon reports.",
+    )
     pids_limit: int = setting(
         default=4096,
         minimum=0,

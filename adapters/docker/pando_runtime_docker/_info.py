@@ -149,14 +149,15 @@ class DockerConfig:
     capacity_cpu_millis: int | None = setting(
         default=None,
         minimum=1,
-        help="CPU (millicores) of the engine's machine this adapter's apps may take, the rest "
-        "left to the system and other owners; unset: every CPU the daemon reports.",
+        help="CPU (millicores) this adapter's apps may take on the engine: less than the "
+        "machine keeps the rest for the system or other owners, more overcommits (limits are "
+        "ceilings); unset: every CPU the daemon reports.",
     )
     capacity_memory_bytes: int | None = setting(
         default=None,
         minimum=1,
-        help="Memory (bytes) of the engine's machine this adapter's apps may take; unset: all "
-        "the daemon reports.",
+        help="Memory (bytes) this adapter's apps may take on the engine (as "
+        "capacity_cpu_millis); unset: all the daemon reports.",
     )
     pids_limit: int = setting(
         default=4096,

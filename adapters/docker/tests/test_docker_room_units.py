@@ -156,8 +156,8 @@ def test_a_fleet_takes_the_engine_as_a_member_and_refuses_two_on_one_engine_and_
 
 
 def test_an_operators_share_of_the_machine_caps_the_totals() -> None:
-    """``capacity_*`` settings take what the daemon reports down to the share given, never up."""
+    """``capacity_*`` settings replace what the daemon reports, each one that is set."""
     machine = (2000, 8 * 1024**3)
     assert share_of(machine, (None, None)) == machine
-    assert share_of(machine, (500, 1024**3)) == (500, 1024**3)
-    assert share_of(machine, (None, 64 * 1024**3)) == machine, "never above the machine"
+    assert share_of(machine, (500, 1024**3)) == (500, 1024**3), "some kept for the system"
+    assert share_of(machine, (None, 64 * 1024**3)) == (2000, 64 * 1024**3), "overcommitted"

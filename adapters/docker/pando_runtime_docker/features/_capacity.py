@@ -33,13 +33,13 @@ def engine_room(total: Request, held: Mapping[str, Request], own: str | None = N
 
 
 def share_of(machine: Request, share: tuple[int | None, int | None]) -> Request:
-    """What of ``machine`` an owner's apps may take: each part of ``share`` that is set.
+    """What an owner's apps may take: each part of ``share`` that is set, else the machine's.
 
-    Never more than the machine has.
+    A share may be less than the machine (the rest kept for the system, or other owners) or
+    more (limits are ceilings, not reservations: an operator may promise more than there is).
     """
     cpu, memory = (
-        min(whole, part) if part is not None else whole
-        for whole, part in zip(machine, share, strict=True)
+        whole if part is None else part for whole, part in zip(machine, share, strict=True)
     )
     return cpu, memory
 
@@ -47,8 +47,8 @@ def share_of(machine: Request, share: tuple[int | None, int | None]) -> Request:
 class EngineCapacity:
     """The daemon's size, read once (it does not change while the daemon runs), and its room.
 
-    ``share``: the most CPU and memory this owner's apps may take of the machine (an operator's
-    setting; ``None``: all of it).
+    ``share``: the CPU and memory this owner's apps may take, an operator's setting (``None``:
+    the machine's).
     """
 
     def __init__(
@@ -69,7 +69,7 @@ class EngineCapacity:
         return self._info
 
     async def totals(self) -> tuple[int, int]:
-        """CPU (millis) and memory (bytes) of the daemon's machine, or the share of it set."""
+        """CPU (millis) and memory (bytes) of the daemon's machine, or the share set."""
         info = await self.info()
         machine = (int(info.get("NCPU", 0)) * 1000, int(info.get("MemTotal", 0)))
         return share_of(machine, self._share)

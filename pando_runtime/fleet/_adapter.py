@@ -380,10 +380,16 @@ class FleetAdapter(RuntimeAdapter):
     # -- volumes ----------------------------------------------------------------------------
 
     async def _volume_member(self, handle: VolumeHandle) -> tuple[RuntimeAdapter, VolumeHandle]:
-        """The member a fleet volume handle names, and the member's own handle."""
-        name, _, inner = handle.handle.partition("/")
+        """The member a fleet volume handle names, and the member's own handle.
+
+        A member's name may hold ``/`` itself (a kubeconfig context named by its cluster's ARN,
+        ``arn:aws:eks:...:cluster/prod``): the longest name the handle starts with is its member.
+        """
         adapters = (await self.member_set.fleet()).adapters
-        if not inner or name not in adapters:
+        named = [n for n in adapters if handle.handle.startswith(f"{n}/")]
+        name = max(named, key=len, default="")
+        inner = handle.handle[len(name) + 1 :]
+        if not name or not inner:
             raise InvalidInput(
                 f"volume handle {handle.handle!r} names no member of this fleet",
                 [

@@ -169,14 +169,11 @@ class FleetAdapter(RuntimeAdapter):
     async def capabilities(self) -> RuntimeCapabilities:
         """What the fleet can do (see :func:`fleet_capabilities`); one member: its own.
 
-        Of the members that answered once (a member's capabilities are asked once): one that
-        never did yet is left out until it does.
+        Each member is asked every time (a member's may grow), a silent one's last answer
+        standing for it; one that never answered yet is left out until it does.
         """
         fleet = await self.member_set.fleet()
-        answers = await self.member_set.ask(self.member_set.capabilities_of)
-        each = {n: c for n, c in self.member_set.known_capabilities.items() if n in fleet.adapters}
-        if not each:
-            raise answers.silent[0]
+        each = await self.member_set.capabilities()
         if len(fleet.adapters) == 1:
             return next(iter(each.values()))
         placing = [n for n in fleet.adapters if n not in fleet.closed and n in each]

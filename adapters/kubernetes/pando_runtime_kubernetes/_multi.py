@@ -137,8 +137,7 @@ class MultiClusterAdapter(DelegatingAdapter):
         Not the fleet's "what some member offers": a plan is checked by the default cluster's
         rules, and goes there when it is not a first deploy, so every member must run it.
         """
-        fleet = self.fleet.member_set
-        each = await fleet.all_answer(lambda _, member: member.capabilities())
+        each = await self.fleet.member_set.capabilities()  # a silent member: its last answer
         common = common_capabilities(list(each.values()))
         if not self._one_registry(self.clusters.adapters):
             delivery = tuple(d for d in common.image_delivery if d is not ImageDelivery.IMPORT)

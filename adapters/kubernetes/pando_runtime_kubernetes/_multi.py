@@ -158,7 +158,7 @@ class MultiClusterAdapter(DelegatingAdapter):
         """
         await self.fleet.member_set.fleet()
         default = self.clusters.default
-        try:
+        try:  # its rules, which need no answer from its cluster: even one not started yet
             await self.clusters.adapters[default].check_plan(plan)
         except AdapterUnavailable as error:
             raise self.fleet.member_set.named(error, default) from error
@@ -184,7 +184,8 @@ class MultiClusterAdapter(DelegatingAdapter):
     async def import_image(self, source: ByteReceiveStream | AsyncIterable[bytes]) -> str:
         """Into the registry every member shares (gate: ``image_import``)."""
         (await self.capabilities()).require(Capability.IMAGE_IMPORT)
-        return await self.clusters.adapters[self.clusters.default].import_image(source)
+        default = await self.fleet.member_set.member(self.clusters.default)
+        return await default.import_image(source)
 
     # -- membership ---------------------------------------------------------------------------
 

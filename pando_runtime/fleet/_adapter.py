@@ -169,14 +169,11 @@ class FleetAdapter(RuntimeAdapter):
     async def capabilities(self) -> RuntimeCapabilities:
         """What the fleet can do (see :func:`fleet_capabilities`); one member: its own.
 
-        Of the members that answered once (a member's capabilities are asked once): one that
-        never did yet is left out until it does.
+        Each member is asked every time (a member's may grow), a silent one's last answer
+        standing for it; one that never answered yet is left out until it does.
         """
         fleet = await self.member_set.fleet()
-        answers = await self.member_set.ask(self.member_set.capabilities_of)
-        each = {n: c for n, c in self.member_set.known_capabilities.items() if n in fleet.adapters}
-        if not each:
-            raise answers.silent[0]
+        each = await self.member_set.capabilities()
         if len(fleet.adapters) == 1:
             return next(iter(each.values()))
         placing = [n for n in fleet.adapters if n not in fleet.closed and n in each]
@@ -380,10 +377,16 @@ class FleetAdapter(RuntimeAdapter):
     # -- volumes ----------------------------------------------------------------------------
 
     async def _volume_member(self, handle: VolumeHandle) -> tuple[RuntimeAdapter, VolumeHandle]:
-        """The member a fleet volume handle names, and the member's own handle."""
-        name, _, inner = handle.handle.partition("/")
+        """The member a fleet volume handle names, and the member's own handle.
+
+        A member's name may hold ``/`` itself (a kubeconfig context named by its cluster's ARN,
+        ``arn:aws:eks:...:cluster/prod``): the longest name the handle starts with is its member.
+        """
         adapters = (await self.member_set.fleet()).adapters
-        if not inner or name not in adapters:
+        named = [n for n in adapters if handle.handle.startswith(f"{n}/")]
+        name = max(named, key=len, default="")
+        inner = handle.handle[len(name) + 1 :]
+        if not name or not inner:
             raise InvalidInput(
                 f"volume handle {handle.handle!r} names no member of this fleet",
                 [

@@ -87,6 +87,8 @@ def _fleet_settings(engines: dict[str, Any], owner: str, **more: Any) -> dict[st
 async def _cleanup(engines: dict[str, Any], owner: str) -> None:
     for engine in engines.values():
         await DockerHarness(_host(engine)).remove_owned(owner)
+        for what in ("ps", "network"):
+            assert not await _on_engine(engine, owner, what), f"{owner}'s {what} left"
 
 
 # -- the conformance kit -------------------------------------------------------------------

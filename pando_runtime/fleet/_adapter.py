@@ -214,20 +214,7 @@ class FleetAdapter(RuntimeAdapter):
     async def apply(self, plan: BundlePlan) -> BundleHandle:
         """Converge the bundle on its member; a new one is placed first (see the module)."""
         await self.check_plan(plan)
-        async with self.placer.lock(plan.bundle_id):
-            name, silent = await self.placer.find(plan.bundle_id)
-            if name is None:
-                name = await self.placer.home_for_new(NewBundle.of(plan), silent)
-            try:
-                member = await self.member_set.member(name)
-                handle = await member.apply(plan)
-            except AdapterUnavailable as error:
-                self.placer.reservations.release(plan.bundle_id)
-                raise self.member_set.named(error, name) from error
-            except BaseException:
-                self.placer.reservations.release(plan.bundle_id)  # the room it held is free
-                raise
-            self.placer.placed_on(plan.bundle_id, name, member)
+        name, handle = await self.placer.write(NewBundle.of(plan), lambda m: m.apply(plan))
         return BundleHandle(
             bundle_id=plan.bundle_id,
             handle=f"{name}/{handle.handle}",
@@ -402,17 +389,8 @@ class FleetAdapter(RuntimeAdapter):
 
     async def create_volume(self, request: VolumeRequest) -> VolumeHandle:
         """The volume on its bundle's member; a bundle found nowhere is placed by it."""
-        async with self.placer.lock(request.bundle_id):
-            name, silent = await self.placer.find(request.bundle_id)
-            if name is None:
-                name = await self.placer.home_for_new(NewBundle.of_volume(request), silent)
-            try:
-                member = await self.member_set.member(name)
-                handle = await member.create_volume(request)
-            except AdapterUnavailable as error:
-                self.placer.reservations.release(request.bundle_id)
-                raise self.member_set.named(error, name) from error
-            self.placer.placed_on(request.bundle_id, name, member)
+        new = NewBundle.of_volume(request)
+        name, handle = await self.placer.write(new, lambda m: m.create_volume(request))
         return _tagged(name, handle)
 
     async def destroy_volume(self, handle: VolumeHandle) -> None:

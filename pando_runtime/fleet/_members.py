@@ -98,6 +98,10 @@ class FleetMembers:
     default: str | None = None
     closed: frozenset[str] = frozenset()
 
+    async def open(self) -> FleetMembers:
+        """Members made already are their own source: ``FleetAdapter(source=members)``."""
+        return self
+
 
 class MemberSource(Protocol):
     """Where a fleet's members come from: made on first use (it may read files)."""

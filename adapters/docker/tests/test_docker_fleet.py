@@ -142,7 +142,7 @@ class TestDockerAndFakeFleetConformance(ConformanceSuite):
     ) -> AsyncIterator[FleetAdapter]:
         engine = pr.load_adapter("docker", _member(proxies["one"].host, fleet_owner)["settings"])
         members = {"engine": engine, "fake": scripted_fake()}
-        source = _Made(FleetMembers(adapters=members, control="engine"))
+        source = FleetMembers(adapters=members, control="engine")
         try:
             async with FleetAdapter(source=source) as fleet:
                 yield fleet
@@ -155,16 +155,6 @@ class TestDockerAndFakeFleetConformance(ConformanceSuite):
     ) -> ConformanceHarness:
         engine = DockerHarness(_host(engines["one"]), proxies["one"])
         return FleetHarness({"engine": engine, "fake": FakeHarness()}, primary="engine")
-
-
-class _Made:
-    """Members made by the test, as a fleet's source."""
-
-    def __init__(self, members: FleetMembers) -> None:
-        self.members = members
-
-    async def open(self) -> FleetMembers:
-        return self.members
 
 
 # -- placement, silence, restarts ------------------------------------------------------------

@@ -37,16 +37,6 @@ KWOK_NODE = {"capacity_cpu_millis": 4000, "capacity_memory_bytes": 8 * 1024**3}
 """One kwok node's allocatable, as the engine's share: the members' rooms are equal."""
 
 
-class _Made:
-    """Members made by the test (each with the settings its own suite uses), as a source."""
-
-    def __init__(self, members: FleetMembers) -> None:
-        self.members = members
-
-    async def open(self) -> FleetMembers:
-        return self.members
-
-
 @pytest.fixture
 async def engine_proxy_of(docker_engine: Any) -> AsyncIterator[SocketProxy]:
     """A proxy in front of the engine that the stale-cache hooks cut."""
@@ -83,7 +73,7 @@ class TestEngineAndClusterFleetConformance(ConformanceSuite):
             "cluster": KubernetesAdapter(conformance_config),
         }
         try:
-            async with FleetAdapter(source=_Made(FleetMembers(members, control="engine"))) as fleet:
+            async with FleetAdapter(source=FleetMembers(members, control="engine")) as fleet:
                 yield fleet
         finally:
             if apiserver_proxy is not None:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import attrs
 import pytest
-from test_fleet import _Made
 
 from pando_runtime import AdapterUnavailable, BytesReceiveStream, VolumeRequest, read_all
-from pando_runtime.fleet import FleetAdapter
+from pando_runtime.fleet import FleetAdapter, FleetMembers
 from pando_runtime.testing import FakeAdapter, make_tar, read_tar
 
 pytestmark = pytest.mark.anyio
@@ -29,7 +28,8 @@ def anyio_backend() -> str:
 
 async def test_a_volume_handle_finds_a_member_whose_name_holds_a_slash() -> None:
     members = {PROD: FakeAdapter(), STAGING: FakeAdapter()}
-    async with FleetAdapter(source=_Made(members, default=STAGING), noun="cluster") as fleet:
+    made = FleetMembers(adapters=members, control=PROD, default=STAGING)
+    async with FleetAdapter(source=made, noun="cluster") as fleet:
         request = VolumeRequest(volume_id="v1", bundle_id="shop", name="data")
         handle = await fleet.create_volume(request)  # found nowhere: the default member
         assert handle.handle.startswith(f"{STAGING}/")
@@ -43,7 +43,8 @@ async def test_a_volume_handle_finds_a_member_whose_name_holds_a_slash() -> None
 async def test_a_members_capabilities_are_its_latest_and_its_last_while_it_is_silent() -> None:
     late = FakeAdapter()
     late.world.capabilities = attrs.evolve(late.world.capabilities, reports_usage=False)
-    async with FleetAdapter(source=_Made({"a": FakeAdapter(), "b": late})) as fleet:
+    made = FleetMembers(adapters={"a": FakeAdapter(), "b": late}, control="a")
+    async with FleetAdapter(source=made) as fleet:
         assert not (await fleet.capabilities()).reports_usage, "what every member has"
         # b learns it can (a Kubernetes cluster whose metrics API answered since).
         late.world.capabilities = attrs.evolve(late.world.capabilities, reports_usage=True)

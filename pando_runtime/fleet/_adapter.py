@@ -40,7 +40,7 @@ from .._contract._plans import BundlePlan
 from .._contract._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
 from .._contract._trial import TrialRequest, TrialResult
 from .._contract._volumes import VolumeHandle, VolumeRequest
-from .._input._validation import check_plan
+from .._input._validation import check_plan, validate_trial
 from .._util._log import logger
 from ._events import merged_events
 from ._info import FLEET_DESCRIPTION, FleetConfig
@@ -428,7 +428,16 @@ class FleetAdapter(RuntimeAdapter):
         return await (await self._control())[1].import_image(source)
 
     async def trial(self, request: TrialRequest) -> TrialResult:
-        """A trial run, on the control member."""
+        """A trial run: on the control member when it can run what the trial asks.
+
+        Else on the first member that can (its egress rules); none: the control member refuses.
+        """
+        fleet = await self.member_set.fleet()
+        capabilities = await self.member_set.capabilities()
+        for name in (fleet.control, *(n for n in fleet.adapters if n != fleet.control)):
+            can = capabilities.get(name)
+            if can is not None and can.trial_run and not validate_trial(request, can):
+                return await (await self.member_set.member(name)).trial(request)
         return await (await self._control())[1].trial(request)
 
     async def apply_edge(self, plan: EdgePlan) -> None:

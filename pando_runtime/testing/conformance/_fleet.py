@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FleetHarness"]
 
+_SAME_ANSWER = frozenset({"unpullable_image", "slow_stop_workload"})
+
 
 def _members(adapter: RuntimeAdapter) -> Mapping[str, RuntimeAdapter]:
     members: Mapping[str, RuntimeAdapter] | None = getattr(adapter, "members", None)
@@ -61,7 +63,14 @@ class FleetHarness(ConformanceHarness):
         self._homes: dict[str, str] = {}
 
     def can(self, hook: str) -> bool:
-        """Whether every member's harness provides ``hook``."""
+        """Whether every member's harness provides ``hook``.
+
+        A hook whose answer must suit every member (an image none can pull, a workload every
+        one stops slowly) only where the members' harnesses are of one kind: harnesses of
+        different runtimes answer differently.
+        """
+        if hook in _SAME_ANSWER and len({type(h) for h in self.harnesses.values()}) > 1:
+            return False
         return all(h.can(hook) for h in self.harnesses.values())
 
     async def _of(self, adapter: RuntimeAdapter, ref: WorkloadRef) -> tuple[Any, RuntimeAdapter]:

@@ -7,7 +7,7 @@ nox -s kube_scale   # 1,000 to 10,000 apps on the local control plane (many minu
 nox -s kube_replicas   # several host replicas: failover, leases at rest, throughput (minutes)
 nox -s downstream_adapters   # each adapter's own suite against this core
 nox -s docker_apps   # 10, 100 and 500 apps on the tests' Docker Engine (as root; minutes)
-nox -s docker_fleet  # two Docker Engines as one fleet: placement, observe, an engine stopped (as root)
+nox -s docker_fleet  # two Docker Engines as one fleet: placement, observe, a stop (as root)
 nox -s docker_agent  # what the Docker agent costs a host's connection (as root; seconds)
 """
 

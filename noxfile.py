@@ -7,6 +7,8 @@ nox -s kube_scale   # 1,000 to 10,000 apps on the local control plane (many minu
 nox -s kube_replicas   # several host replicas: failover, leases at rest, throughput (minutes)
 nox -s downstream_adapters   # each adapter's own suite against this core
 nox -s docker_apps   # 10, 100 and 500 apps on the tests' Docker Engine (as root; minutes)
+nox -s docker_fleet  # two Docker Engines as one fleet: placement, observe, a stop (as root)
+nox -s docker_agent  # what the Docker agent costs a host's connection (as root; seconds)
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ SLOW_BENCHMARKS = {
     "kube_two_nodes.py",
     "kube_replicas.py",
     "docker_apps.py",
+    "docker_fleet.py",
+    "agent_dial.py",
 }
 """Run by their own session, not by ``benchmarks``."""
 EXAMPLE_DISTS = sorted(str(p.parent) for p in ROOT.glob("examples/*/pyproject.toml"))
@@ -209,6 +213,32 @@ def docker_apps(session: nox.Session) -> None:
     """
     _install(session, "test")
     script = ROOT / "adapters/docker/benchmarks/docker_apps.py"
+    session.run("python", str(script), *session.posargs)
+
+
+@nox.session(python="3.11")
+def docker_fleet(session: nox.Session) -> None:
+    """A fleet of two of the tests' Docker Engines: 200 first applies at once, an observe of
+    2 x 250 apps (calls, beside the naive way), an engine stopped and started (as root, with
+    docker.io; minutes).
+
+    nox -s docker_fleet -- --apps 100 --burst 100   (any option)
+    """
+    _install(session, "test")
+    script = ROOT / "adapters/docker/benchmarks/docker_fleet.py"
+    session.run("python", str(script), *session.posargs)
+
+
+@nox.session(python="3.11")
+def docker_agent(session: nox.Session) -> None:
+    """What the Docker agent costs a host: a connection and a GET through it beside straight
+    to the container, p50/p99; a large read, MiB/s; the adapter's open; a renewal (as root,
+    with docker.io; seconds).
+
+    nox -s docker_agent -- --rounds 500 --megabytes 256   (any option)
+    """
+    _install(session, "test")
+    script = ROOT / "adapters/docker/benchmarks/agent_dial.py"
     session.run("python", str(script), *session.posargs)
 
 

@@ -84,11 +84,19 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         WorkloadPlan,
     )
     from ._contract._privileges import LINUX_CAPABILITIES, Privileges
-    from ._contract._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
+    from ._contract._refs import (
+        BundleHandle,
+        BundleRef,
+        DestroyOptions,
+        Upstream,
+        UpstreamDial,
+        WorkloadRef,
+    )
     from ._contract._streams import BytesReceiveStream, read_all
     from ._contract._trial import TrialRequest, TrialResult
     from ._contract._version import API_VERSION, __version__
     from ._contract._volumes import VolumeHandle, VolumeRequest
+    from ._dial import connect_upstream
     from ._input._config import config_json_schema, structure_config
     from ._input._convert import from_json, load_bundle_file, structure, to_json, unstructure
     from ._input._validation import check_plan, validate_plan
@@ -167,7 +175,15 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "VolumePlan",
         "WorkloadPlan",
     ),
-    "_contract._refs": ("BundleHandle", "BundleRef", "DestroyOptions", "Upstream", "WorkloadRef"),
+    "_contract._refs": (
+        "BundleHandle",
+        "BundleRef",
+        "DestroyOptions",
+        "Upstream",
+        "UpstreamDial",
+        "WorkloadRef",
+    ),
+    "_dial": ("connect_upstream",),
     "_adapter._registry": ("available_adapters", "load_adapter"),
     "_contract._streams": ("BytesReceiveStream", "read_all"),
     "_telemetry._instrumented": ("InstrumentedAdapter", "instrument"),
@@ -311,6 +327,7 @@ __all__ = [
     "TrialResult",
     "UnknownAdapter",
     "Upstream",
+    "UpstreamDial",
     "VolumeHandle",
     "VolumePlan",
     "VolumeRequest",
@@ -323,6 +340,7 @@ __all__ = [
     "available_adapters",
     "check_plan",
     "config_json_schema",
+    "connect_upstream",
     "from_json",
     "instrument",
     "load_adapter",

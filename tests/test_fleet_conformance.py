@@ -22,23 +22,13 @@ from pando_runtime.testing.conformance import (
 )
 
 
-class _Made:
-    """Members made by the test (scripted fakes), as a fleet's source."""
-
-    def __init__(self, members: FleetMembers) -> None:
-        self.members = members
-
-    async def open(self) -> FleetMembers:
-        return self.members
-
-
 class TestFleetOfFakesConformance(ConformanceSuite):
     single_pool: ClassVar[bool] = False  # an app stays on its member: its fit is that member's
 
     @pytest.fixture
     async def adapter(self) -> AsyncIterator[FleetAdapter]:
         members = FleetMembers(adapters={"a": scripted_fake(), "b": scripted_fake()}, control="a")
-        async with FleetAdapter(source=_Made(members)) as fleet:
+        async with FleetAdapter(source=members) as fleet:
             yield fleet
 
     @pytest.fixture

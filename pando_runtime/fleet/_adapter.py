@@ -40,7 +40,7 @@ from .._contract._plans import BundlePlan
 from .._contract._refs import BundleHandle, BundleRef, DestroyOptions, Upstream, WorkloadRef
 from .._contract._trial import TrialRequest, TrialResult
 from .._contract._volumes import VolumeHandle, VolumeRequest
-from .._input._validation import check_plan
+from .._input._validation import check_plan, validate_trial
 from .._util._log import logger
 from ._events import merged_events
 from ._info import FLEET_DESCRIPTION, FleetConfig
@@ -169,14 +169,11 @@ class FleetAdapter(RuntimeAdapter):
     async def capabilities(self) -> RuntimeCapabilities:
         """What the fleet can do (see :func:`fleet_capabilities`); one member: its own.
 
-        Of the members that answered once (a member's capabilities are asked once): one that
-        never did yet is left out until it does.
+        Each member is asked every time (a member's may grow), a silent one's last answer
+        standing for it; one that never answered yet is left out until it does.
         """
         fleet = await self.member_set.fleet()
-        answers = await self.member_set.ask(self.member_set.capabilities_of)
-        each = {n: c for n, c in self.member_set.known_capabilities.items() if n in fleet.adapters}
-        if not each:
-            raise answers.silent[0]
+        each = await self.member_set.capabilities()
         if len(fleet.adapters) == 1:
             return next(iter(each.values()))
         placing = [n for n in fleet.adapters if n not in fleet.closed and n in each]
@@ -217,20 +214,7 @@ class FleetAdapter(RuntimeAdapter):
     async def apply(self, plan: BundlePlan) -> BundleHandle:
         """Converge the bundle on its member; a new one is placed first (see the module)."""
         await self.check_plan(plan)
-        async with self.placer.lock(plan.bundle_id):
-            name, silent = await self.placer.find(plan.bundle_id)
-            if name is None:
-                name = await self.placer.home_for_new(NewBundle.of(plan), silent)
-            try:
-                member = await self.member_set.member(name)
-                handle = await member.apply(plan)
-            except AdapterUnavailable as error:
-                self.placer.reservations.release(plan.bundle_id)
-                raise self.member_set.named(error, name) from error
-            except BaseException:
-                self.placer.reservations.release(plan.bundle_id)  # the room it held is free
-                raise
-            self.placer.placed_on(plan.bundle_id, name, member)
+        name, handle = await self.placer.write(NewBundle.of(plan), lambda m: m.apply(plan))
         return BundleHandle(
             bundle_id=plan.bundle_id,
             handle=f"{name}/{handle.handle}",
@@ -380,10 +364,16 @@ class FleetAdapter(RuntimeAdapter):
     # -- volumes ----------------------------------------------------------------------------
 
     async def _volume_member(self, handle: VolumeHandle) -> tuple[RuntimeAdapter, VolumeHandle]:
-        """The member a fleet volume handle names, and the member's own handle."""
-        name, _, inner = handle.handle.partition("/")
+        """The member a fleet volume handle names, and the member's own handle.
+
+        A member's name may hold ``/`` itself (a kubeconfig context named by its cluster's ARN,
+        ``arn:aws:eks:...:cluster/prod``): the longest name the handle starts with is its member.
+        """
         adapters = (await self.member_set.fleet()).adapters
-        if not inner or name not in adapters:
+        named = [n for n in adapters if handle.handle.startswith(f"{n}/")]
+        name = max(named, key=len, default="")
+        inner = handle.handle[len(name) + 1 :]
+        if not name or not inner:
             raise InvalidInput(
                 f"volume handle {handle.handle!r} names no member of this fleet",
                 [
@@ -399,17 +389,8 @@ class FleetAdapter(RuntimeAdapter):
 
     async def create_volume(self, request: VolumeRequest) -> VolumeHandle:
         """The volume on its bundle's member; a bundle found nowhere is placed by it."""
-        async with self.placer.lock(request.bundle_id):
-            name, silent = await self.placer.find(request.bundle_id)
-            if name is None:
-                name = await self.placer.home_for_new(NewBundle.of_volume(request), silent)
-            try:
-                member = await self.member_set.member(name)
-                handle = await member.create_volume(request)
-            except AdapterUnavailable as error:
-                self.placer.reservations.release(request.bundle_id)
-                raise self.member_set.named(error, name) from error
-            self.placer.placed_on(request.bundle_id, name, member)
+        new = NewBundle.of_volume(request)
+        name, handle = await self.placer.write(new, lambda m: m.create_volume(request))
         return _tagged(name, handle)
 
     async def destroy_volume(self, handle: VolumeHandle) -> None:
@@ -447,7 +428,16 @@ class FleetAdapter(RuntimeAdapter):
         return await (await self._control())[1].import_image(source)
 
     async def trial(self, request: TrialRequest) -> TrialResult:
-        """A trial run, on the control member."""
+        """A trial run: on the control member when it can run what the trial asks.
+
+        Else on the first member that can (its egress rules); none: the control member refuses.
+        """
+        fleet = await self.member_set.fleet()
+        capabilities = await self.member_set.capabilities()
+        for name in (fleet.control, *(n for n in fleet.adapters if n != fleet.control)):
+            can = capabilities.get(name)
+            if can is not None and can.trial_run and not validate_trial(request, can):
+                return await (await self.member_set.member(name)).trial(request)
         return await (await self._control())[1].trial(request)
 
     async def apply_edge(self, plan: EdgePlan) -> None:

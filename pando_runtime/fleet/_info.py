@@ -41,8 +41,8 @@ class FleetConfig:
     )
     control: str | None = setting(
         default=None,
-        help="The member that runs the edge and trial runs and answers for images; unset: "
-        "the first member.",
+        help="The member that runs the edge (and the trial runs it can run) and answers for "
+        "images; unset: the first member.",
     )
     events_retry: tuple[float, ...] = setting(
         default=(0.5, 1.0, 2.0, 5.0, 10.0),

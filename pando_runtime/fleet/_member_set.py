@@ -107,13 +107,28 @@ class MemberSet:
             raise answers.silent[0]
         return answers.by_member
 
-    @property
-    def known_capabilities(self) -> Mapping[str, RuntimeCapabilities]:
-        """The capabilities of each member that gave them, by name."""
-        return dict(self._capabilities)
+    async def capabilities(self) -> dict[str, RuntimeCapabilities]:
+        """Each member's capabilities (:meth:`capabilities_of`), in the members' order.
+
+        A member that never answered yet is left out; :class:`AdapterUnavailable` (naming the
+        first silent member) when none ever did.
+        """
+        adapters = (await self.fleet()).adapters
+        answers = await self.ask(self.capabilities_of)
+        each = {n: self._capabilities[n] for n in adapters if n in self._capabilities}
+        if not each:
+            raise answers.silent[0]
+        return each
 
     async def capabilities_of(self, name: str, member: RuntimeAdapter) -> RuntimeCapabilities:
-        """A member's capabilities, asked once."""
-        if name not in self._capabilities:
+        """A member's capabilities, asked each time; its last answer while it is silent.
+
+        Not its first answer for good: a member's may grow (a Kubernetes cluster's restricted
+        egress once its canary could run, its usage once the metrics API answered).
+        """
+        try:
             self._capabilities[name] = await member.capabilities()
+        except AdapterUnavailable:
+            if name not in self._capabilities:
+                raise
         return self._capabilities[name]

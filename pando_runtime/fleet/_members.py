@@ -98,6 +98,10 @@ class FleetMembers:
     default: str | None = None
     closed: frozenset[str] = frozenset()
 
+    async def open(self) -> FleetMembers:
+        """Members made already are their own source: ``FleetAdapter(source=members)``."""
+        return self
+
 
 class MemberSource(Protocol):
     """Where a fleet's members come from: made on first use (it may read files)."""
@@ -216,8 +220,11 @@ _PLAN_NEEDS = frozenset(
 )
 """What a plan asks for: a fleet has it when some member open to new apps has it, and places a
 plan that needs it only there."""
-_CONTROL = frozenset({"edge", "trial_run", "port_observation", "write_observation"})
+_CONTROL = frozenset({"edge"})
 """What the control member does for the whole fleet."""
+_TRIALS = frozenset({"port_observation", "write_observation"})
+"""What a trial run observes: a fleet has it when every member that runs trials has it (a trial
+goes to the control member, or to another that can run what it asks)."""
 
 
 def _one_of(name: str, offering: list[RuntimeCapabilities]) -> Any:
@@ -249,7 +256,9 @@ def fleet_capabilities(
 
     A plan's needs (volumes, carried files, egress rules, limits, isolation, capabilities a
     workload may be granted): what some member of ``placing`` offers, the plan going only to
-    members that offer all it needs. The edge and trial runs: the ``control`` member's. What is
+    members that offer all it needs. The edge: the ``control`` member's. Trial runs: some
+    member's (a trial goes to the control member, or to another that can run what it asks),
+    observed as every member that runs trials observes. What is
     asked of a running app (exec, usage, events, logs), the platform and the default
     capabilities: what every member has, so a host may rely on it for any app. Images come
     from a registry (an imported image is on one member only); membership is the fleet's own
@@ -264,6 +273,10 @@ def fleet_capabilities(
             values[name] = _one_of(name, offering)
         elif name in _CONTROL:  # a control member that never answered offers nothing yet
             values[name] = getattr(members[control], name) if control in members else False
+        elif name == "trial_run":
+            values[name] = any(m.trial_run for m in every)
+        elif name in _TRIALS:
+            values[name] = all(getattr(m, name) for m in every if m.trial_run)
         else:
             values[name] = _every(name, every)
     values["image_delivery"] = (ImageDelivery.REGISTRY,)

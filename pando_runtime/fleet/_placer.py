@@ -14,7 +14,8 @@ deploy: it may be on the silent member, and a second copy is worse than a refusa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
 
 import anyio
 import attrs
@@ -46,6 +47,8 @@ from ._placement import (
 __all__ = ["NewBundle", "Placer"]
 
 log = logger("fleet")
+
+T = TypeVar("T")
 
 
 def _keeps_volumes(capabilities: RuntimeCapabilities) -> bool:
@@ -95,10 +98,6 @@ class Placer:
         self._deciding = anyio.Lock()
         """One placement decision at a time: each sees the ones before it reserved."""
         self.reservations = Reservations()
-
-    def lock(self, bundle_id: str) -> anyio.Lock:
-        """Held while a bundle is found and written: one placement per bundle at a time."""
-        return self._placing.setdefault(bundle_id, anyio.Lock())
 
     # -- finding ----------------------------------------------------------------------------
 
@@ -228,11 +227,32 @@ class Placer:
         )
         return chosen
 
-    def placed_on(self, bundle_id: str, name: str, member: RuntimeAdapter) -> None:
-        """The bundle was written to member ``name``: found there from now on."""
-        self.placed[bundle_id] = name
-        if not isinstance(member, RequestsView):
-            self.reservations.release(bundle_id)  # its room counts it from now on
+    async def write(
+        self, new: NewBundle, write: Callable[[RuntimeAdapter], Awaitable[T]]
+    ) -> tuple[str, T]:
+        """``write`` to the bundle's member, placing a bundle found nowhere first.
+
+        One write per bundle at a time. A failed write releases the room a placement held; a
+        member's ``AdapterUnavailable`` is raised naming it.
+        """
+        bundle_id = new.bundle_id
+        async with self._placing.setdefault(bundle_id, anyio.Lock()):
+            name, silent = await self.find(bundle_id)
+            if name is None:
+                name = await self.home_for_new(new, silent)
+            try:
+                member = await self.members.member(name)
+                written = await write(member)
+            except AdapterUnavailable as error:
+                self.reservations.release(bundle_id)
+                raise self.members.named(error, name) from error
+            except BaseException:
+                self.reservations.release(bundle_id)  # the room it held is free again
+                raise
+            self.placed[bundle_id] = name
+            if not isinstance(member, RequestsView):
+                self.reservations.release(bundle_id)  # its room counts it from now on
+        return name, written
 
     def placements_in_flight(self) -> dict[str, str]:
         """The member of each new bundle this process placed and still holds room for.

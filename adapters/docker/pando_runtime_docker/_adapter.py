@@ -7,9 +7,11 @@ daemon's event stream and one relist); observe, events, logs and exec read from 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import re
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Self
 
 import anyio
@@ -62,6 +64,8 @@ from .api import EngineTransport, TransportStats
 from .cache import ContainerCache
 from .endpoint import Endpoint, EngineLink, resolve_endpoint
 from .features import (
+    AgentService,
+    AgentSettings,
     Bundles,
     BundleSettings,
     Edges,
@@ -74,17 +78,66 @@ from .features import (
     PrivateNetworks,
     Trials,
     Volumes,
+    default_ca_file,
     docker_problems,
     open_exec,
     open_logs,
     runtime_key,
 )
-from .manifests import GRANTABLE_CAPABILITIES, EdgeNames, LogCap, Naming
+from .manifests import (
+    GRANTABLE_CAPABILITIES,
+    AgentNames,
+    Authority,
+    EdgeNames,
+    LogCap,
+    Naming,
+    certificates_in,
+)
 
 __all__ = ["DockerAdapter"]
 
 _OWNER = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 _PREFIX = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,60}[a-z0-9])?$")
+_DNS_NAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.?)+$")
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return bool(_DNS_NAME.match(text))
+    return True
+
+
+def _agent_problems(config: DockerConfig) -> list[Problem]:
+    """What upstream_mode 'agent' needs: an image, an address, readable PEM settings."""
+    problems = []
+    if config.upstream_mode == UpstreamMode.AGENT:
+        if not config.agent_image:
+            problems.append(Problem("agent_image", "upstream_mode 'agent' needs the agent's image"))
+        if not config.agent_address:
+            problems.append(
+                Problem("agent_address", "upstream_mode 'agent' needs the engine's address")
+            )
+    if config.agent_address and not _is_address(config.agent_address):
+        problems.append(
+            Problem(
+                "agent_address",
+                "an IP address or a DNS name, without scheme or port",
+                "bad_address",
+            )
+        )
+    if config.agent_ca is not None:
+        try:
+            Authority.from_pem(config.agent_ca)
+        except ValueError as error:  # the message never quotes the key
+            problems.append(Problem("agent_ca", str(error), "bad_authority"))
+    if config.agent_trusted_cas is not None:
+        try:
+            certificates_in(config.agent_trusted_cas)
+        except ValueError as error:
+            problems.append(Problem("agent_trusted_cas", str(error), "bad_certificate"))
+    return problems
 
 
 def _config_problems(config: DockerConfig) -> tuple[Endpoint | None, list[Problem]]:
@@ -101,7 +154,7 @@ def _config_problems(config: DockerConfig) -> tuple[Endpoint | None, list[Proble
         problems.append(
             Problem("proxy_container", "upstream_mode 'proxy_container' needs a container name")
         )
-    return endpoint, problems
+    return endpoint, problems + _agent_problems(config)
 
 
 class DockerAdapter(RuntimeAdapter):
@@ -137,7 +190,8 @@ class DockerAdapter(RuntimeAdapter):
             probe_interval=cfg.cache_probe_interval,
             read_timeout=cfg.read_timeout,
         )
-        self._capacity = EngineCapacity(self.transport, self.cache)
+        share = (self.config.capacity_cpu_millis, self.config.capacity_memory_bytes)
+        self._capacity = EngineCapacity(self.transport, self.cache, share)
         self.egress_guard = (
             EgressGuard(self.transport, self.naming, cfg.egress_guard_image, cfg.subnet_pool)
             if cfg.egress_guard_image
@@ -198,15 +252,36 @@ class DockerAdapter(RuntimeAdapter):
             stop_timeout=cfg.stop_timeout,
             join_bundles=self.private is None,
         )
+        self.agent = (
+            AgentService(
+                self.transport,
+                self.cache,
+                AgentNames(self.naming),
+                AgentSettings(
+                    image=str(cfg.agent_image),
+                    address=str(cfg.agent_address),
+                    port=cfg.agent_port,
+                    pool=cfg.subnet_pool,
+                    ca_pem=cfg.agent_ca,
+                    ca_file=Path(cfg.agent_ca_file)
+                    if cfg.agent_ca_file
+                    else default_ca_file(cfg.owner),
+                    trusted_pem=cfg.agent_trusted_cas,
+                ),
+            )
+            if cfg.upstream_mode == UpstreamMode.AGENT
+            else None
+        )
         self._stack: contextlib.AsyncExitStack | None = None
         self._group: anyio.abc.TaskGroup | None = None
 
     # -- plumbing ------------------------------------------------------------------------------
 
     def _network_members(self) -> tuple[str, ...]:
-        """Containers joined to every bundle network: the host's own one and the edges."""
+        """Containers joined to every bundle network: the host's, the agent, the edges."""
         own = (self.config.proxy_container,) if self.config.proxy_container else ()
-        return own + (self._edges.containers if self._edges.join_bundles else ())
+        agent = (self.agent.container,) if self.agent is not None else ()
+        return own + agent + (self._edges.containers if self._edges.join_bundles else ())
 
     @property
     def stats(self) -> TransportStats:
@@ -222,6 +297,9 @@ class DockerAdapter(RuntimeAdapter):
             await self.cache.ready()
             await self._volumes.relist()
             await self._edges.relist()
+            if self.agent is not None:
+                await self.agent.open()
+                group.start_soon(self.agent.keep_renewed)
         except BaseException:
             await self.aclose()
             raise
@@ -359,14 +437,24 @@ class DockerAdapter(RuntimeAdapter):
         In ``address`` mode the workload's alias is resolved through the daemon's embedded
         DNS only inside the network, so the URL names the container by its name, which the
         host resolves with :meth:`address_of`; in ``proxy_container`` mode the host's own
-        container is on the bundle network and dials the alias.
+        container is on the bundle network and dials the alias. In ``agent`` mode the URL is
+        ``address`` mode's and ``dial`` says how to reach it through the engine's agent
+        (which resolves the container's name itself); it needs the adapter open.
         """
         name = self.naming.container_name(ref.bundle_id, ref.workload)
         if self.config.upstream_mode == UpstreamMode.PROXY_CONTAINER:
             host = name
         else:
             host = self.address_of(ref) or name
-        return Upstream(url=f"http://{host}:{port}", pool_key=f"docker/{name}")
+        dial = None
+        if self.agent is not None:
+            if self._group is None:
+                raise AdapterFailed(
+                    "the agent's credentials are ready only while the adapter is open",
+                    remedy="Use the adapter as 'async with DockerAdapter(...) as runtime:'.",
+                )
+            dial = self.agent.dial(name, port)
+        return Upstream(url=f"http://{host}:{port}", pool_key=f"docker/{name}", dial=dial)
 
     def address_of(self, ref: WorkloadRef) -> str | None:
         """The newest container's address on its bundle network, as the cache knows it."""

@@ -14,7 +14,13 @@ import attrs
 from pando_runtime import AdapterInfo
 from pando_runtime.plugin import setting
 
-__all__ = ["ADAPTER", "DEFAULT_HOST", "DESCRIPTION", "DockerConfig", "UpstreamMode"]
+__all__ = [
+    "ADAPTER",
+    "DEFAULT_HOST",
+    "DESCRIPTION",
+    "DockerConfig",
+    "UpstreamMode",
+]
 
 DESCRIPTION = "Runs each app's workloads as labelled containers on a bridge network of its own."
 
@@ -27,11 +33,14 @@ class UpstreamMode(enum.StrEnum):
     ``address``: the host shares the daemon's network namespace and dials the container's
     address on its bundle network. ``proxy_container``: the host runs in a container
     (``proxy_container``) that the adapter joins to every bundle network, and dials the
-    workload's alias there.
+    workload's alias there. ``agent``: the host dials the engine's agent (a container the
+    adapter runs, joined to every bundle network, one published port, mutual TLS), which
+    relays to the workload: ``Upstream.dial`` says how.
     """
 
     ADDRESS = "address"
     PROXY_CONTAINER = "proxy_container"
+    AGENT = "agent"
 
 
 @attrs.frozen(kw_only=True)
@@ -123,12 +132,47 @@ class DockerConfig:
     upstream_mode: str = setting(
         default=UpstreamMode.ADDRESS.value,
         help="How upstream() addresses a workload: 'address' (the host shares the daemon's "
-        "network namespace) or 'proxy_container' (the host runs in proxy_container).",
+        "network namespace), 'proxy_container' (the host runs in proxy_container) or 'agent' "
+        "(the host dials the engine's agent, through Upstream.dial).",
     )
     proxy_container: str | None = setting(
         default=None,
         help="Name of the host's own container, joined to every bundle network "
         "(upstream_mode 'proxy_container').",
+    )
+    agent_image: str | None = setting(
+        default=None,
+        help="Image of the agent (upstream_mode 'agent'): the static pando-agent binary as "
+        "its entrypoint (docs/docker.md, The agent, says how to build it).",
+    )
+    agent_address: str | None = setting(
+        default=None,
+        help="The engine's address as the host reaches it, an IP address or a DNS name "
+        "(upstream_mode 'agent'): the host dials it, and the agent's certificate names it.",
+    )
+    agent_port: int = setting(
+        default=7443,
+        minimum=1,
+        maximum=65535,
+        help="The port the agent publishes on the engine's host (upstream_mode 'agent').",
+    )
+    agent_ca: str | None = setting(
+        default=None,
+        secret=True,
+        help="The agent's authority as PEM text: its CA certificate and unencrypted ECDSA "
+        "key. Unset: read from agent_ca_file.",
+    )
+    agent_ca_file: str | None = setting(
+        default=None,
+        help="A file holding the agent's authority (PEM certificate and key), made (0600, a "
+        "new ECDSA P-256 CA of ten years) when absent. Unset: "
+        "$XDG_STATE_HOME/pando-runtime/docker-agent/<owner>-ca.pem. Host replicas on "
+        "several machines are given the same authority.",
+    )
+    agent_trusted_cas: str | None = setting(
+        default=None,
+        help="More CA certificates (PEM) trusted beside the authority, by the agent for "
+        "clients and by hosts for the agent: set while moving to a new authority.",
     )
     egress_guard_image: str | None = setting(
         default=None,
@@ -155,6 +199,19 @@ class DockerConfig:
     )
     log_max_files: int = setting(
         default=2, minimum=1, maximum=100, help="Files the json-file log is split over."
+    )
+    capacity_cpu_millis: int | None = setting(
+        default=None,
+        minimum=1,
+        help="CPU (millicores) this adapter's apps may take on the engine: less than the "
+        "machine keeps the rest for the system or other owners, more overcommits (limits are "
+        "ceilings); unset: every CPU the daemon reports.",
+    )
+    capacity_memory_bytes: int | None = setting(
+        default=None,
+        minimum=1,
+        help="Memory (bytes) this adapter's apps may take on the engine (as "
+        "capacity_cpu_millis); unset: all the daemon reports.",
     )
     pids_limit: int = setting(
         default=4096,

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import anyio
+import httpx
 from _socket_proxy import SocketProxy
 
 from pando_runtime import AdapterUnavailable, BundleRef, RuntimeAdapter, WorkloadPlan, WorkloadRef
@@ -37,6 +38,10 @@ SLOW_STOP_SCRIPT = (
 )
 """PID 1 of the slow-stopping workload: serves on 8080, and on SIGTERM keeps serving for
 ``SLOW_STOP_SECONDS`` before it exits (an app finishing its requests)."""
+
+OWNER_KEYS = ("owner", "helper", "egress-owner", "edge-owner", "agent-owner")
+"""The labels (under ``io.pando.``) that name the owner of what an adapter makes: its apps'
+containers, networks and volumes, its helpers, its gateways, edges and agent."""
 
 UNPULLABLE = "127.0.0.1:9/pando-absent/app:1"
 """A registry on the daemon's own loopback where nothing listens: the pull is refused at once,
@@ -135,7 +140,35 @@ class DockerHarness(ConformanceHarness):
         return state.strip() == "true"
 
     async def remove_owned(self, owner: str) -> None:
-        """Remove every container, network and volume an owner's adapter left (test cleanup)."""
+        """Remove every container, network and volume an owner's adapter left (test cleanup).
+
+        Over the Engine API on a unix socket (a few calls; the CLI's would be a process each),
+        through the CLI otherwise.
+        """
+        if not self.host.startswith("unix://"):
+            await self._remove_owned_by_cli(owner)
+            return
+        keys = [f"io.pando.{key}" for key in OWNER_KEYS]
+
+        def owned(labels: dict[str, str] | None) -> bool:
+            return any((labels or {}).get(key) == owner for key in keys)
+
+        transport = httpx.AsyncHTTPTransport(uds=self.host.removeprefix("unix://"))
+        async with httpx.AsyncClient(transport=transport, base_url="http://docker") as api:
+            listed = (await api.get("/containers/json", params={"all": "1"})).json()
+            for container in sorted(listed, key=lambda c: "io.pando.owner" not in c["Labels"]):
+                if owned(container["Labels"]):  # an app's first, then its gateway, edge, agent
+                    await api.delete(
+                        f"/containers/{container['Id']}", params={"force": "1", "v": "1"}
+                    )
+            for network in (await api.get("/networks")).json():
+                if owned(network.get("Labels")):
+                    await api.delete(f"/networks/{network['Id']}")
+            for volume in (await api.get("/volumes")).json().get("Volumes") or []:
+                if owned(volume.get("Labels")):
+                    await api.delete(f"/volumes/{volume['Name']}", params={"force": "1"})
+
+    async def _remove_owned_by_cli(self, owner: str) -> None:
         label = f"label=io.pando.owner={owner}"
         helpers = f"label=io.pando.helper={owner}"
         ids = (await self.docker("ps", "-aq", "--filter", label)).split()
@@ -144,14 +177,17 @@ class DockerHarness(ConformanceHarness):
             await self.docker("rm", "-f", "-v", *ids, check=False)
         gateways = f"label=io.pando.egress-owner={owner}"  # a restricted bundle's gateway
         edges = f"label=io.pando.edge-owner={owner}"
+        agents = f"label=io.pando.agent-owner={owner}"
         ids = (await self.docker("ps", "-aq", "--filter", gateways)).split()
         ids += (await self.docker("ps", "-aq", "--filter", edges)).split()
+        ids += (await self.docker("ps", "-aq", "--filter", agents)).split()
         if ids:
             await self.docker("rm", "-f", "-v", *ids, check=False)
         networks = (await self.docker("network", "ls", "-q", "--filter", label)).split()
         networks += (await self.docker("network", "ls", "-q", "--filter", helpers)).split()
         networks += (await self.docker("network", "ls", "-q", "--filter", gateways)).split()
         networks += (await self.docker("network", "ls", "-q", "--filter", edges)).split()
+        networks += (await self.docker("network", "ls", "-q", "--filter", agents)).split()
         if networks:
             await self.docker("network", "rm", *networks, check=False)
         volumes = (await self.docker("volume", "ls", "-q", "--filter", label)).split()

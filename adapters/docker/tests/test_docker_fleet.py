@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import sys
 import tempfile
 import uuid
 from collections import Counter
@@ -86,6 +87,8 @@ def _fleet_settings(engines: dict[str, Any], owner: str, **more: Any) -> dict[st
 async def _cleanup(engines: dict[str, Any], owner: str) -> None:
     for engine in engines.values():
         await DockerHarness(_host(engine)).remove_owned(owner)
+        for what in ("ps", "network"):
+            assert not await _on_engine(engine, owner, what), f"{owner}'s {what} left"
 
 
 # -- the conformance kit -------------------------------------------------------------------
@@ -95,6 +98,10 @@ class TestDockerFleetConformance(ConformanceSuite):
     """Two engines as one runtime, on asyncio and trio."""
 
     single_pool: ClassVar[bool] = False
+
+    @pytest.fixture(params=["asyncio", "trio"])
+    def anyio_backend(self, request: pytest.FixtureRequest) -> str:
+        return str(request.param)
 
     @pytest.fixture
     async def adapter(
@@ -135,7 +142,7 @@ class TestDockerAndFakeFleetConformance(ConformanceSuite):
     ) -> AsyncIterator[FleetAdapter]:
         engine = pr.load_adapter("docker", _member(proxies["one"].host, fleet_owner)["settings"])
         members = {"engine": engine, "fake": scripted_fake()}
-        source = _Made(FleetMembers(adapters=members, control="engine"))
+        source = FleetMembers(adapters=members, control="engine")
         try:
             async with FleetAdapter(source=source) as fleet:
                 yield fleet
@@ -148,16 +155,6 @@ class TestDockerAndFakeFleetConformance(ConformanceSuite):
     ) -> ConformanceHarness:
         engine = DockerHarness(_host(engines["one"]), proxies["one"])
         return FleetHarness({"engine": engine, "fake": FakeHarness()}, primary="engine")
-
-
-class _Made:
-    """Members made by the test, as a fleet's source."""
-
-    def __init__(self, members: FleetMembers) -> None:
-        self.members = members
-
-    async def open(self) -> FleetMembers:
-        return self.members
 
 
 # -- placement, silence, restarts ------------------------------------------------------------
@@ -191,6 +188,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+pytestmark = pytest.mark.anyio
+
+
 async def test_bad_settings_are_refused_every_problem_at_its_path(
     engines: dict[str, Any], fleet_owner: str
 ) -> None:
@@ -211,3 +211,213 @@ async def test_bad_settings_are_refused_every_problem_at_its_path(
         "members['host-b'].adapter",
         "members['host-d'].settings",
     ], caught.value.problems
+
+
+@pytest.fixture
+async def fleet(engines: dict[str, Any], fleet_owner: str) -> AsyncIterator[FleetAdapter]:
+    """A fleet of the two engines; what it made is removed at the end."""
+    try:
+        async with FleetAdapter(_fleet_settings(engines, fleet_owner)) as made:
+            yield made
+    finally:
+        await _cleanup(engines, fleet_owner)
+
+
+async def test_forty_apps_over_engines_of_unequal_room_go_by_room_and_stay(
+    fleet: FleetAdapter, engines: dict[str, Any], fleet_owner: str
+) -> None:
+    big = await fleet.apply(_plan("big", memory=4 * GiB))
+    full = big.details["member"]
+    roomy = "two" if full == "one" else "one"
+    for i in range(40):
+        await fleet.apply(_plan(f"app-{i}", memory=256 * MiB))
+    # 4 GiB less room on one engine: the other takes the first 16, then they alternate.
+    on = {name: await _on_engine(engine, fleet_owner) for name, engine in engines.items()}
+    assert len(on[roomy]) == 28
+    assert len(on[full]) == 13
+    assert set(on[full]).isdisjoint(on[roomy]), "no app on two engines"
+    # Re-applied (changed, and as a first deploy): each stays, nothing placed again.
+    for i in range(0, 40, 5):
+        bundle_id = f"app-{i}"
+        home = "one" if bundle_id in on["one"] else "two"
+        again = await fleet.apply(_plan(bundle_id, memory=128 * MiB))
+        assert again.details["member"] == home
+    again_on = {name: await _on_engine(engine, fleet_owner) for name, engine in engines.items()}
+    assert {n: set(c) for n, c in again_on.items()} == {n: set(c) for n, c in on.items()}
+
+
+async def test_volumes_stay_with_their_app_where_the_other_engine_is_roomier(
+    fleet: FleetAdapter, engines: dict[str, Any], fleet_owner: str
+) -> None:
+    handle = await fleet.create_volume(
+        pr.VolumeRequest(volume_id="data", bundle_id="keeper", name="data")
+    )
+    home, _, _ = handle.handle.partition("/")
+    web = pr.WorkloadPlan(
+        name="web",
+        image="pando.test/busybox:1",
+        command=SLEEP,
+        mounts=(pr.Mount(volume_id="data", path="/data"),),
+    )
+    plan = pr.BundlePlan(
+        bundle_id="keeper",
+        workloads=(web,),
+        volumes=(pr.VolumePlan(volume_id="data", name="data"),),
+        first_deploy=True,
+    )
+    assert (await fleet.apply(plan)).details["member"] == home
+    await fleet.destroy(pr.BundleRef("keeper"))  # its volume kept
+    # The other engine has far more room now; the app comes back where its data is.
+    await fleet.members[home].apply(_plan("filler", memory=8 * GiB))  # its room goes
+    assert await fleet.largest_fit_for("anything-new") == await fleet.members[
+        "two" if home == "one" else "one"
+    ].largest_fit_for("anything-new"), "the other engine is the roomier now"
+    assert (await fleet.apply(plan)).details["member"] == home
+    other = "two" if home == "one" else "one"
+    assert "keeper" not in await _on_engine(engines[other], fleet_owner)
+
+
+async def _two_apps(fleet: FleetAdapter) -> dict[str, str]:
+    """One app on each engine: the member of each app's id."""
+    homes: dict[str, str] = {}
+    i = 0
+    while set(homes.values()) != {"one", "two"}:
+        bundle_id = f"app-{i}"
+        homes[bundle_id] = (await fleet.apply(_plan(bundle_id))).details["member"]
+        i += 1
+    return homes
+
+
+async def _eventually_unavailable(fleet: FleetAdapter, bundle_id: str) -> pr.AdapterUnavailable:
+    with anyio.fail_after(60):
+        while True:
+            try:
+                await fleet.observe(pr.BundleRef(bundle_id))
+            except pr.AdapterUnavailable as error:
+                return error
+            await anyio.sleep(0.1)
+
+
+async def _eventually_observed(fleet: FleetAdapter, bundle_id: str) -> pr.ObservedBundle:
+    with anyio.fail_after(60):
+        while True:
+            with contextlib.suppress(pr.AdapterUnavailable):
+                return await fleet.observe(pr.BundleRef(bundle_id))
+            await anyio.sleep(0.1)
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+async def test_an_engine_stopped_or_killed_makes_its_apps_unavailable_never_placed_twice(
+    fleet: FleetAdapter, engines: dict[str, Any], fleet_owner: str, how: str
+) -> None:
+    homes = await _two_apps(fleet)
+    on_one = next(b for b, m in homes.items() if m == "one")
+    on_two = next(b for b, m in homes.items() if m == "two")
+    before = {name: await _on_engine(e, fleet_owner) for name, e in engines.items()}
+    getattr(engines["one"], how)()
+    try:
+        error = await _eventually_unavailable(fleet, on_one)
+        assert error.details["member"] == "one"
+        assert error.message.startswith("member one: ")
+        assert (await fleet.observe(pr.BundleRef(on_two))).exists, "the other engine answers"
+        # Found nowhere while an engine is silent: it may be there; not placed meanwhile.
+        with pytest.raises(pr.AdapterUnavailable) as caught:
+            await fleet.apply(_plan(on_one, first_deploy=False))
+        assert caught.value.details["member"] == "one"
+        with pytest.raises(pr.AdapterUnavailable):
+            await fleet.observe(pr.BundleRef("never-made"))
+        assert await _on_engine(engines["two"], fleet_owner) == before["two"]
+    finally:
+        engines["one"].start()
+    assert (await _eventually_observed(fleet, on_one)).exists
+    for bundle_id, home in homes.items():
+        assert (await fleet.apply(_plan(bundle_id))).details["member"] == home
+    after = {name: await _on_engine(e, fleet_owner) for name, e in engines.items()}
+    assert {n: set(c) for n, c in after.items()} == {n: set(c) for n, c in before.items()}
+    assert all(count == 1 for c in after.values() for count in c.values()), "one container each"
+
+
+KILLED_HOST = """
+import sys, anyio, pando_runtime as pr
+settings = {settings!r}
+
+async def main() -> None:
+    async with pr.load_adapter("fleet", settings) as fleet, anyio.create_task_group() as group:
+        for i in range({apps}):
+            web = pr.WorkloadPlan(name="web", image="pando.test/busybox:1", command={command!r},
+                                  resources=pr.Resources(memory_bytes=64 * 1024**2))
+            plan = pr.BundlePlan(bundle_id=f"crash-{{i}}", workloads=(web,), first_deploy=True)
+            group.start_soon(fleet.apply, plan)
+
+anyio.run(main)
+"""
+
+
+async def test_a_host_killed_mid_apply_and_restarted_puts_no_app_on_two_engines(
+    engines: dict[str, Any], fleet_owner: str
+) -> None:
+    apps = 16
+    settings = _fleet_settings(engines, fleet_owner)
+    script = KILLED_HOST.format(settings=settings, apps=apps, command=SLEEP)
+    process = await anyio.open_process([sys.executable, "-c", script])
+    try:
+        with anyio.fail_after(60):  # killed once some apps are made and others are not yet
+            while True:
+                listed = [await _on_engine(e, fleet_owner, "network") for e in engines.values()]
+                if any(listed):
+                    break
+                await anyio.sleep(0.05)
+        process.kill()
+        await process.wait()
+        made = {name: await _on_engine(e, fleet_owner, "network") for name, e in engines.items()}
+        done = [await _on_engine(e, fleet_owner) for e in engines.values()]
+        assert sum(len(c) for c in done) < apps, "killed mid-apply: some apps have no container"
+        async with FleetAdapter(settings) as restarted:
+            for i in range(apps):
+                await restarted.apply(_plan(f"crash-{i}"))
+        networks = {
+            name: await _on_engine(e, fleet_owner, "network") for name, e in engines.items()
+        }
+        containers = {name: await _on_engine(e, fleet_owner) for name, e in engines.items()}
+        everywhere = Counter(b for n in networks.values() for b in n)
+        assert everywhere == Counter({f"crash-{i}": 1 for i in range(apps)}), "one engine each"
+        for name in engines:  # what the killed host made stayed where it was
+            assert set(made[name]) <= set(networks[name])
+            assert set(containers[name]) == set(networks[name])
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await _cleanup(engines, fleet_owner)
+
+
+async def test_a_host_reaches_each_engines_apps_through_the_fleets_upstream(
+    engines: dict[str, Any], host_namespace: Any, fleet_owner: str, tmp_path: Path
+) -> None:
+    """The host, in a namespace with no route to either engine's bridges, gets an answer from
+    an app on each engine: the fleet's upstream is the member's, with its agent to dial."""
+    from test_docker_agent import agent_settings, served, web  # noqa: PLC0415
+
+    ca_file = tmp_path / "ca.pem"  # one authority for the fleet: the host trusts one
+    members = {
+        name: {
+            "adapter": "docker",
+            "settings": agent_settings(engine, fleet_owner, host_namespace.link(engine), ca_file),
+        }
+        for name, engine in engines.items()
+    }
+    try:
+        async with FleetAdapter({"members": members}) as fleet:
+            homes: dict[str, str] = {}
+            i = 0
+            while set(homes.values()) != {"one", "two"}:
+                bundle_id = f"web-{i}"
+                page = pr.BundlePlan(bundle_id=bundle_id, workloads=(web(bundle_id),))
+                homes[bundle_id] = (await fleet.apply(page)).details["member"]
+                i += 1
+            for bundle_id, home in homes.items():
+                upstream = fleet.upstream(pr.WorkloadRef(bundle_id, "web"), 8080)
+                assert upstream.dial is not None, f"{home}: through its agent"
+                answer = await served(host_namespace, upstream)
+                assert bundle_id.encode() in answer, home
+    finally:
+        await _cleanup(engines, fleet_owner)

@@ -9,7 +9,7 @@ from pando_runtime_docker import DockerAdapter
 from pando_runtime_docker.api import EngineTransport
 from pando_runtime_docker.cache import ContainerCache, ContainerView, view_from_inspect
 from pando_runtime_docker.endpoint import Endpoint, EngineLink
-from pando_runtime_docker.features._capacity import engine_room
+from pando_runtime_docker.features._capacity import engine_room, share_of
 from pando_runtime_docker.features._records import engine_address
 from pando_runtime_docker.manifests import Naming
 
@@ -158,3 +158,11 @@ def test_a_fleet_takes_the_engine_as_a_member_and_refuses_two_on_one_engine_and_
     ]
     other_owner = {**docker, "settings": {**docker["settings"], "owner": "b"}}
     pr.load_adapter("fleet", {"members": {"a": docker, "b": other_owner}})
+
+
+def test_an_operators_share_of_the_machine_caps_the_totals() -> None:
+    """``capacity_*`` settings replace what the daemon reports, each one that is set."""
+    machine = (2000, 8 * 1024**3)
+    assert share_of(machine, (None, None)) == machine
+    assert share_of(machine, (500, 1024**3)) == (500, 1024**3), "some kept for the system"
+    assert share_of(machine, (None, 64 * 1024**3)) == (2000, 64 * 1024**3), "overcommitted"

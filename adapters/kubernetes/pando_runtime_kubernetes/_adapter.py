@@ -49,6 +49,7 @@ from pando_runtime import (
     VolumeRequest,
     WorkloadRef,
 )
+from pando_runtime.fleet import BundleRequests
 from pando_runtime.plugin import ApiObserver, LeaseStore, MembershipSlot
 
 from ._info import DESCRIPTION, KubernetesConfig
@@ -56,7 +57,6 @@ from ._log import logger
 from ._names import namespace_for
 from .api._paths import api_path
 from .api._transport import KubeTransport
-from .cache._capacity import BundlePods
 from .cache._informer import Informer
 from .features._bundle_events import BundleEvents
 from .features._bundles import Bundles
@@ -358,7 +358,7 @@ class KubernetesAdapter(RuntimeAdapter):
         """``http://<workload>.<namespace>.svc.<cluster domain>:<port>``, computed."""
         return self._bundles.upstream(ref, port)
 
-    # -- where bundles are (for the multi-cluster adapter, and hosts that need to know) -----
+    # -- where bundles are: what a fleet asks of its members (pando_runtime.fleet) ----------
 
     async def holds(self, bundle_id: str) -> bool:
         """Whether this cluster has the bundle's namespace (its volumes alone included).
@@ -377,11 +377,11 @@ class KubernetesAdapter(RuntimeAdapter):
         facts = cache.namespaces.by_name.get(namespace_for(bundle_id)) if cache else None
         return facts is not None and facts.bundle_id == bundle_id
 
-    async def bundle_ids(self) -> list[str]:
+    async def held_bundles(self) -> list[str]:
         """Every bundle this cluster holds (one list of the apps' namespaces)."""
         return await self._members.bundle_ids()
 
-    def pods_by_bundle(self) -> dict[str, BundlePods]:
+    def requests_by_bundle(self) -> dict[str, BundleRequests]:
         """What each bundle's live pods request, on a node or waiting for one (no call).
 
         From the running cache (empty without one): what this cluster's own view counts of

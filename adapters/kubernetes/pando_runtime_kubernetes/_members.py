@@ -1,17 +1,21 @@
-"""The multi-cluster adapter's members: their settings, checked before any I/O, and loading them.
+"""The multi-cluster adapter's members: their settings, checked before any I/O, and making them.
 
 Every member cluster is configured from the shared ``settings`` and its entry in ``clusters``;
 a bad setting is located where it was given (``settings.<key>`` or ``clusters['<name>'].<key>``).
 The clusters come from the kubeconfig files; the default cluster and the membership's cluster
-must be among them.
+must be among them. :class:`ClusterMembers` makes them, as the members of the core's fleet
+(``pando_runtime.fleet``): a :class:`KubernetesAdapter` per cluster, over a named cluster
+session of its own.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio.to_thread
 import attrs
 
 from pando_runtime import (
@@ -22,25 +26,34 @@ from pando_runtime import (
     RuntimeCapabilities,
     structure_config,
 )
+from pando_runtime.fleet import FleetMembers
+from pando_runtime.plugin import NO_API_OBSERVER, ApiObserver, MembershipSlot
 
+from ._adapter import KubernetesAdapter
 from ._info import KubernetesConfig, MultiClusterConfig
 from ._log import logger
-from .api._clusters import Cluster, ClusterSet
+from .api._clusters import ApiRate, Cluster, ClusterSet
 from .manifests._network import AppNetwork
+from .session._connect import transport_to
+from .session._session import ClusterSession
 
 __all__ = [
+    "NOUN",
+    "ClusterMembers",
     "Loaded",
     "check_members",
     "common_capabilities",
     "load_members",
     "member_config",
-    "naming",
 ]
 
 log = logger("multi")
 
 PER_MEMBER = ("kubeconfig", "context")
 """Settings the multi-cluster adapter sets for each member itself."""
+
+NOUN = "cluster"
+"""What a member is called in messages and in errors' ``details``."""
 
 
 def common_capabilities(members: Sequence[RuntimeCapabilities]) -> RuntimeCapabilities:
@@ -60,17 +73,6 @@ def common_capabilities(members: Sequence[RuntimeCapabilities]) -> RuntimeCapabi
         else:
             values[field.name] = getattr(RuntimeCapabilities(), field.name)
     return attrs.evolve(first, **values)
-
-
-def naming(error: AdapterUnavailable, cluster: str) -> AdapterUnavailable:
-    """``error``, naming ``cluster`` unless it does already."""
-    if error.details.get("cluster") == cluster:
-        return error
-    return AdapterUnavailable(
-        f"cluster {cluster}: {error.message}",
-        remedy=error.remedy,
-        details={**error.details, "cluster": cluster},
-    )
 
 
 def _located(error: InvalidConfig, name: str | None, override: Mapping[str, Any]) -> InvalidConfig:
@@ -224,3 +226,45 @@ def load_members(c: MultiClusterConfig) -> Loaded:
             "(the default cluster).",
         )
     return Loaded(members, default, membership)
+
+
+class ClusterMembers:
+    """The member clusters, made on first use: the multi-cluster fleet's member source.
+
+    One :class:`KubernetesAdapter` per cluster of the kubeconfig files, the default first, each
+    over a :class:`ClusterSession` named after its cluster, with the API rate of its settings.
+    Every member shares one membership slot: the one membership (its Leases on the membership
+    cluster) guards every member's writes. Until :meth:`open`, :attr:`adapters` is empty.
+    """
+
+    def __init__(self, config: MultiClusterConfig) -> None:
+        self.config = config
+        self.slot = MembershipSlot()
+        self.adapters: dict[str, KubernetesAdapter] = {}
+        self.default = ""
+        self.membership = ""
+        self._observer: ApiObserver = NO_API_OBSERVER
+
+    async def open(self) -> FleetMembers:
+        """Load the clusters (reads kubeconfig files) and make a member of each."""
+        loaded = await anyio.to_thread.run_sync(load_members, self.config)
+        default, clusters = loaded.default, loaded.clusters
+        names = (default, *(n for n in clusters if n != default))
+        self.adapters = {name: self._member(name, clusters[name]) for name in names}
+        self.default, self.membership = default, loaded.membership
+        return FleetMembers(adapters=self.adapters, control=default, default=default)
+
+    def _member(self, name: str, cluster: Cluster) -> KubernetesAdapter:
+        config = member_config(self.config, name)
+        rated = cluster.with_rate(ApiRate(qps=config.api_qps, burst=config.api_burst))
+        connect = functools.partial(transport_to, rated, config)
+        session = ClusterSession(config, name=name, connect=connect)
+        member = KubernetesAdapter(config, session=session, membership_slot=self.slot)
+        member.observe_api(self._observer)
+        return member
+
+    def observe_api(self, observer: ApiObserver) -> None:
+        """Report every member's API calls, cache and watches (those made later too)."""
+        self._observer = observer
+        for member in self.adapters.values():
+            member.observe_api(observer)

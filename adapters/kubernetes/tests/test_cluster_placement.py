@@ -240,10 +240,14 @@ async def test_two_replicas_placing_at_once_spread_too(
 async def test_a_placement_whose_apply_fails_releases_its_reservation(
     multi_config: dict[str, Any],
 ) -> None:
-    """The first cluster (the only one with nodes big enough) refuses the app's pods."""
-    first, _ = multi_config["contexts"]
+    """The first cluster (the only one with nodes to take it) refuses the app's pods."""
+    first, second = multi_config["contexts"]
     broken = {**multi_config["clusters"][first], "runtime_class": f"missing-{uuid.uuid4().hex}"}
-    config = {**multi_config, "clusters": {**multi_config["clusters"], first: broken}}
+    # No node of the second cluster is eligible (another test's pool may have left a node big
+    # enough there, and a tie would then go either way).
+    none = {**multi_config["clusters"].get(second, {}), "node_selector": {"pando-test/none": "x"}}
+    clusters = {**multi_config["clusters"], first: broken, second: none}
+    config = {**multi_config, "clusters": clusters}
     big = _plan(f"fails-{uuid.uuid4().hex[:8]}", memory=5 * 1024 * MiB)  # 8Gi nodes only
     async with _cleaned(multi_config, [big]), MultiClusterAdapter(config) as fleet:
         with pytest.raises(pr.PandoRuntimeError):

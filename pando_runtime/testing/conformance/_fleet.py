@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FleetHarness"]
 
+_SAME_ANSWER = frozenset({"unpullable_image", "slow_stop_workload"})
+
 
 def _members(adapter: RuntimeAdapter) -> Mapping[str, RuntimeAdapter]:
     members: Mapping[str, RuntimeAdapter] | None = getattr(adapter, "members", None)
@@ -34,11 +36,20 @@ def _members(adapter: RuntimeAdapter) -> Mapping[str, RuntimeAdapter]:
 class FleetHarness(ConformanceHarness):
     """Hooks of a fleet, made of its members' harnesses by member name.
 
-    ``primary``: the member whose harness gives the image, the commands and the timings (a
-    runtime every member can run them on; the slowest member's timings are the safest).
+    ``primary``: the member whose harness gives the image and the poll interval (an image every
+    member can run); the timeouts and quiet periods are the longest of any member's.
+    ``commands``: the member whose harness gives the exec tests' commands (default: the
+    primary), for members whose harnesses need different ones (a command every member runs
+    alike).
     """
 
-    def __init__(self, members: Mapping[str, ConformanceHarness], primary: str) -> None:
+    def __init__(
+        self,
+        members: Mapping[str, ConformanceHarness],
+        primary: str,
+        *,
+        commands: str | None = None,
+    ) -> None:
         self.harnesses = dict(members)
         lead = self.harnesses[primary]
         self.image = lead.image
@@ -48,10 +59,18 @@ class FleetHarness(ConformanceHarness):
         self.quiet_period = max(h.quiet_period for h in self.harnesses.values())
         self.membership_settings = lead.membership_settings
         self._lead = lead
+        self._commands = self.harnesses[commands or primary]
         self._homes: dict[str, str] = {}
 
     def can(self, hook: str) -> bool:
-        """Whether every member's harness provides ``hook``."""
+        """Whether every member's harness provides ``hook``.
+
+        A hook whose answer must suit every member (an image none can pull, a workload every
+        one stops slowly) only where the members' harnesses are of one kind: harnesses of
+        different runtimes answer differently.
+        """
+        if hook in _SAME_ANSWER and len({type(h) for h in self.harnesses.values()}) > 1:
+            return False
         return all(h.can(hook) for h in self.harnesses.values())
 
     async def _of(self, adapter: RuntimeAdapter, ref: WorkloadRef) -> tuple[Any, RuntimeAdapter]:
@@ -144,16 +163,16 @@ class FleetHarness(ConformanceHarness):
         raise HarnessCannot("make a second replica of a fleet")
 
     def echo_stdin_command(self) -> tuple[str, ...]:
-        """The primary member's."""
-        return self._lead.echo_stdin_command()
+        """The ``commands`` member's."""
+        return self._commands.echo_stdin_command()
 
     def exit_command(self, exit_code: int) -> tuple[str, ...]:
-        """The primary member's."""
-        return self._lead.exit_command(exit_code)
+        """The ``commands`` member's."""
+        return self._commands.exit_command(exit_code)
 
     def print_command(self, out: str, err: str) -> tuple[str, ...]:
-        """The primary member's."""
-        return self._lead.print_command(out, err)
+        """The ``commands`` member's."""
+        return self._commands.print_command(out, err)
 
     async def settle(self) -> None:
         """Every member's runtime has acted."""

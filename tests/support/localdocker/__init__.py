@@ -18,11 +18,14 @@ from __future__ import annotations
 
 from .api import DockerApi, DockerApiError, Response
 from .engine import DockerEngine, EngineError, docker_cli
+from .hostside import HostNamespace, run_in
 from .images import (
+    AGENT,
     BUSYBOX,
     IPTABLES,
     SQUID,
     BuiltImage,
+    agent_image,
     build_image,
     busybox_image,
     iptables_image,
@@ -33,6 +36,7 @@ from .outside import PAGE, Reach
 from .requirements import missing
 
 __all__ = [
+    "AGENT",
     "BUSYBOX",
     "IPTABLES",
     "PAGE",
@@ -43,13 +47,16 @@ __all__ = [
     "DockerEngine",
     "EngineError",
     "EngineNetwork",
+    "HostNamespace",
     "Outside",
     "Reach",
     "Response",
+    "agent_image",
     "build_image",
     "busybox_image",
     "docker_cli",
     "iptables_image",
     "missing",
+    "run_in",
     "squid_image",
 ]

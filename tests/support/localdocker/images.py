@@ -7,11 +7,14 @@ does), and an adapter's ``import_image`` can be handed one. Nothing is ever pull
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from localcluster import images
+from localcluster.binaries import repo_root
 from localcluster.images import BuiltImage, Content
 
 BUSYBOX = "pando.test/busybox:1"
@@ -19,15 +22,21 @@ BUSYBOX = "pando.test/busybox:1"
 SQUID = "pando.test/squid:1"
 """Debian's Squid, as the Kubernetes harness builds it: the Docker adapter's
 ``egress_gateway_image``."""
+AGENT = "pando.test/agent:1"
+"""The Docker adapter's agent: its static binary alone, as the entrypoint (``agent_image``)."""
+ENV_AGENT_BIN = "PANDO_AGENT_BIN"
+"""A directory that already holds ``pando-agent`` (else ``adapters/docker/agent/build.sh``)."""
 IPTABLES = "pando.test/iptables:1"
 """Busybox and the host's ``iptables`` (its backend, its extensions): the Docker adapter's
 ``egress_guard_image``."""
 
 __all__ = [
+    "AGENT",
     "BUSYBOX",
     "IPTABLES",
     "SQUID",
     "BuiltImage",
+    "agent_image",
     "build_image",
     "busybox_image",
     "iptables_image",
@@ -99,3 +108,36 @@ def squid_image(name: str = SQUID, directory: Path | None = None) -> BuiltImage:
     """Debian's Squid (``squid -N -f CONFIG`` as ``proxy``), built offline from the host's
     package by :func:`localcluster.images.gateway_spec`."""
     return images.build(images.gateway_spec(name), directory)
+
+
+def agent_binary() -> Path:
+    """``pando-agent``: from ``$PANDO_AGENT_BIN``, else built (or found in its cache) by
+    ``adapters/docker/agent/build.sh``."""
+    named = os.environ.get(ENV_AGENT_BIN)
+    if named:
+        found = Path(named).expanduser() / "pando-agent"
+    else:
+        script = repo_root() / "adapters" / "docker" / "agent" / "build.sh"
+        proc = subprocess.run(
+            ["bash", str(script)], capture_output=True, text=True, check=False, timeout=900
+        )
+        lines = proc.stdout.strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            raise FileNotFoundError(f"{script} failed:\n{proc.stderr[-2000:]}")
+        found = Path(lines[-1]) / "pando-agent"
+    if not os.access(found, os.X_OK):
+        raise FileNotFoundError(f"no executable pando-agent at {found}")
+    return found
+
+
+def agent_image(name: str = AGENT, directory: Path | None = None) -> BuiltImage:
+    """The agent's image: ``/pando-agent`` (static) as the entrypoint, run as nobody; the
+    engine mounts its resolver files and the adapter a volume on ``/etc/pando-agent``."""
+    spec = images.ImageSpec(
+        name,
+        files={"/pando-agent": agent_binary()},
+        dirs={"/etc/pando-agent": images.Dir(), "/tmp": images.Dir(0o1777)},  # noqa: S108
+        entrypoint=("/pando-agent",),
+        user="65534:65534",
+    )
+    return images.build(spec, directory)

@@ -22,6 +22,7 @@ from localcluster.pytest_plugin import ran_and_skipped
 
 from .api import DockerApiError
 from .engine import DockerEngine, EngineError
+from .hostside import HostNamespace
 from .requirements import missing
 from .sshd import EngineSshd, SshdError
 from .sshd import missing as sshd_missing
@@ -109,6 +110,19 @@ def second_docker_engine(
         yield engine
     finally:
         engine.close()
+
+
+@pytest.fixture(scope="session")
+def host_namespace(docker_engine: DockerEngine) -> Iterator[HostNamespace]:
+    """The host's side of engines on other machines: a namespace of its own, linked to an
+    engine by ``host_namespace.link(engine)`` (the engine's address from there), with no
+    route to any engine's bridges or containers; ``host_namespace.run(fn)`` runs code
+    inside."""
+    host = HostNamespace().open()
+    try:
+        yield host
+    finally:
+        host.close()
 
 
 @pytest.fixture(scope="session")

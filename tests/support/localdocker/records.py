@@ -166,9 +166,45 @@ def read(path: Path) -> EngineRecord | None:
         return None
 
 
+HOSTS_DIR = RECORDS_DIR / "hosts"
+"""Records of the host's namespaces (:mod:`.hostside`): ``<namespace>.json``, pid and start."""
+
+
+def record_host(namespace: str) -> None:
+    """Save that this process makes host namespace ``namespace`` (before it makes it)."""
+    HOSTS_DIR.mkdir(parents=True, exist_ok=True)
+    pid = os.getpid()
+    data = {"pid": pid, "started": _start_time(pid), "netns": namespace}
+    (HOSTS_DIR / f"{namespace}.json").write_text(json.dumps(data) + "\n")
+
+
+def undo_host(namespace: str) -> None:
+    """Remove host namespace ``namespace`` (its links' ends in engines go with it) and its
+    record."""
+    netns.delete(namespace)
+    (HOSTS_DIR / f"{namespace}.json").unlink(missing_ok=True)
+
+
+def _clean_hosts() -> list[str]:
+    cleaned = []
+    for path in sorted(HOSTS_DIR.glob("*.json")) if HOSTS_DIR.is_dir() else []:
+        try:
+            data = json.loads(path.read_text())
+            pid, started, namespace = int(data["pid"]), str(data["started"]), str(data["netns"])
+        except (OSError, ValueError, KeyError, TypeError):
+            path.unlink(missing_ok=True)
+            continue
+        if pid_alive(pid) and _start_time(pid) == started:
+            continue  # a run still going
+        undo_host(namespace)
+        cleaned.append(namespace)
+    return cleaned
+
+
 def clean_leftovers() -> list[str]:
-    """Undo every engine whose test process is gone; return their namespaces' names."""
-    cleaned: list[str] = []
+    """Undo every engine (and host namespace) whose test process is gone; return the
+    namespaces' names."""
+    cleaned: list[str] = _clean_hosts()
     for rec in _records():
         if rec.live():
             continue  # a run still going (another test session): not ours to clean

@@ -1,5 +1,6 @@
 """What the adapter does, one feature per module, over the cache and the API (private)."""
 
+from ._agent import AgentService, AgentSettings, default_ca_file
 from ._bundles import Bundles, BundleSettings
 from ._capacity import EngineCapacity
 from ._edge import Edges
@@ -17,6 +18,8 @@ from ._usage import EngineUsage
 from ._volumes import Volumes
 
 __all__ = [
+    "AgentService",
+    "AgentSettings",
     "BundleSettings",
     "Bundles",
     "Edges",
@@ -29,6 +32,7 @@ __all__ = [
     "PrivateNetworks",
     "Trials",
     "Volumes",
+    "default_ca_file",
     "docker_problems",
     "open_exec",
     "open_logs",

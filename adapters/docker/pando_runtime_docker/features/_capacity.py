@@ -21,7 +21,7 @@ from pando_runtime.fleet import BundleRequests, Request, room_left
 from ..api import EngineTransport
 from ..cache import ContainerCache
 
-__all__ = ["EngineCapacity", "engine_room"]
+__all__ = ["EngineCapacity", "engine_room", "share_of"]
 
 _NOTHING: Request = (0, 0)
 
@@ -32,12 +32,34 @@ def engine_room(total: Request, held: Mapping[str, Request], own: str | None = N
     return room_left(whole, *(taken for bundle_id, taken in held.items() if bundle_id != own))
 
 
-class EngineCapacity:
-    """The daemon's size, read once (it does not change while the daemon runs), and its room."""
+def share_of(machine: Request, share: tuple[int | None, int | None]) -> Request:
+    """What an owner's apps may take: each part of ``share`` that is set, else the machine's.
 
-    def __init__(self, api: EngineTransport, cache: ContainerCache) -> None:
+    A share may be less than the machine (the rest kept for the system, or other owners) or
+    more (limits are ceilings, not reservations: an operator may promise more than there is).
+    """
+    cpu, memory = (
+        whole if part is None else part for whole, part in zip(machine, share, strict=True)
+    )
+    return cpu, memory
+
+
+class EngineCapacity:
+    """The daemon's size, read once (it does not change while the daemon runs), and its room.
+
+    ``share``: the CPU and memory this owner's apps may take, an operator's setting (``None``:
+    the machine's).
+    """
+
+    def __init__(
+        self,
+        api: EngineTransport,
+        cache: ContainerCache,
+        share: tuple[int | None, int | None] = (None, None),
+    ) -> None:
         self._api = api
         self._cache = cache
+        self._share = share
         self._info: dict[str, Any] | None = None
 
     async def info(self) -> dict[str, Any]:
@@ -47,9 +69,10 @@ class EngineCapacity:
         return self._info
 
     async def totals(self) -> tuple[int, int]:
-        """CPU (millis) and memory (bytes) of the daemon's machine."""
+        """CPU (millis) and memory (bytes) of the daemon's machine, or the share set."""
         info = await self.info()
-        return int(info.get("NCPU", 0)) * 1000, int(info.get("MemTotal", 0))
+        machine = (int(info.get("NCPU", 0)) * 1000, int(info.get("MemTotal", 0)))
+        return share_of(machine, self._share)
 
     async def capacity(self) -> Capacity:
         """The daemon's machine, and its room for a new bundle as ``largest_fit``."""
@@ -98,7 +121,8 @@ class EngineCapacity:
             wants_memory = workload.resources.memory_bytes or 0
             if wants_cpu > cpu or wants_memory > memory:
                 raise CapacityExceeded(
-                    f"workload {workload.name!r} asks for more than the Docker host has",
+                    f"workload {workload.name!r} asks for more than the Docker host has for "
+                    "this adapter's apps",
                     details={
                         "bundle_id": plan.bundle_id,
                         "workload": workload.name,

@@ -21,7 +21,7 @@ from .._log import logger
 from ..api import EngineError, EngineTransport, write_failed
 from ..cache import ContainerCache
 from ..manifests import EdgeNames, LogCap, edge_network_request, edge_request, files_tar
-from ._images import pull_image
+from ._images import create_pulling
 from ._volumes import Volumes
 
 __all__ = ["Edges"]
@@ -114,29 +114,13 @@ class Edges:
             for mount in plan.mounts:
                 await self._volumes.ensure_edge_volume(mount.volume_id)
             await self._ensure_network()
-            container_id = await self._create(request.name, request.body, plan.image)
+            container_id = await create_pulling(self._api, request.name, request.body, "edge")
             self._containers.add(request.name)
             if request.files:
                 await self._api.put_archive(container_id, files_tar(request.files))
             await self._join_bundle_networks(await self._inspect(container_id) or {})
             await self._start(container_id)
             _LOG.info("edge %s applied", plan.name)
-
-    async def _create(self, name: str, body: dict[str, Any], image: str) -> str:
-        for attempt in range(2):
-            try:
-                answer = await self._api.request(
-                    "POST", "/containers/create", params={"name": name}, body=body
-                )
-                return str(answer.json()["Id"])
-            except EngineError as error:
-                if error.not_found and attempt == 0:  # the image is absent: pull it once
-                    problem = await pull_image(self._api, image, None)
-                    if problem is None:
-                        continue
-                    raise write_failed(error, f"pulling the edge's image: {problem}") from None
-                raise write_failed(error, f"creating edge container {name!r}") from None
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     async def _start(self, container: str) -> None:
         try:

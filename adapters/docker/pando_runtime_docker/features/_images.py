@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 from pando_runtime import RegistryAuth
 
-from ..api import EngineError, EngineTransport, progress_message
+from ..api import EngineError, EngineTransport, progress_message, write_failed
 
-__all__ = ["pull_image", "registry_auth_header"]
+__all__ = ["create_pulling", "pull_image", "registry_auth_header"]
 
 
 def registry_auth_header(auth: RegistryAuth) -> str:
@@ -45,3 +46,27 @@ async def pull_image(api: EngineTransport, image: str, auth: RegistryAuth | None
     except EngineError as error:
         return error.message or f"the daemon refused the pull ({error.status})"
     return None
+
+
+async def create_pulling(api: EngineTransport, name: str, body: dict[str, Any], what: str) -> str:
+    """Create the adapter's own container ``name`` (an edge, the agent); its id.
+
+    The image is pulled once when the daemon lacks it.
+
+    Raises:
+        AdapterFailed: The create or the pull failed (``what`` names the container's role).
+    """
+    for attempt in range(2):
+        try:
+            answer = await api.request(
+                "POST", "/containers/create", params={"name": name}, body=body
+            )
+            return str(answer.json()["Id"])
+        except EngineError as error:
+            if error.not_found and attempt == 0:  # the image is absent: pull it once
+                problem = await pull_image(api, str(body["Image"]), None)
+                if problem is None:
+                    continue
+                raise write_failed(error, f"pulling the {what}'s image: {problem}") from None
+            raise write_failed(error, f"creating the {what}'s container {name!r}") from None
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises

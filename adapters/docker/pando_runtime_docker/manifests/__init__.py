@@ -1,5 +1,16 @@
 """Pure translation of plans into Engine requests: names, labels, the spec hash (private)."""
 
+from ._agent import (
+    AGENT_DIR,
+    AGENT_PORT,
+    AgentNames,
+    AgentRequest,
+    agent_files,
+    agent_network_request,
+    agent_request,
+    dial_line,
+)
+from ._agent_pki import Authority, Issued, certificates_in
 from ._containers import (
     GRANTABLE_CAPABILITIES,
     ContainerRequest,
@@ -29,21 +40,32 @@ from ._networks import free_subnet, network_request
 from ._private import Allowed, edge_bridge, private_chain, private_script, release_script
 
 __all__ = [
+    "AGENT_DIR",
+    "AGENT_PORT",
     "BLOCKED_RANGES",
     "CERT_DIR",
     "GATEWAY_ALIAS",
     "GATEWAY_PORT",
     "GRANTABLE_CAPABILITIES",
     "UNROUTED_RESOLVER",
+    "AgentNames",
+    "AgentRequest",
     "Allowed",
+    "Authority",
     "ContainerRequest",
     "EdgeNames",
     "EdgeRequest",
     "GatewayNames",
+    "Issued",
     "LogCap",
     "Naming",
+    "agent_files",
+    "agent_network_request",
+    "agent_request",
+    "certificates_in",
     "config_digest",
     "container_request",
+    "dial_line",
     "edge_bridge",
     "edge_network_request",
     "edge_request",

@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 
 import attrs
 
+from pando_runtime.fleet import BundleRequests
+
 from .._names import LABEL_MANAGED_BY, MANAGED_BY
 
 __all__ = [
@@ -137,16 +139,11 @@ class NodeRoom:
         )
 
 
-class BundlePods(NamedTuple):
-    """What a bundle's live pods request, as one cluster's cache sees them.
-
-    ``placed``: on a node (the cluster's room counts them); ``waiting``: not on a node yet
-    (written, so every replica's cache sees them, but no node's room counts them).
-    Each is (CPU millicores, memory bytes).
-    """
-
-    placed: tuple[int, int]
-    waiting: tuple[int, int]
+BundlePods = BundleRequests
+"""What a bundle's live pods request, as one cluster's cache sees them: the fleet's
+:class:`~pando_runtime.fleet.BundleRequests`. ``placed``: on a node (the cluster's room counts
+them); ``waiting``: not on a node yet (written, so every replica's cache sees them, but no
+node's room counts them)."""
 
 
 class Reservation(NamedTuple):

@@ -1,0 +1,3 @@
+module pando.invalid/pando-agent
+
+go 1.22

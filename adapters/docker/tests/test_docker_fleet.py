@@ -337,6 +337,24 @@ async def test_an_engine_stopped_or_killed_makes_its_apps_unavailable_never_plac
     assert all(count == 1 for c in after.values() for count in c.values()), "one container each"
 
 
+async def _settled(engines: dict[str, Any], owner: str) -> None:
+    """Wait until the engines' lists of ``owner``'s networks and containers stop changing."""
+
+    async def listed() -> list[Counter[str]]:
+        return [
+            await _on_engine(e, owner, what) for e in engines.values() for what in ("ps", "network")
+        ]
+
+    before = await listed()
+    with anyio.fail_after(30):
+        while True:
+            await anyio.sleep(0.5)
+            now = await listed()
+            if now == before:
+                return
+            before = now
+
+
 KILLED_HOST = """
 import sys, anyio, pando_runtime as pr
 settings = {settings!r}
@@ -369,6 +387,9 @@ async def test_a_host_killed_mid_apply_and_restarted_puts_no_app_on_two_engines(
                 await anyio.sleep(0.05)
         process.kill()
         await process.wait()
+        # The daemons finish what the dead host had sent them (a request on its way is carried
+        # out): a host restarted within that moment could miss a network still being made.
+        await _settled(engines, fleet_owner)
         made = {name: await _on_engine(e, fleet_owner, "network") for name, e in engines.items()}
         done = [await _on_engine(e, fleet_owner) for e in engines.values()]
         assert sum(len(c) for c in done) < apps, "killed mid-apply: some apps have no container"
@@ -421,3 +442,22 @@ async def test_a_host_reaches_each_engines_apps_through_the_fleets_upstream(
                 assert bundle_id.encode() in answer, home
     finally:
         await _cleanup(engines, fleet_owner)
+
+
+async def test_a_bundle_network_another_process_of_the_owner_made_is_kept(
+    engines: dict[str, Any], fleet_owner: str
+) -> None:
+    """A network the view has not heard of (another process made it: the daemon's network
+    events say nothing of whose it is) takes the name apply wants: it is the bundle's, kept."""
+    from pando_runtime_docker import DockerAdapter  # noqa: PLC0415
+
+    settings = _member(_host(engines["one"]), fleet_owner)["settings"]
+    try:
+        async with DockerAdapter(settings) as first, DockerAdapter(settings) as other:
+            await other.apply(_plan("made-elsewhere"))
+            handle = await first.apply(_plan("made-elsewhere"))
+            assert handle.bundle_id == "made-elsewhere"
+        networks = await _on_engine(engines["one"], fleet_owner, "network")
+        assert networks == Counter({"made-elsewhere": 1})
+    finally:
+        await _cleanup({"one": engines["one"]}, fleet_owner)

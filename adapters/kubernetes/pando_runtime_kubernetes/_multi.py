@@ -40,7 +40,7 @@ from pando_runtime.fleet import FleetAdapter
 from pando_runtime.plugin import ApiObserver, DelegatingAdapter
 
 from ._adapter import KubernetesAdapter
-from ._info import MULTI_DESCRIPTION, MultiClusterConfig
+from ._info import MULTI_DESCRIPTION, KubernetesConfig, MultiClusterConfig
 from ._members import NOUN, ClusterMembers, check_members, common_capabilities, member_config
 from ._names import upstream_for
 
@@ -80,6 +80,10 @@ class MultiClusterAdapter(DelegatingAdapter):
         return self.adapter_info()
 
     # -- members ------------------------------------------------------------------------------
+
+    def _member_config(self, name: str | None) -> KubernetesConfig:
+        """The settings of member ``name`` (``None``: ``settings`` alone), checked."""
+        return member_config(self.config, name)
 
     @property
     def members(self) -> Mapping[str, KubernetesAdapter]:
@@ -177,7 +181,7 @@ class MultiClusterAdapter(DelegatingAdapter):
         every member; only a member's ``cluster_domain`` may differ).
         """
         if self.fleet.member_set.made is None:
-            domain = member_config(self.config, self.config.default_cluster).cluster_domain
+            domain = self._member_config(self.config.default_cluster).cluster_domain
             return upstream_for(ref, port, domain)
         return self.fleet.upstream(ref, port)
 

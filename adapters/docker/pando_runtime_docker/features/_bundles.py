@@ -7,6 +7,7 @@ right after another sees them. Re-applying the same plan makes no call at all.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 
@@ -222,6 +223,8 @@ class Bundles:
                 answer = await self._api.request("POST", "/networks/create", body=body)
                 break
             except EngineError as error:
+                if error.conflict and await self._adopted(bundle_id):
+                    return
                 if error.conflict:
                     raise AdapterFailed(
                         f"a network named {self._naming.network_name(bundle_id)!r} exists and "
@@ -256,6 +259,37 @@ class Bundles:
                 args={"id": network_id},
                 body={"Container": member},
             )
+
+    async def _adopted(self, bundle_id: str) -> bool:
+        """Whether the network that took the bundle network's name is this owner's own.
+
+        Made by a process of this owner that the view has not heard of yet (a host killed while
+        the daemon still made its network): listed now, it is the bundle's, sealed and joined
+        by the host's own container and the edges as a new one would be.
+        """
+        networks = await self._api.get_json("/networks")
+        self._cache.note_networks(networks)
+        network_id = self._cache.bundle(bundle_id).network_id
+        if network_id is None:
+            return False
+        _LOG.warning(
+            "bundle %s: its network, made by another process of this owner, is kept",
+            bundle_id,
+            extra={"bundle_id": bundle_id},
+        )
+        if self._sealed is not None:
+            found = next(n for n in networks if str(n["Id"]) == network_id)
+            for config in (found.get("IPAM") or {}).get("Config") or []:
+                await self._sealed(bundle_id, str(config["Subnet"]))
+        for member in self._members():
+            with contextlib.suppress(EngineError):  # joined already by the process that made it
+                await self._api.request(
+                    "POST",
+                    "/networks/{id}/connect",
+                    args={"id": network_id},
+                    body={"Container": member},
+                )
+        return True
 
     async def _create(
         self, bundle_id: str, workload: WorkloadPlan, request: ContainerRequest

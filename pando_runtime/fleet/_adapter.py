@@ -468,7 +468,10 @@ def _tagged(member: str, handle: VolumeHandle) -> VolumeHandle:
 
 
 async def _held_bundles(member: RuntimeAdapter) -> list[str]:
+    """The member's bundles, where it can list them (:class:`BundleRecords`)."""
     if isinstance(member, BundleRecords):
         return await member.held_bundles()
-    msg = "list its bundles"
-    raise CapabilityUnsupported("bundle_ids", f"this member cannot {msg}")
+    raise CapabilityUnsupported(
+        "held_bundles",
+        f"a {member.kind} member cannot list its bundles (it offers no held_bundles)",
+    )

@@ -29,8 +29,12 @@ from pando_runtime.fleet import FleetAdapter, FleetMembers
 from pando_runtime.testing.conformance import (
     ConformanceHarness,
     ConformanceSuite,
+    EventConformance,
+    ExecConformance,
     FakeHarness,
     FleetHarness,
+    LogConformance,
+    VolumeConformance,
     scripted_fake,
 )
 
@@ -94,14 +98,10 @@ async def _cleanup(engines: dict[str, Any], owner: str) -> None:
 # -- the conformance kit -------------------------------------------------------------------
 
 
-class TestDockerFleetConformance(ConformanceSuite):
-    """Two engines as one runtime, on asyncio and trio."""
+class _TwoEngines:
+    """The kit's adapter and harness: two engines as one runtime."""
 
     single_pool: ClassVar[bool] = False
-
-    @pytest.fixture(params=["asyncio", "trio"])
-    def anyio_backend(self, request: pytest.FixtureRequest) -> str:
-        return str(request.param)
 
     @pytest.fixture
     async def adapter(
@@ -125,6 +125,25 @@ class TestDockerFleetConformance(ConformanceSuite):
     ) -> ConformanceHarness:
         members = {n: DockerHarness(_host(e), proxies[n]) for n, e in engines.items()}
         return FleetHarness(members, primary="one")
+
+
+class TestDockerFleetConformance(_TwoEngines, ConformanceSuite):
+    """The whole kit over two engines, on asyncio."""
+
+    @pytest.fixture
+    def anyio_backend(self) -> str:
+        return "asyncio"
+
+
+class TestDockerFleetTrioConformance(
+    _TwoEngines, EventConformance, LogConformance, ExecConformance, VolumeConformance
+):
+    """On trio, what differs between the backends: the streams (the merged events, logs, exec,
+    volume archives through the fleet); the rest is the same code on either."""
+
+    @pytest.fixture
+    def anyio_backend(self) -> str:
+        return "trio"
 
 
 class TestDockerAndFakeFleetConformance(ConformanceSuite):

@@ -232,25 +232,27 @@ class Placer:
     ) -> tuple[str, T]:
         """``write`` to the bundle's member, placing a bundle found nowhere first.
 
-        One write per bundle at a time. A failed write releases the room a placement held; a
-        member's ``AdapterUnavailable`` is raised naming it.
+        One write per bundle at a time. A failed write releases the room its placement held (a
+        bundle found somewhere keeps what an earlier placement still holds); a member's
+        ``AdapterUnavailable`` is raised naming it.
         """
         bundle_id = new.bundle_id
         async with self._placing.setdefault(bundle_id, anyio.Lock()):
             name, silent = await self.find(bundle_id)
+            placing = name is None
             if name is None:
                 name = await self.home_for_new(new, silent)
             try:
                 member = await self.members.member(name)
                 written = await write(member)
-            except AdapterUnavailable as error:
-                self.reservations.release(bundle_id)
-                raise self.members.named(error, name) from error
-            except BaseException:
-                self.reservations.release(bundle_id)  # the room it held is free again
+            except BaseException as error:
+                if placing:  # the room this placement held is free again
+                    self.reservations.release(bundle_id)
+                if isinstance(error, AdapterUnavailable):
+                    raise self.members.named(error, name) from error
                 raise
             self.placed[bundle_id] = name
-            if not isinstance(member, RequestsView):
+            if placing and not isinstance(member, RequestsView):
                 self.reservations.release(bundle_id)  # its room counts it from now on
         return name, written
 

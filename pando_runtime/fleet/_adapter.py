@@ -75,11 +75,8 @@ class FleetAdapter(RuntimeAdapter):
         noun: str = "member",
     ) -> None:
         super().__init__({"members": {}} if config is None and source is not None else config)
-        if source is None:
-            configured = ConfiguredMembers(self.config)
-            self.member_set = MemberSet(configured, noun, configured.members)
-        else:
-            self.member_set = MemberSet(source, noun)
+        made = ConfiguredMembers(self.config).members if source is None else source
+        self.member_set = MemberSet(made, noun)
         self.placer = Placer(self.member_set)
         self.noun = noun
         self._entered: contextlib.AsyncExitStack | None = None

@@ -27,11 +27,14 @@ class Answers(Generic[T]):
 
 
 class MemberSet:
-    """The members a source makes, made on first use; ``noun`` names one in errors."""
+    """The members a source makes, made on first use; ``noun`` names one in errors.
 
-    def __init__(self, source: MemberSource, noun: str, made: FleetMembers | None = None) -> None:
+    Members made already (a :class:`FleetMembers`) are there at once, before any I/O.
+    """
+
+    def __init__(self, source: MemberSource, noun: str) -> None:
         self._source = source
-        self._made = made
+        self._made = source if isinstance(source, FleetMembers) else None
         self._opening = anyio.Lock()
         self.noun = noun
         self._capabilities: dict[str, RuntimeCapabilities] = {}

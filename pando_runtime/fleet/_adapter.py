@@ -42,7 +42,7 @@ from .._contract._trial import TrialRequest, TrialResult
 from .._contract._volumes import VolumeHandle, VolumeRequest
 from .._input._validation import check_plan, validate_trial
 from .._util._log import logger
-from ._events import merged_events
+from ._events import merged_events, retry_delay
 from ._info import FLEET_DESCRIPTION, FleetConfig
 from ._member_set import MemberSet
 from ._members import BundleRecords, ConfiguredMembers, MemberSource, fleet_capabilities
@@ -130,7 +130,7 @@ class FleetAdapter(RuntimeAdapter):
                 if not attempt:
                     log.warning("%s %s could not start: %s", self.noun, name, error.message)
             tried.set()
-            await anyio.sleep(retry[min(attempt, len(retry) - 1)])
+            await anyio.sleep(retry_delay(retry, attempt))
             attempt += 1
 
     async def aclose(self) -> None:

@@ -23,9 +23,14 @@ from .._contract._errors import PandoRuntimeError
 from .._contract._events import BundleEvent, BundleEventKind, BundleEventStream
 from .._util._log import logger
 
-__all__ = ["merged_events"]
+__all__ = ["merged_events", "retry_delay"]
 
 log = logger("fleet")
+
+
+def retry_delay(retry: Sequence[float], attempt: int) -> float:
+    """Seconds before attempt ``attempt`` (from 0) to reach a silent member: the last repeated."""
+    return retry[min(attempt, len(retry) - 1)]
 
 
 def _now() -> datetime:
@@ -81,7 +86,7 @@ class _Merge:
             if not lost:
                 log.warning("%s %s is silent (%s); its events are retried", self.noun, name, reason)
             lost = True
-            await anyio.sleep(retry[min(attempt, len(retry) - 1)])
+            await anyio.sleep(retry_delay(retry, attempt))
             attempt += 1
 
 

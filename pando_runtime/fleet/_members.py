@@ -175,10 +175,6 @@ class ConfiguredMembers:
             closed=frozenset(n for n, m in config.members.items() if not m.place_new_apps),
         )
 
-    async def open(self) -> FleetMembers:
-        """The members, made already."""
-        return self.members
-
 
 def _same_runtime(adapters: Mapping[str, RuntimeAdapter]) -> list[Problem]:
     """Two members that drive one runtime as one owner: their apps would be each other's."""

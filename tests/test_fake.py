@@ -209,10 +209,11 @@ async def test_images_import_and_trial_observations() -> None:
     assert result.exit_code is None
     assert result.observed_ports == (pr.Port(8080),)
     assert result.observed_writes == ("/etc/passwd",)
-    with pytest.raises(pr.AdapterFailed):
+    with pytest.raises(pr.CapabilityUnsupported) as refused:
         await fake.trial(
             pr.TrialRequest(trial_id="t2", image="x/a:1", isolation_floor=pr.IsolationClass.VM)
         )
+    assert refused.value.details["problems"][0]["path"] == "isolation_floor"
 
 
 async def test_edge_failure_is_explained() -> None:

@@ -21,6 +21,7 @@ from pando_runtime import (
     DestroyOptions,
     InvalidConfig,
     InvalidInput,
+    IsolationClass,
     Mount,
     Resources,
     RuntimeCapabilities,
@@ -178,6 +179,26 @@ async def test_a_plan_that_needs_what_only_one_member_has_goes_only_there() -> N
         with_volume = _with_volume(_plan("stateful"))
         assert (await fleet.apply(with_volume)).details["member"] == "keeping"
         assert (await fleet.apply(_plan("stateless"))).details["member"] == "plain"
+
+
+async def test_a_sandboxed_plan_goes_only_to_a_sandboxed_member() -> None:
+    ordinary = _fake(64, capabilities=RuntimeCapabilities(resource_limits=True))
+    sandboxed = _fake(
+        1,
+        capabilities=RuntimeCapabilities(
+            resource_limits=True, isolation_class=IsolationClass.SANDBOXED
+        ),
+    )
+    async with _fleet(ordinary=ordinary, sandboxed=sandboxed) as fleet:
+        assert (await fleet.capabilities()).isolation_class is IsolationClass.SANDBOXED
+        strict = attrs.evolve(_plan("strict"), isolation=IsolationClass.SANDBOXED)
+        assert (await fleet.apply(strict)).details["member"] == "sandboxed"
+        assert (await fleet.apply(_plan("plain"))).details["member"] == "ordinary", "by room"
+        writes = ordinary.writes + sandboxed.writes
+        with pytest.raises(CapabilityUnsupported) as refused:
+            await fleet.apply(attrs.evolve(_plan("vm"), isolation=IsolationClass.VM))
+        assert refused.value.details["problems"][0]["path"] == "isolation"
+        assert ordinary.writes + sandboxed.writes == writes, "nothing written"
 
 
 def _with_volume(plan: BundlePlan) -> BundlePlan:

@@ -64,6 +64,7 @@ class Capability(enum.StrEnum):
     LOG_SIZE_CAP = "log_size_cap"
     MEMBERSHIP = "membership"
     GRANTABLE_CAPABILITIES = "grantable_capabilities"
+    ISOLATION_CLASS = "isolation_class"
 
 
 @attrs.frozen(kw_only=True)
@@ -126,6 +127,8 @@ class RuntimeCapabilities:
             return self.log_retention.supports_size_cap
         if capability is Capability.GRANTABLE_CAPABILITIES:
             return bool(self.grantable_capabilities)
+        if capability is Capability.ISOLATION_CLASS:  # a level: any isolation at all
+            return self.isolation_class > IsolationClass.PROCESS
         value: bool = getattr(self, capability.value)
         return value
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import attrs
 
 from .._util._frozen import frozen_mapping, frozen_tuple
+from ._capabilities import IsolationClass
 from ._privileges import Privileges
 
 __all__ = [
@@ -209,7 +210,10 @@ class BundlePlan:
 
     ``bundle_id`` is stable for the app's whole life. ``first_deploy`` tells a
     runtime that spans places that nothing of this app is running yet, so it
-    may choose where to put it; ``False`` is always safe.
+    may choose where to put it; ``False`` is always safe. ``isolation`` is the weakest
+    isolation class the app may run under (API 1.5): a runtime whose ``isolation_class`` is
+    lower refuses the plan before writing anything, and one that offers several classes runs
+    the app under one at least this strong. The default, ``PROCESS``, takes any.
     """
 
     bundle_id: str
@@ -218,6 +222,7 @@ class BundlePlan:
     network: NetworkPlan = attrs.field(factory=NetworkPlan)
     labels: Mapping[str, str] = attrs.field(factory=dict, converter=frozen_mapping)
     first_deploy: bool = False
+    isolation: IsolationClass = IsolationClass.PROCESS
 
     def workload(self, name: str) -> WorkloadPlan:
         """The workload called ``name``; ``KeyError`` when the plan has none."""

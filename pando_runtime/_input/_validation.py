@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from datetime import datetime
 
-from .._contract._capabilities import Capability, RuntimeCapabilities
+from .._contract._capabilities import Capability, IsolationClass, RuntimeCapabilities
 from .._contract._edge import EdgePlan
 from .._contract._errors import CapabilityUnsupported, InvalidInput, InvalidPlan, Problem
 from .._contract._exec import ExecRequest
@@ -278,6 +278,13 @@ def _cycles(c: _Collector, plan: BundlePlan, names: set[str]) -> None:
             visit(name, [name])
 
 
+def _isolation_short(floor: IsolationClass, caps: RuntimeCapabilities) -> str:
+    return (
+        f"it must run {floor.name.lower()} at least; the strongest isolation here is "
+        f"{caps.isolation_class.name.lower()}"
+    )
+
+
 def _capabilities(c: _Collector, plan: BundlePlan, caps: RuntimeCapabilities) -> None:
     count = len(plan.workloads)
     if count > 1 and not caps.multiple_workloads:
@@ -291,6 +298,12 @@ def _capabilities(c: _Collector, plan: BundlePlan, caps: RuntimeCapabilities) ->
             "workloads",
             Capability.MULTIPLE_WORKLOADS,
             f"the plan has {count} workloads; this runtime allows {caps.max_workloads_per_bundle}",
+        )
+    if plan.isolation > caps.isolation_class:
+        c.unsupported(
+            "isolation",
+            Capability.ISOLATION_CLASS,
+            _isolation_short(plan.isolation, caps),
         )
     if plan.volumes and not caps.persistent_volumes:
         c.unsupported("volumes", Capability.PERSISTENT_VOLUMES, "the plan declares volumes")
@@ -500,6 +513,12 @@ def validate_trial(
         _egress_rules(c, "egress", request.egress)
     if capabilities is not None:
         _egress_capabilities(c, "egress", request.egress, capabilities)
+        if request.isolation_floor > capabilities.isolation_class:
+            c.unsupported(
+                "isolation_floor",
+                Capability.ISOLATION_CLASS,
+                _isolation_short(request.isolation_floor, capabilities),
+            )
     return c.problems
 
 

@@ -506,11 +506,6 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
         problems = validate_trial(request, self.world.capabilities)
         raise_problems(problems, f"trial {request.trial_id!r}")
         self.world.trial_egress[request.trial_id] = request.egress
-        if request.isolation_floor > self.world.capabilities.isolation_class:
-            raise AdapterFailed(
-                f"trial needs isolation {request.isolation_floor.name.lower()}, this runtime "
-                f"gives {self.world.capabilities.isolation_class.name.lower()}",
-            )
         behaviour = self.world.behaviour(request.image)
         declared = tuple(p.rstrip("/") + "/" for p in request.declared_paths)
         writes = tuple(w for w in behaviour.writes if not (w + "/").startswith(declared))

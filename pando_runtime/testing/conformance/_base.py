@@ -86,6 +86,7 @@ class Kit:
             workloads=workloads or (self.workload("web"),),
             volumes=volumes,
             labels={"conformance": "true"},
+            isolation=self.harness.plan_isolation,
         )
 
     def track(self, bundle_id: str) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import anyio
+import attrs
 import pytest
 
-from ..._contract._capabilities import Capability
+from ..._contract._capabilities import Capability, IsolationClass
 from ..._contract._errors import (
     AdapterUnavailable,
     CapabilityUnsupported,
@@ -399,6 +400,20 @@ class ValidationConformance(ConformanceBase):
         with pytest.raises(InvalidPlan) as caught:
             await kit.adapter.apply(plan)
         assert any(p.code == "cycle" for p in caught.value.problems)
+        assert not (await kit.observe(plan)).exists
+
+    @since("1.5")
+    async def test_plan_needing_stronger_isolation_is_refused(self, kit: Kit) -> None:
+        stronger = [c for c in IsolationClass if c > kit.caps.isolation_class]
+        if not stronger:
+            pytest.skip("no isolation class is stronger than this runtime's")
+        plan = attrs.evolve(kit.plan(), isolation=stronger[0])
+        kit.track(plan.bundle_id)
+        for check in (kit.adapter.check_plan, kit.adapter.apply):
+            with pytest.raises(CapabilityUnsupported) as caught:
+                await check(plan)
+            assert caught.value.capability == Capability.ISOLATION_CLASS.value
+            assert [p["path"] for p in caught.value.details["problems"]] == ["isolation"]
         assert not (await kit.observe(plan)).exists
 
     async def test_plan_beyond_capabilities_is_refused(self, kit: Kit) -> None:

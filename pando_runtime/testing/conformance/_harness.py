@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from ..._contract._capabilities import IsolationClass
 from ..._replicas._settings import MembershipSettings
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ class ConformanceHarness:
             no duplicate events); short on an in-memory runtime.
         membership_settings: the lease timings of the membership tests (short, so that
             a crashed replica's lease expires within ``timeout``).
+        plan_isolation: the isolation class every plan of the kit asks for (a harness of a
+            sandboxed runtime sets ``SANDBOXED``, and the whole kit runs sandboxed).
     """
 
     image: str = "registry.example/conformance/app:1"
@@ -50,6 +53,7 @@ class ConformanceHarness:
     membership_settings: MembershipSettings = MembershipSettings(
         lease_duration=3.0, renew_deadline=2.0, retry_period=0.25
     )
+    plan_isolation: IsolationClass = IsolationClass.PROCESS
 
     def can(self, hook: str) -> bool:
         """Whether this harness provides ``hook`` (overrides it)."""

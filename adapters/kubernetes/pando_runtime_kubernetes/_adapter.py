@@ -68,6 +68,7 @@ from .features._images import RegistryImages
 from .features._membership import KubeMembership
 from .features._namespaces import AppNamespaces
 from .features._plan_rules import PlanRules
+from .features._sandbox import SandboxClasses
 from .features._trial import Trials
 from .features._usage import Usage
 from .features._volumes import Volumes
@@ -108,14 +109,21 @@ class KubernetesAdapter(RuntimeAdapter):
         """The cluster session: transport, cache, the reads and writes features share."""
         s = self.session
         self._network = AppNetwork(c)
+        self._sandbox = SandboxClasses(s, c)
         namespaces = AppNamespaces(s, c, self._network)
         self._volumes = Volumes(s, c, namespaces)
         gateways = EgressGateways(s, self._network)
         self._bundles = Bundles(
-            s, c, namespaces, self._volumes, network=self._network, gateways=gateways
+            s,
+            c,
+            namespaces,
+            self._volumes,
+            network=self._network,
+            gateways=gateways,
+            sandbox=self._sandbox,
         )
         self._io = WorkloadIO(s, c)
-        self._trials = Trials(s, c, self._network)
+        self._trials = Trials(s, c, self._network, self._sandbox)
         self._canary = NetworkPolicyCanary(s, c)
         self._rules = PlanRules(self._network, self._canary.egress_refusal)
         self._edges = Edges(s, c, self._volumes)
@@ -174,6 +182,7 @@ class KubernetesAdapter(RuntimeAdapter):
                 cache.in_background(self._usage.served)
             else:
                 await self._usage.served()
+                await self._sandbox.look()
         except BaseException:
             # Whatever ends the start (an error, a cancellation), no watch outlives it. Not
             # shielded: the watches' task group must close in the scope it was opened in.
@@ -196,6 +205,8 @@ class KubernetesAdapter(RuntimeAdapter):
         where an image registry is configured (``image_registry``). The first call runs the
         NetworkPolicy canary (once; unless ``trust_network_policy`` skips it), so what the
         cluster enforces is never declared missing before the canary looked.
+        ``isolation_class`` is ``sandboxed`` where a RuntimeClass runs gVisor or Kata
+        (:mod:`.features._sandbox`; the cluster's classes are read on the first call).
         """
         return await self._capabilities(look=True)
 
@@ -203,9 +214,10 @@ class KubernetesAdapter(RuntimeAdapter):
         """:meth:`capabilities`; ``look``: run the canary first if it has not looked yet."""
         if look:
             await self._canary.look_once()
+        await self._sandbox.look()
         egress = self.config.trust_egress_policy or self._canary.egress_verified
         return RuntimeCapabilities(
-            isolation_class=IsolationClass.CONTAINER,
+            isolation_class=self._sandbox.isolation(),
             persistent_volumes=True,
             exec=True,
             multiple_workloads=True,
@@ -218,7 +230,9 @@ class KubernetesAdapter(RuntimeAdapter):
             egress_restriction=egress,
             egress_host_names=egress and self._network.gateway_image is not None,
             trial_run=True,
-            port_observation=True,
+            # Not when every pod is sandboxed: a sandbox's sockets are out of the node's sight.
+            port_observation=self._sandbox.name is None
+            or self._sandbox.name != self.config.runtime_class,
             write_observation=False,  # a trial's writes are not observed
             membership=True,
             image_delivery=(ImageDelivery.REGISTRY, ImageDelivery.IMPORT)
@@ -255,7 +269,10 @@ class KubernetesAdapter(RuntimeAdapter):
         }
 
     async def health_check(self) -> None:
-        """The API answers, the RuntimeClass exists, NetworkPolicy is enforced (or trusted).
+        """The API answers, the RuntimeClasses exist, NetworkPolicy is enforced (or trusted).
+
+        The cluster's RuntimeClasses are read again: ``sandbox_runtime_class`` (when set) must
+        exist; unset, whether one runs gVisor or Kata decides ``isolation_class`` anew.
 
         Also asks again whether the metrics API is served (``reports_usage``), and logs
         :meth:`health_details` (a warning while the cluster's ranges are not configured or
@@ -277,6 +294,10 @@ class KubernetesAdapter(RuntimeAdapter):
                     remedy="Install the RuntimeClass or unset 'runtime_class'.",
                     status=404,
                 )
+        if self.config.sandbox_runtime_class:
+            await self._sandbox.require()
+        else:
+            await self._sandbox.look(strict=True, fresh=True)
         if not self.config.trust_network_policy:
             problem = await self._canary.problem()
             if problem is not None:
@@ -311,6 +332,8 @@ class KubernetesAdapter(RuntimeAdapter):
         is a problem only then.
         """
         with_auth = await self._images.with_pull_auth(plan)
+        if plan.isolation >= IsolationClass.SANDBOXED:  # the answer is needed: a failure says so
+            await self._sandbox.look(strict=True)
         # The canary runs first when the plan restricts egress (only then can it matter).
         restricted = plan.network.egress is not None
         self._rules.check_bundle(with_auth, await self._capabilities(look=restricted))
@@ -469,6 +492,8 @@ class KubernetesAdapter(RuntimeAdapter):
     async def trial(self, request: TrialRequest) -> TrialResult:
         """Run the image once, alone; report its ports, exit code and first 64 KiB of log."""
         restricted = request.egress is not None
+        if request.isolation_floor >= IsolationClass.SANDBOXED:
+            await self._sandbox.look(strict=True)
         self._rules.check_trial(request, await self._capabilities(look=restricted))
         return await self._trials.trial(await self._images.with_trial_pull_auth(request))
 

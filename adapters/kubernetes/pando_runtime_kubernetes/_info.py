@@ -132,7 +132,14 @@ class KubernetesConfig:
         default="pando-runtime-app", help="ClusterRole bound in each app namespace."
     )
     cluster_domain: str = setting(default="cluster.local", help="The cluster's DNS domain.")
-    runtime_class: str | None = setting(default=None, help="RuntimeClass of every app pod.")
+    runtime_class: str | None = setting(
+        default=None, help="RuntimeClass of every app pod (but sandboxed ones)."
+    )
+    sandbox_runtime_class: str | None = setting(
+        default=None,
+        help="RuntimeClass of the pods of sandboxed plans (isolation 'sandboxed'); unset: the "
+        "cluster's first RuntimeClass whose handler is gVisor (runsc, gvisor) or Kata (kata*).",
+    )
     node_selector: dict[str, str] = setting(
         factory=dict, help="Node labels app pods must land on (also limits capacity)."
     )

@@ -53,6 +53,7 @@ from ..session._writes import counting_writes
 from ._gateways import EgressGateways
 from ._namespaces import AppNamespaces
 from ._pod_names import create_pod
+from ._sandbox import SandboxClasses
 from ._volumes import Volumes, volume_handle
 
 __all__ = ["Bundles", "observed_workload"]
@@ -126,6 +127,7 @@ class Bundles:
         *,
         network: AppNetwork,
         gateways: EgressGateways,
+        sandbox: SandboxClasses,
     ) -> None:
         self._session = session
         self._config = config
@@ -133,7 +135,7 @@ class Bundles:
         self._volumes = volumes
         self._network = network
         self._gateways = gateways
-        self._settings = workload_objects.PodSettings(config.runtime_class, config.node_selector)
+        self._sandbox = sandbox
 
     # -- reading state --------------------------------------------------------------------
 
@@ -346,7 +348,8 @@ class Bundles:
         ``proxy``: the egress gateway's variables (they enter the digest).
         """
         session = self._session
-        digest = workload_objects.workload_digest(w, key, self._settings, proxy)
+        settings = self._sandbox.pod_settings(plan.isolation)
+        digest = workload_objects.workload_digest(w, key, settings, proxy)
         mine = [p for p in pods if p.workload == w.name]
         latest = newest(mine)
         if w.ports and w.name not in services:
@@ -373,7 +376,14 @@ class Bundles:
                 await session.writer.delete(ns, "pods", pod.name)
         lost_node = latest.node_name if latest is not None and latest.node_lost else None
         return await self._create_pod(
-            ns, plan, w, digest, latest.uid if latest else None, proxy=proxy, avoid=lost_node
+            ns,
+            plan,
+            w,
+            digest,
+            latest.uid if latest else None,
+            settings=settings,
+            proxy=proxy,
+            avoid=lost_node,
         )
 
     async def _create_pod(
@@ -384,12 +394,15 @@ class Bundles:
         digest: str,
         replaces: str | None,
         *,
+        settings: workload_objects.PodSettings,
         proxy: Mapping[str, str],
         avoid: str | None = None,
     ) -> str:
         """Create the instance replacing ``replaces``; its name is derived from both.
 
-        ``avoid``: a node it must not go to (the lost one of the instance it replaces).
+        ``settings``: its RuntimeClass and node selector. ``avoid``: a node it must not go
+        to (the lost one of the instance it replaces). A pod stored without the RuntimeClass
+        it was given is deleted and the apply fails: a sandboxed app never runs unsandboxed.
         """
 
         def build(replaces: str | None) -> dict[str, Any]:
@@ -398,7 +411,7 @@ class Bundles:
                 plan.bundle_id,
                 w,
                 digest,
-                self._settings,
+                settings,
                 pull=w.pull_auth is not None,
                 plan_labels=plan.labels,
                 replaces=replaces,
@@ -410,9 +423,16 @@ class Bundles:
             found = project_pod(existing)
             return found is not None and found.live and found.digest == digest
 
-        return await create_pod(
+        name, body = await create_pod(
             self._session, build, replaces, twin=twin, what=f"create the pod of {w.name}"
         )
+        try:
+            self._sandbox.admitted(body, settings)
+        except AdapterFailed:
+            with anyio.CancelScope(shield=True):
+                await self._session.writer.delete(ns, "pods", name, grace=0)
+            raise
+        return name
 
     async def _wait_dependencies(self, ns: str, plan: BundlePlan, w: WorkloadPlan) -> None:
         """Wait (bounded) until every dependency runs, and is ready when it has a check."""

@@ -10,6 +10,11 @@ sockets in ``LISTEN`` (TCP) or unconnected (UDP) are the ports the image
 listens on, loopback ones reported apart. It polls until the image exits,
 listens on a routable address, or the trial's time is up (a server still up
 then passes). Writes are not observed. The namespace is deleted on every path.
+
+A trial whose ``isolation_floor`` is sandboxed runs under the sandbox's RuntimeClass with no
+observer: its sockets live in the sandbox's own network stack (gVisor's netstack, Kata's
+guest kernel), so the node's ``/proc/net`` shows none of them, and an observer inside the
+sandbox would report what the sandboxed app's kernel says. Its ports are not observed.
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ import anyio
 from pando_runtime import (
     AdapterFailed,
     AdapterUnavailable,
-    IsolationClass,
     Port,
     RateLimited,
     TrialRequest,
@@ -51,6 +55,7 @@ from ..manifests._gateway import config_digest
 from ..manifests._network import AppNetwork
 from ..manifests._security import container_security
 from ..session._session import ClusterSession
+from ._sandbox import SandboxClasses
 
 __all__ = ["TRIAL_LOG_LIMIT", "Trials", "listening_ports", "trial_objects"]
 
@@ -68,8 +73,11 @@ def trial_objects(
     settings: workload_objects.PodSettings,
     wait: float,
     network: AppNetwork,
+    observe: bool = True,
 ) -> list[dict[str, Any]]:
     """The objects of a trial, in write order.
+
+    ``observe``: the pod holds an observer beside the image (not under a sandbox).
 
     Namespace, binding, policy, secrets, the gateway when the rules name hosts, the pod.
 
@@ -145,16 +153,17 @@ def trial_objects(
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 0,
         "activeDeadlineSeconds": math.ceil(request.timeout_seconds + wait + 60),
-        "containers": [
-            app,
+        "containers": [app],
+    }
+    if observe:
+        spec["containers"].append(
             {
                 "name": OBSERVER,
                 "image": observer_image,
                 "command": ["sleep", str(math.ceil(request.timeout_seconds + wait + 60))],
                 "securityContext": container_security(),
-            },
-        ],
-    }
+            }
+        )
     if volumes:
         spec["volumes"] = volumes
     if request.pull_auth is not None:
@@ -170,12 +179,16 @@ class Trials:
     """Trial runs on one cluster."""
 
     def __init__(
-        self, session: ClusterSession, config: KubernetesConfig, network: AppNetwork
+        self,
+        session: ClusterSession,
+        config: KubernetesConfig,
+        network: AppNetwork,
+        sandbox: SandboxClasses,
     ) -> None:
         self._session = session
         self._config = config
         self._network = network
-        self._settings = workload_objects.PodSettings(config.runtime_class, config.node_selector)
+        self._sandbox = sandbox
 
     async def trial(self, request: TrialRequest) -> TrialResult:
         """Run the image once, alone; report its ports, exit code and first 64 KiB of log.
@@ -184,7 +197,7 @@ class Trials:
         cannot be read raises :class:`AdapterUnavailable` (``RateLimited`` when throttled),
         with the exit code and ports seen in its details: never an empty log in its place.
         """
-        isolation = IsolationClass.CONTAINER
+        isolation = self._sandbox.isolation()
         if request.isolation_floor > isolation:
             raise AdapterFailed(
                 f"the trial needs isolation {request.isolation_floor.name.lower()}; "
@@ -192,19 +205,26 @@ class Trials:
             )
         c = self._config
         ns = trial_namespace(request.trial_id)
+        settings = self._sandbox.pod_settings(request.isolation_floor)
+        sandboxed = settings.runtime_class is not None and settings.runtime_class == (
+            self._sandbox.name
+        )
         docs = trial_objects(
             request,
             subject=c.app_subject,
             role=c.app_role,
             observer_image=c.helper_image,
-            settings=self._settings,
+            settings=settings,
             wait=c.helper_wait,
             network=self._network,
+            observe=not sandboxed,
         )
         await self._session.connection.transport()  # no cluster: nothing to clean up either
         try:
             for doc in docs:
-                await self._session.writer.create(doc)
+                stored = await self._session.writer.create(doc)
+                if doc["kind"] == "Pod" and doc["metadata"]["name"] == "trial":
+                    self._sandbox.admitted(stored, settings)  # the namespace goes below
             return await self._watch_trial(ns, request)
         finally:
             with anyio.CancelScope(shield=True):
@@ -242,7 +262,7 @@ class Trials:
                 if terminated is not None:
                     exit_code = terminated.get("exitCode")
                     break
-                if container_state(body, OBSERVER).get("running"):
+                if container_state(body, OBSERVER).get("running"):  # none under a sandbox
                     code, out, _ = await session.streams.exec_output(
                         ns, "trial", OBSERVER, ("sh", "-c", OBSERVE_SCRIPT)
                     )

@@ -51,7 +51,7 @@ SHIPPED_ROLES: Mapping[str, tuple[tuple[str, frozenset[str], frozenset[str]], ..
             frozenset({"get", "create", "patch"}),
         ),
         ("rbac.authorization.k8s.io", frozenset({"clusterroles"}), frozenset({"bind"})),
-        ("node.k8s.io", frozenset({"runtimeclasses"}), frozenset({"get"})),
+        ("node.k8s.io", frozenset({"runtimeclasses"}), frozenset({"get", "list"})),
         ("metrics.k8s.io", frozenset({"pods"}), frozenset({"get", "list"})),
     ),
     _APP: (

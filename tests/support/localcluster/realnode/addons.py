@@ -6,12 +6,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .configs import CLUSTER_DNS_IP, REAL_NODE_LABEL, REAL_NODE_TAINT, RUNTIME_HANDLER
+from .configs import (
+    CLUSTER_DNS_IP,
+    REAL_NODE_LABEL,
+    REAL_NODE_TAINT,
+    RUNTIME_HANDLER,
+    SANDBOX_HANDLER,
+)
 from .network import API_SERVER_IP, INTERNET_IPS
 
 RUNTIME_CLASS = "pando-real"
 """Pods of this RuntimeClass land on the real nodes (its scheduling adds the node selector
 and the toleration), as a platform sends pods to a sandboxed runtime."""
+SANDBOX_RUNTIME_CLASS = "gvisor"
+"""Pods of this RuntimeClass run under gVisor on the real nodes (handler ``runsc``), as an
+operator installs one beside containerd's handler."""
 DNS_NAMESPACE = "kube-system"
 DNS_LABELS = {"k8s-app": "kube-dns"}
 STANDIN_HOSTS = {
@@ -21,13 +30,13 @@ STANDIN_HOSTS = {
 """Names of the stand-in internet's hosts, answered by cluster DNS (no name leaves)."""
 
 
-def runtime_class(node_value: str) -> dict[str, Any]:
-    """The RuntimeClass that places pods on the real nodes."""
+def runtime_class(node_value: str, *, sandboxed: bool = False) -> dict[str, Any]:
+    """The RuntimeClass that places pods on the real nodes (``sandboxed``: under gVisor)."""
     return {
         "apiVersion": "node.k8s.io/v1",
         "kind": "RuntimeClass",
-        "metadata": {"name": RUNTIME_CLASS},
-        "handler": RUNTIME_HANDLER,
+        "metadata": {"name": SANDBOX_RUNTIME_CLASS if sandboxed else RUNTIME_CLASS},
+        "handler": SANDBOX_HANDLER if sandboxed else RUNTIME_HANDLER,
         "scheduling": {
             "nodeSelector": {REAL_NODE_LABEL: node_value},
             "tolerations": [{**REAL_NODE_TAINT, "operator": "Equal"}],

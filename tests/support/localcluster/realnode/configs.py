@@ -16,6 +16,8 @@ from .network import NODE_IP, POD_CIDR, POD_GATEWAY, POD_RANGE
 CNI_BIN_DIR = "/usr/lib/cni"
 """Where Debian's containernetworking-plugins puts the plugins."""
 RUNTIME_HANDLER = "runc"
+SANDBOX_HANDLER = "runsc"
+"""containerd's handler running pods under gVisor, through gVisor's own shim."""
 CLUSTER_DNS_IP = "10.96.0.10"
 REAL_NODE_LABEL = "pando.dev/node"
 REAL_NODE_TAINT = {"key": "pando.dev/real-node", "value": "true", "effect": "NoSchedule"}
@@ -91,12 +93,31 @@ class NodeDirs:
         return self.root / "pod-logs"
 
 
-def containerd_config(dirs: NodeDirs, *, sandbox_image: str) -> str:
+def containerd_config(dirs: NodeDirs, *, sandbox_image: str, runsc: bool = False) -> str:
     """containerd's ``config.toml``: its own root, state and sockets; the CRI plugin with
     ``restrict_oom_score_adj`` (this machine lacks CAP_SYS_RESOURCE), runc with cgroupfs,
-    our CNI configuration, and registry hosts from ``certs.d``."""
+    our CNI configuration, and registry hosts from ``certs.d``.
+
+    ``runsc``: also the handler :data:`SANDBOX_HANDLER`, gVisor's own shim
+    (``io.containerd.runsc.v1``, on containerd's PATH) configured by :func:`runsc_config`.
+    Its shim rather than runc's with runsc as the binary: it runs a pod's containers in one
+    sandbox (the pause container's), reports their stats from inside the sandbox (runc's shim
+    would read cgroups that hold only the sandbox's own processes) and is what gVisor
+    documents for containerd.
+    """
     d = dirs.containerd
     cri = '[plugins."io.containerd.grpc.v1.cri"]'
+    runtimes = f"{cri[:-1]}.containerd.runtimes"
+    sandbox = (
+        f"""    [{runtimes}.{SANDBOX_HANDLER}]
+      runtime_type = "io.containerd.runsc.v1"
+      [{runtimes}.{SANDBOX_HANDLER}.options]
+        TypeUrl = "io.containerd.runsc.v1.options"
+        ConfigPath = "{dirs.config / "runsc.toml"}"
+"""
+        if runsc
+        else ""
+    )
     return f"""\
 version = 2
 root = "{d / "root"}"
@@ -134,8 +155,20 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{RUNTIME_HANDLER}.options]
         SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".registry]
+{sandbox}  [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "{dirs.registry_hosts}"
+"""
+
+
+def runsc_config(dirs: NodeDirs, runsc: Path) -> str:
+    """gVisor's shim configuration: which ``runsc`` to run, its state under the node's
+    directory, and gVisor's default platform (systrap: no KVM needed)."""
+    return f"""\
+binary_name = "{runsc}"
+root = "{dirs.containerd / "runsc"}"
+
+[runsc_config]
+  platform = "systrap"
 """
 
 

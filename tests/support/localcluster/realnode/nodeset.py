@@ -168,14 +168,16 @@ class RealNodeSet:
         create(rest, addons.kubernetes_endpoints(port))
 
     def start(self, rest: Any) -> None:
-        """Start each node, then the RuntimeClass and CoreDNS (on the first node); return when
-        every node is Ready and DNS answers."""
+        """Start each node, then the RuntimeClasses (gVisor's where the nodes have it) and
+        CoreDNS (on the first node); return when every node is Ready and DNS answers."""
         t0 = time.monotonic()
         for node in self.nodes:
             node.start(rest)
             self.timings[f"{node.name} ready"] = round(time.monotonic() - t0, 2)
+        sandboxed = (addons.runtime_class("real", sandboxed=True),) if self.binaries.gvisor else ()
         docs = (
             addons.runtime_class("real"),
+            *sandboxed,
             *addons.coredns_objects(self.coredns_image, node_name=self.nodes[0].name),
         )
         for doc in docs:

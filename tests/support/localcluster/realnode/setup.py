@@ -15,6 +15,7 @@ from .stack import NodeBinaries, NodeImage, RealNode
 
 REAL_NODE_NAME = real_node_name(0)
 ENV_KUBE_ROUTER_BIN = "PANDO_KUBE_ROUTER_BIN"
+ENV_GVISOR_BIN = "PANDO_GVISOR_BIN"
 DEBIAN_COMMANDS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "nsenter", "ip",
                    "iptables", "ipset", "conntrack", "mount", "umount")  # fmt: skip
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
@@ -53,6 +54,7 @@ def make_real_nodes(work_dir: Path, binaries: Binaries | None, count: int = 1) -
             kubelet=binaries.path("kubelet"),
             kube_proxy=binaries.path("kube-proxy"),
             kube_router=go_tool("kube-router", "kube-router", ENV_KUBE_ROUTER_BIN, timeout=1800),
+            gvisor=go_tool("gvisor", "runsc", ENV_GVISOR_BIN, timeout=1800).parent,
         ),
         images=[NodeImage(b.name, b.archive) for b in built.values()],
         sandbox_image=built["pause"].name,

@@ -1,29 +1,31 @@
 """Sandboxed apps on the real node: pods of a sandboxed plan run under gVisor, others under runc.
 
-The real node's containerd has the handler ``runsc`` (gVisor's own shim) and the harness
-installs the RuntimeClass ``gvisor`` for it, as an operator would; the adapter finds it (no
-setting names it) and declares the cluster sandboxed. Each test shows what holds inside the
-sandbox, on the one session cluster, with as few pods as show it.
+The real node's containerd has the handler ``runsc`` (runc's shim with gVisor's ``runsc`` as
+its binary, see ``localcluster.realnode.configs``) and the harness installs the RuntimeClass
+``gvisor`` for it, as an operator would; the adapter finds it (no setting names it) and
+declares the cluster sandboxed. What holds in the sandbox is shown on the one session
+cluster with as few pods as show it; what this node loses (a container's exit and its log,
+under runc's shim) is declared in ``docs/kubernetes.md``, not tested.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from _real import IMAGE, MARKS, new_id, serve, sh, wait_for
+import pytest
+from _real import MARKS, new_id, serve, sh, wait_for
 from pando_runtime_kubernetes import KubernetesAdapter
 
 from pando_runtime import (
+    AdapterUnavailable,
     BundlePlan,
     BundleRef,
+    CapabilityUnsupported,
     ExecRequest,
     IsolationClass,
-    LogOptions,
     Port,
-    Resources,
-    TrialRequest,
     WorkloadRef,
-    read_all,
 )
 
 pytestmark = MARKS
@@ -47,7 +49,7 @@ async def test_a_sandboxed_app_sees_gvisor_and_an_ordinary_one_the_host_kernel(
     assert caps.isolation_class is SANDBOXED  # the RuntimeClass gvisor, found in the cluster
     boxed, plain = new_id("gv-boxed"), new_id("gv-plain")
     web = serve("web", 8080, ports=(Port(8080),))
-    client = sh("client", "echo started-in-sandbox; sleep 3600", depends_on=("web",))
+    client = sh("client", "sleep 3600", depends_on=("web",))
     await real_adapter.apply(
         BundlePlan(bundle_id=boxed, workloads=(web, client), isolation=SANDBOXED)
     )
@@ -65,7 +67,7 @@ async def test_a_sandboxed_app_sees_gvisor_and_an_ordinary_one_the_host_kernel(
         release, *boot = inside.stdout.decode().splitlines()
         assert release.endswith("gvisor"), inside.stdout
         assert "gVisor" in "\n".join(boot)
-        host_release = open("/proc/sys/kernel/osrelease").read().strip()  # noqa: ASYNC230, PTH123
+        host_release = Path("/proc/sys/kernel/osrelease").read_text().strip()  # noqa: ASYNC240
         assert beside.stdout.decode().splitlines()[0] == host_release
 
         # Exec (exit codes, stderr) and logs hold in the sandbox; the pod network too.
@@ -78,8 +80,6 @@ async def test_a_sandboxed_app_sees_gvisor_and_an_ordinary_one_the_host_kernel(
             ExecRequest(command=("wget", "-q", "-T", "5", "-O", "-", "http://web:8080/")),
         )
         assert (fetched.exit_code, fetched.stdout) == (0, b"ok-web\n"), fetched
-        async with real_adapter.logs(WorkloadRef(boxed, "client"), LogOptions()) as stream:
-            assert (await read_all(stream)).startswith(b"started-in-sandbox\n")
         # Another app cannot reach the sandboxed one by its address (the app's policy, enforced
         # by kube-router on the node's side of the sandbox's interface).
         web_ip = _pod_ip(real_admin_api, boxed, "web")
@@ -87,7 +87,8 @@ async def test_a_sandboxed_app_sees_gvisor_and_an_ordinary_one_the_host_kernel(
             WorkloadRef(plain, "peer"),
             ExecRequest(command=("wget", "-q", "-T", "3", "-O", "-", f"http://{web_ip}:8080/")),
         )
-        assert blocked.exit_code != 0 and blocked.stdout == b"", blocked
+        assert blocked.exit_code != 0, blocked
+        assert blocked.stdout == b""
     finally:
         await real_adapter.destroy(BundleRef(boxed))
         await real_adapter.destroy(BundleRef(plain))
@@ -102,48 +103,26 @@ def _pod_ip(admin_api: Any, bundle: str, workload: str) -> str:
     return str(pods.items[0].status.pod_ip)
 
 
-async def test_a_sandboxed_exit_and_oom_kill_are_observed(
-    real_adapter: KubernetesAdapter,
+async def test_a_named_sandbox_class_that_is_missing_fails_health_and_refuses_sandboxed_plans(
+    real_adapter_config: dict[str, Any], real_admin_api: Any
 ) -> None:
-    bundle = new_id("gv-fail")
-    mib = 1024 * 1024
-    plan = BundlePlan(
-        bundle_id=bundle,
-        isolation=SANDBOXED,
-        workloads=(
-            sh("exits", "echo bye; exit 3"),
-            sh(
-                "greedy",
-                "sleep 1; exec dd if=/dev/zero of=/dev/null bs=96M count=1",
-                resources=Resources(memory_bytes=32 * mib),
-            ),
-        ),
-    )
-    await real_adapter.apply(plan)
-    try:
-        observed = await wait_for(
-            real_adapter, bundle, lambda o: all(w.ended for w in o.workloads), timeout=90
-        )
-        exits, greedy = observed.workload("exits"), observed.workload("greedy")
-        assert (exits.exit_code, exits.oom_killed) == (3, False)
-        assert (greedy.exit_code, greedy.oom_killed) == (137, True), greedy
-    finally:
-        await real_adapter.destroy(BundleRef(bundle))
+    from kubernetes.client import CoreV1Api  # noqa: PLC0415
 
-
-async def test_a_sandboxed_trial_runs_under_gvisor_unobserved(
-    real_adapter: KubernetesAdapter,
-) -> None:
-    result = await real_adapter.trial(
-        TrialRequest(
-            trial_id=new_id("gv-trial"),
-            image=IMAGE,
-            entrypoint=("sh", "-c", "uname -r; nc -l -p 9000 & sleep 3; exit 4"),
-            isolation_floor=SANDBOXED,
-            timeout_seconds=30,
-        )
-    )
-    assert result.started
-    assert result.exit_code == 4
-    assert result.log.decode().splitlines()[0].endswith("gvisor"), result.log
-    assert result.observed_ports == ()  # its sockets are the sandbox's: not observed
+    # trust_network_policy: no canary (its run is not what this test shows).
+    config = {
+        **real_adapter_config,
+        "sandbox_runtime_class": "no-such-class",
+        "trust_network_policy": True,
+    }
+    async with KubernetesAdapter(config) as adapter:
+        with pytest.raises(AdapterUnavailable) as caught:
+            await adapter.health_check()
+        assert "'no-such-class'" in str(caught.value)
+        assert "sandbox_runtime_class" in (caught.value.remedy or "")
+        assert (await adapter.capabilities()).isolation_class is IsolationClass.CONTAINER
+        bundle = new_id("gv-refused")
+        plan = BundlePlan(bundle_id=bundle, workloads=(sh("w", "sleep 60"),), isolation=SANDBOXED)
+        with pytest.raises(CapabilityUnsupported):
+            await adapter.apply(plan)
+    names = {n.metadata.name for n in CoreV1Api(real_admin_api).list_namespace().items}
+    assert f"pando-{bundle}" not in names  # nothing written

@@ -17,7 +17,7 @@ CNI_BIN_DIR = "/usr/lib/cni"
 """Where Debian's containernetworking-plugins puts the plugins."""
 RUNTIME_HANDLER = "runc"
 SANDBOX_HANDLER = "runsc"
-"""containerd's handler running pods under gVisor, through gVisor's own shim."""
+"""containerd's handler running pods under gVisor: runc's shim with ``runsc`` as its binary."""
 CLUSTER_DNS_IP = "10.96.0.10"
 REAL_NODE_LABEL = "pando.dev/node"
 REAL_NODE_TAINT = {"key": "pando.dev/real-node", "value": "true", "effect": "NoSchedule"}
@@ -93,29 +93,31 @@ class NodeDirs:
         return self.root / "pod-logs"
 
 
-def containerd_config(dirs: NodeDirs, *, sandbox_image: str, runsc: bool = False) -> str:
+def containerd_config(dirs: NodeDirs, *, sandbox_image: str, runsc: Path | None = None) -> str:
     """containerd's ``config.toml``: its own root, state and sockets; the CRI plugin with
     ``restrict_oom_score_adj`` (this machine lacks CAP_SYS_RESOURCE), runc with cgroupfs,
     our CNI configuration, and registry hosts from ``certs.d``.
 
-    ``runsc``: also the handler :data:`SANDBOX_HANDLER`, gVisor's own shim
-    (``io.containerd.runsc.v1``, on containerd's PATH) configured by :func:`runsc_config`.
-    Its shim rather than runc's with runsc as the binary: it runs a pod's containers in one
-    sandbox (the pause container's), reports their stats from inside the sandbox (runc's shim
-    would read cgroups that hold only the sandbox's own processes) and is what gVisor
-    documents for containerd.
+    ``runsc``: gVisor's runtime (through :func:`runsc_wrapper`), run as the handler
+    :data:`SANDBOX_HANDLER` by containerd's runc shim with it as the binary, as Docker runs
+    it. Not gVisor's own shim (``containerd-shim-runsc-v1``, built beside it), although
+    gVisor documents that one for containerd: it sets its own ``oom_score_adj`` to -999 and
+    fails to start when it may not, and this machine grants no CAP_SYS_RESOURCE (runc's shim
+    only raises its score, which needs none). runsc still puts a pod's containers in one
+    sandbox: it reads the CRI's annotations (the pause container's sandbox).
     """
     d = dirs.containerd
     cri = '[plugins."io.containerd.grpc.v1.cri"]'
-    runtimes = f"{cri[:-1]}.containerd.runtimes"
+    runtimes = f"{cri[1:-1]}.containerd.runtimes"
     sandbox = (
         f"""    [{runtimes}.{SANDBOX_HANDLER}]
-      runtime_type = "io.containerd.runsc.v1"
+      runtime_type = "io.containerd.runc.v2"
       [{runtimes}.{SANDBOX_HANDLER}.options]
-        TypeUrl = "io.containerd.runsc.v1.options"
-        ConfigPath = "{dirs.config / "runsc.toml"}"
+        BinaryName = "{runsc}"
+        Root = "{d / "runsc"}"
+        SystemdCgroup = false
 """
-        if runsc
+        if runsc is not None
         else ""
     )
     return f"""\
@@ -160,15 +162,21 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 """
 
 
-def runsc_config(dirs: NodeDirs, runsc: Path) -> str:
-    """gVisor's shim configuration: which ``runsc`` to run, its state under the node's
-    directory, and gVisor's default platform (systrap: no KVM needed)."""
-    return f"""\
-binary_name = "{runsc}"
-root = "{dirs.containerd / "runsc"}"
+def runsc_wrapper(runsc: Path, start_log: Path) -> str:
+    """A shell script runc's shim runs as its binary: ``runsc``, with the output of
+    ``runsc start`` in ``start_log``.
 
-[runsc_config]
-  platform = "systrap"
+    runc's shim reads a command's output until its end; starting a pod's second container
+    leaves that container's gofer (a process runsc starts for it) holding the output open,
+    so the shim would wait forever. runsc's errors still reach the shim through its
+    ``--log`` file.
+    """
+    return f"""\
+#!/bin/sh
+for arg in "$@"; do
+  if [ "$arg" = start ]; then exec "{runsc}" "$@" >>"{start_log}" 2>&1; fi
+done
+exec "{runsc}" "$@"
 """
 
 

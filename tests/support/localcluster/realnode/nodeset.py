@@ -174,7 +174,7 @@ class RealNodeSet:
         for node in self.nodes:
             node.start(rest)
             self.timings[f"{node.name} ready"] = round(time.monotonic() - t0, 2)
-        sandboxed = (addons.runtime_class("real", sandboxed=True),) if self.binaries.gvisor else ()
+        sandboxed = (addons.runtime_class("real", sandboxed=True),) if self.binaries.runsc else ()
         docs = (
             addons.runtime_class("real"),
             *sandboxed,

@@ -54,7 +54,7 @@ def make_real_nodes(work_dir: Path, binaries: Binaries | None, count: int = 1) -
             kubelet=binaries.path("kubelet"),
             kube_proxy=binaries.path("kube-proxy"),
             kube_router=go_tool("kube-router", "kube-router", ENV_KUBE_ROUTER_BIN, timeout=1800),
-            gvisor=go_tool("gvisor", "runsc", ENV_GVISOR_BIN, timeout=1800).parent,
+            runsc=go_tool("gvisor", "runsc", ENV_GVISOR_BIN, timeout=1800),
         ),
         images=[NodeImage(b.name, b.archive) for b in built.values()],
         sandbox_image=built["pause"].name,

@@ -8,7 +8,6 @@ runs, :meth:`RealNode.start` once the API server answers, :meth:`RealNode.stop` 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -37,9 +36,9 @@ class NodeBinaries:
     kubelet: Path
     kube_proxy: Path
     kube_router: Path
-    gvisor: Path | None = None
-    """The directory of gVisor's ``runsc`` and ``containerd-shim-runsc-v1``: containerd gets
-    the runtime handler ``runsc`` (``None``: runc only)."""
+    runsc: Path | None = None
+    """gVisor's ``runsc``: containerd gets the runtime handler ``runsc`` (``None``: runc
+    only)."""
 
 
 @dataclass(frozen=True)
@@ -96,12 +95,15 @@ class RealNode:
             directory.mkdir(parents=True, exist_ok=True)
         net = self.network
         server = f"https://127.0.0.1:{api.port}"
-        gvisor = self.binaries.gvisor
+        runsc = self.binaries.runsc
+        wrapper = d.config / "runsc" if runsc is not None else None
+        if runsc is not None and wrapper is not None:
+            log = self.work_dir / "logs" / "runsc-start.log"
+            wrapper.write_text(configs.runsc_wrapper(runsc, log))
+            wrapper.chmod(0o755)
         (d.config / "containerd.toml").write_text(
-            configs.containerd_config(d, sandbox_image=self.sandbox_image, runsc=gvisor is not None)
+            configs.containerd_config(d, sandbox_image=self.sandbox_image, runsc=wrapper)
         )
-        if gvisor is not None:
-            (d.config / "runsc.toml").write_text(configs.runsc_config(d, gvisor / "runsc"))
         (d.cni_conf / "10-pando.conflist").write_text(
             configs.cni_config(d, pod_cidr=net.pod_cidr, gateway=net.pod_gateway)
         )
@@ -142,14 +144,7 @@ class RealNode:
         return when the node is Ready."""
         t0 = time.monotonic()
         d = self.dirs
-        gvisor = self.binaries.gvisor
-        # containerd finds a runtime's shim (containerd-shim-runsc-v1) on its PATH.
-        path = f"{gvisor}:{os.environ.get('PATH', '')}" if gvisor else None
-        self._start(
-            "containerd",
-            ["containerd", "--config", str(d.config / "containerd.toml")],
-            env={**os.environ, "PATH": path} if path else None,
-        )
+        self._start("containerd", ["containerd", "--config", str(d.config / "containerd.toml")])
         self._await("containerd up", d.containerd_socket.exists, t0)
         for image in self.images:
             self._ctr("images", "import", "--no-unpack", str(image.archive))

@@ -27,6 +27,7 @@ from pando_runtime_kubernetes.api._errors import ApiError
 from pando_runtime_kubernetes.cache._informer import Informer
 from pando_runtime_kubernetes.cache._projections import project_pod
 from pando_runtime_kubernetes.features._bundles import Bundles
+from pando_runtime_kubernetes.features._sandbox import SandboxClasses
 from pando_runtime_kubernetes.features._trial import Trials
 from pando_runtime_kubernetes.session._cluster_cache import ClusterCache
 from pando_runtime_kubernetes.session._session import ClusterSession
@@ -235,7 +236,8 @@ async def test_a_trial_log_that_cannot_be_read_is_an_error_not_an_empty_log() ->
 
     session.api.get = get  # type: ignore[method-assign]
     session.streams.read_log = read_log  # type: ignore[method-assign]
-    trials = Trials(session, KubernetesConfig(), network=None)  # type: ignore[arg-type]
+    config = KubernetesConfig()
+    trials = Trials(session, config, None, SandboxClasses(session, config))  # type: ignore[arg-type]
     request = TrialRequest(trial_id="t1", image="busybox", timeout_seconds=1)
     with pytest.raises(AdapterUnavailable) as caught:
         await trials._watch_trial("pando-trial-t1", request)

@@ -7,9 +7,10 @@ offering one can run apps whose plan asks for ``IsolationClass.SANDBOXED``. The 
 the first (by name) with such a handler is used. Pods of ordinary plans keep
 ``runtime_class`` (or none); sandboxed ones get the sandbox's class.
 
-What the API server cannot tell: whether a node has the handler its class names. A pod whose
-sandbox cannot be made waits in ``ContainerCreating`` with the reason only in an event; the
-adapter reads the pod's events then (:meth:`SandboxClasses.sandbox_failure`).
+What the API server can tell is checked: each pod is stored with the class it was given
+(:meth:`SandboxClasses.admitted`). What it cannot: whether a node has the handler its class
+names (a pod whose sandbox cannot be made waits in ``ContainerCreating``, the reason only in an
+event), and what runs inside the pod.
 """
 
 from __future__ import annotations

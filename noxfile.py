@@ -29,6 +29,7 @@ SLOW_BENCHMARKS = {
     "kube_real_node.py",
     "kube_neighbours.py",
     "kube_two_nodes.py",
+    "kube_sandboxed.py",
     "kube_replicas.py",
     "docker_apps.py",
     "docker_fleet.py",

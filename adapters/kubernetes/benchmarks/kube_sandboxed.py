@@ -39,7 +39,7 @@ from kube_real_node import adapter_settings as real_node_settings
 from pando_runtime_kubernetes import KubernetesAdapter
 from pando_runtime_kubernetes._names import namespace_for
 
-from pando_runtime import BundlePlan, BundleRef, IsolationClass, WorkloadPlan
+from pando_runtime import BundlePlan, BundleRef, IsolationClass, Port, WorkloadPlan
 
 POLL = 0.1
 """Seconds between two observes (observe reads the adapter's cache)."""
@@ -61,8 +61,10 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def plan(bundle_id: str, image: str, script: str, isolation: IsolationClass) -> BundlePlan:
-    main = WorkloadPlan(name="main", image=image, entrypoint=("sh", "-c", script))
+def plan(
+    bundle_id: str, image: str, script: str, isolation: IsolationClass, *ports: Port
+) -> BundlePlan:
+    main = WorkloadPlan(name="main", image=image, entrypoint=("sh", "-c", script), ports=ports)
     return BundlePlan(bundle_id=bundle_id, workloads=(main,), isolation=isolation)
 
 
@@ -121,7 +123,7 @@ async def measure(cluster: Any, args: argparse.Namespace) -> None:
             await anyio.sleep(2)  # the pods settle after their start
             memory = [pod_memory(cluster, pod_of(cluster, b)["metadata"]["uid"]) for b in ids]
             web = f"sb-{label}-web"
-            await to_running(adapter, web, plan(web, images.WORKLOAD, HTTPD, isolation))
+            await to_running(adapter, web, plan(web, images.WORKLOAD, HTTPD, isolation, Port(8080)))
             pod = pod_of(cluster, web)
             expected = "gvisor" if isolation is IsolationClass.SANDBOXED else "pando-real"
             assert pod["spec"]["runtimeClassName"] == expected
@@ -133,8 +135,8 @@ async def measure(cluster: Any, args: argparse.Namespace) -> None:
                 await adapter.destroy(BundleRef(bundle_id))
             progress(f"{label}: done")
     mib = 2**20
-    out(f"kube_sandboxed ({dt.datetime.now(dt.UTC):%Y-%m-%d}, {args.apps} apps per class, ")
-    out(f"{args.requests} requests)")
+    when = f"{dt.datetime.now(dt.UTC):%Y-%m-%d}"
+    out(f"kube_sandboxed ({when}, {args.apps} apps per class, {args.requests} requests)")
     out(
         "| class | apply to running p50 / p99 / max (s) | pod memory usage / rss (MiB) "
         "| HTTP p50 / p99 (ms) |"

@@ -166,6 +166,19 @@ def kube_two_nodes(session: nox.Session) -> None:
 
 
 @nox.session(python="3.11")
+def kube_sandboxed(session: nox.Session) -> None:
+    """Sandboxed (gVisor) against ordinary (runc) apps on the real node: apply to running, pod
+    memory, HTTP latency (a few minutes; needs root).
+
+    nox -s kube_sandboxed -- --apps 5 --requests 200    (any option of the script)
+    """
+    _install(session, "test")
+    env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
+    script = ROOT / "adapters/kubernetes/benchmarks/kube_sandboxed.py"
+    session.run("python", str(script), *session.posargs, env=env)
+
+
+@nox.session(python="3.11")
 def kube_neighbours(session: nox.Session) -> None:
     """A neighbour app's answers beside a CPU hog and a fork bomb on the real node (minutes;
     needs root).

@@ -24,8 +24,10 @@ from pando_runtime import (
     CapabilityUnsupported,
     ExecRequest,
     IsolationClass,
+    LogOptions,
     Port,
     WorkloadRef,
+    read_all,
 )
 
 pytestmark = MARKS
@@ -49,13 +51,20 @@ async def test_a_sandboxed_app_sees_gvisor_and_an_ordinary_one_the_host_kernel(
     assert caps.isolation_class is SANDBOXED  # the RuntimeClass gvisor, found in the cluster
     boxed, plain = new_id("gv-boxed"), new_id("gv-plain")
     web = serve("web", 8080, ports=(Port(8080),))
-    client = sh("client", "sleep 3600", depends_on=("web",))
+    client = sh("client", "echo started-in-sandbox; sleep 3600", depends_on=("web",))
+    ends = sh("ends", "echo bye; exit 3")
     await real_adapter.apply(
-        BundlePlan(bundle_id=boxed, workloads=(web, client), isolation=SANDBOXED)
+        BundlePlan(bundle_id=boxed, workloads=(web, client, ends), isolation=SANDBOXED)
     )
     await real_adapter.apply(BundlePlan(bundle_id=plain, workloads=(sh("peer", "sleep 3600"),)))
     try:
-        await wait_for(real_adapter, boxed, lambda o: o.all_running)
+        observed = await wait_for(
+            real_adapter,
+            boxed,
+            lambda o: o.workload("client").running and o.workload("ends").ended,
+        )
+        assert observed.workload("web").running
+        assert observed.workload("ends").exit_code == 3
         await wait_for(real_adapter, plain, lambda o: o.all_running)
         assert _pod_spec(real_admin_api, boxed, "web")["runtimeClassName"] == "gvisor"
         assert _pod_spec(real_admin_api, plain, "peer")["runtimeClassName"] == "pando-real"
@@ -80,6 +89,10 @@ async def test_a_sandboxed_app_sees_gvisor_and_an_ordinary_one_the_host_kernel(
             ExecRequest(command=("wget", "-q", "-T", "5", "-O", "-", "http://web:8080/")),
         )
         assert (fetched.exit_code, fetched.stdout) == (0, b"ok-web\n"), fetched
+        async with real_adapter.logs(WorkloadRef(boxed, "client"), LogOptions()) as stream:
+            assert (await read_all(stream)).startswith(b"started-in-sandbox\n")
+        async with real_adapter.logs(WorkloadRef(boxed, "ends"), LogOptions()) as stream:
+            assert await read_all(stream) == b"bye\n"
         # Another app cannot reach the sandboxed one by its address (the app's policy, enforced
         # by kube-router on the node's side of the sandbox's interface).
         web_ip = _pod_ip(real_admin_api, boxed, "web")

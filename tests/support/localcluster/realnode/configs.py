@@ -162,21 +162,56 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 """
 
 
-def runsc_wrapper(runsc: Path, start_log: Path) -> str:
-    """A shell script runc's shim runs as its binary: ``runsc``, with the output of
-    ``runsc start`` in ``start_log``.
+def runsc_wrapper(runsc: Path) -> str:
+    """A shell script runc's shim runs as its binary: ``runsc``, fitted to that shim for the
+    containers a pod adds to its sandbox.
 
-    runc's shim reads a command's output until its end; starting a pod's second container
-    leaves that container's gofer (a process runsc starts for it) holding the output open,
-    so the shim would wait forever. runsc's errors still reach the shim through its
-    ``--log`` file.
+    runsc gives such a container the output of ``runsc start`` and writes the sandbox's pid as
+    its pid, while runc's shim gives a container its pipes at ``create``, reads a command's
+    output to its end and takes the pid's exit for the container's. So ``create`` also starts
+    a waiter (reparented to the shim, which reaps its children's children): it holds the
+    container's pipes, waits for the container (``runsc wait``) and exits with its status,
+    and its pid is the one written; ``start`` hands the container the waiter's pipes.
     """
     return f"""\
 #!/bin/sh
+RUNSC="{runsc}"
+prev=""; cmd=""; root=""; bundle=""; pidfile=""; id=""
 for arg in "$@"; do
-  if [ "$arg" = start ]; then exec "{runsc}" "$@" >>"{start_log}" 2>&1; fi
+  case "$prev" in
+    --root) root=$arg ;;
+    --bundle) bundle=$arg ;;
+    --pid-file) pidfile=$arg ;;
+  esac
+  if [ -z "$cmd" ]; then
+    case "$arg" in create|start) cmd=$arg ;; esac
+  fi
+  prev=$arg; id=$arg
 done
-exec "{runsc}" "$@"
+waiter="$root/$id.waiter"
+if [ "$cmd" = create ] && [ -n "$pidfile" ] &&
+    grep -q '"io.kubernetes.cri.container-type": *"container"' "$bundle/config.json"; then
+  "$RUNSC" "$@" || exit $?
+  (
+    exec 0</dev/null
+    until "$RUNSC" --root "$root" state "$id" 2>/dev/null |
+        grep -Eq '"status": *"(running|stopped)"'; do
+      sleep 0.1
+    done
+    out=$("$RUNSC" --root "$root" wait "$id" 2>/dev/null)
+    code=$(echo "$out" | grep -o '"exitStatus": *[0-9]*' | grep -o '[0-9]*$')
+    rm -f "$waiter"
+    exit "${{code:-255}}"
+  ) &
+  echo $! > "$waiter"
+  printf '%s' $! > "$pidfile"
+  exit 0
+fi
+if [ "$cmd" = start ] && [ -f "$waiter" ]; then
+  pid=$(cat "$waiter")
+  exec "$RUNSC" "$@" </dev/null >"/proc/$pid/fd/1" 2>"/proc/$pid/fd/2"
+fi
+exec "$RUNSC" "$@"
 """
 
 

@@ -98,8 +98,7 @@ class RealNode:
         runsc = self.binaries.runsc
         wrapper = d.config / "runsc" if runsc is not None else None
         if runsc is not None and wrapper is not None:
-            log = self.work_dir / "logs" / "runsc-start.log"
-            wrapper.write_text(configs.runsc_wrapper(runsc, log))
+            wrapper.write_text(configs.runsc_wrapper(runsc))
             wrapper.chmod(0o755)
         (d.config / "containerd.toml").write_text(
             configs.containerd_config(d, sandbox_image=self.sandbox_image, runsc=wrapper)

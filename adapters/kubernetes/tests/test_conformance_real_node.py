@@ -23,10 +23,15 @@ import pytest
 from _real_harness import RealNodeHarness
 from pando_runtime_kubernetes import KubernetesAdapter
 
+from pando_runtime import IsolationClass
 from pando_runtime.testing.conformance import (
     ConformanceHarness,
     ConformanceSuite,
     EgressConformance,
+    EventConformance,
+    ExecConformance,
+    LogConformance,
+    StoppingConformance,
 )
 
 pytestmark = [pytest.mark.kube, pytest.mark.real_node]
@@ -79,3 +84,34 @@ class TestRealNodeEgressConformance(EgressConformance):
     @pytest.fixture
     def harness(self, real_node_cluster: Any, real_admin_api: Any) -> ConformanceHarness:
         return _harness(real_node_cluster, real_admin_api)
+
+
+class TestRealNodeSandboxedConformance(
+    ExecConformance, LogConformance, EventConformance, StoppingConformance
+):
+    """The kit's mixins about running apps, every plan sandboxed: gVisor (the RuntimeClass
+    ``gvisor`` the adapter finds) runs them. Not the whole kit: what it adds over these is the
+    adapter's own code, which the sandbox does not touch, and a whole run more costs minutes."""
+
+    @pytest.fixture
+    async def adapter(
+        self, real_adapter_config: dict[str, Any]
+    ) -> AsyncIterator[KubernetesAdapter]:
+        config = {**real_adapter_config, "trust_network_policy": True}  # no canary run
+        async with KubernetesAdapter(config) as adapter:
+            assert (await adapter.capabilities()).isolation_class is IsolationClass.SANDBOXED
+            yield adapter
+
+    @pytest.fixture
+    def anyio_backend(self) -> str:
+        """asyncio only, as the module's other suites."""
+        return "asyncio"
+
+    @pytest.fixture
+    def harness(self, real_node_cluster: Any, real_admin_api: Any) -> ConformanceHarness:
+        # No OOM hook: a sandboxed container over its limit is not killed (docs/kubernetes.md,
+        # "Sandboxed apps"), so the kit's OOM test says the harness cannot make one.
+        node = real_node_cluster.local.real_node
+        harness = RealNodeHarness(real_admin_api, None, None, node.network.node)
+        harness.plan_isolation = IsolationClass.SANDBOXED
+        return harness

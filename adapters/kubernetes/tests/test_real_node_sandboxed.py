@@ -1,11 +1,12 @@
 """Sandboxed apps on the real node: pods of a sandboxed plan run under gVisor, others under runc.
 
-The real node's containerd has the handler ``runsc`` (runc's shim with gVisor's ``runsc`` as
-its binary, see ``localcluster.realnode.configs``) and the harness installs the RuntimeClass
+The real node's containerd has the handler ``runsc`` (runc's shim with gVisor's ``runsc``, through
+the wrapper of ``localcluster.realnode.configs``) and the harness installs the RuntimeClass
 ``gvisor`` for it, as an operator would; the adapter finds it (no setting names it) and
-declares the cluster sandboxed. What holds in the sandbox is shown on the one session
-cluster with as few pods as show it; what this node loses (a container's exit and its log,
-under runc's shim) is declared in ``docs/kubernetes.md``, not tested.
+declares the cluster sandboxed. What holds in the sandbox is shown on the one session cluster
+with as few pods as show it (the kit's running-app mixins run sandboxed in
+``test_conformance_real_node``); what is lost there (OOM kills, usage) is declared in
+``docs/kubernetes.md``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _real import MARKS, new_id, serve, sh, wait_for
+from _real import IMAGE, MARKS, new_id, serve, sh, wait_for
 from pando_runtime_kubernetes import KubernetesAdapter
 
 from pando_runtime import (
@@ -26,6 +27,7 @@ from pando_runtime import (
     IsolationClass,
     LogOptions,
     Port,
+    TrialRequest,
     WorkloadRef,
     read_all,
 )
@@ -139,3 +141,20 @@ async def test_a_named_sandbox_class_that_is_missing_fails_health_and_refuses_sa
             await adapter.apply(plan)
     names = {n.metadata.name for n in CoreV1Api(real_admin_api).list_namespace().items}
     assert f"pando-{bundle}" not in names  # nothing written
+
+
+async def test_a_sandboxed_trial_runs_under_gvisor_with_its_ports_unobserved(
+    real_adapter: KubernetesAdapter,
+) -> None:
+    result = await real_adapter.trial(
+        TrialRequest(
+            trial_id=new_id("gv-trial"),
+            image=IMAGE,
+            entrypoint=("sh", "-c", "uname -r; exit 4"),
+            isolation_floor=SANDBOXED,
+            timeout_seconds=30,
+        )
+    )
+    assert (result.started, result.exit_code) == (True, 4)
+    assert result.log == b"4.19.0-gvisor\n"
+    assert result.observed_ports == ()  # no observer beside a sandbox: not observed

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import tomllib
 from pathlib import Path
 
 from localcluster.realnode import addons, configs, network
@@ -85,8 +86,28 @@ def test_pods_reach_the_real_node_through_the_runtime_class() -> None:
     scheduling = runtime_class["scheduling"]
     assert scheduling["nodeSelector"] == {configs.REAL_NODE_LABEL: "real"}
     assert scheduling["tolerations"][0]["key"] == configs.REAL_NODE_TAINT["key"]
+    gvisor = addons.runtime_class("real", sandboxed=True)
+    assert (gvisor["metadata"]["name"], gvisor["handler"]) == ("gvisor", configs.SANDBOX_HANDLER)
+    assert gvisor["scheduling"] == scheduling  # sandboxed pods land on the real node too
     corefile = addons.corefile("cluster.local", addons.STANDIN_HOSTS)
     assert "forward" not in corefile  # no name is sent anywhere beyond the cluster
+
+
+def test_the_nodes_containerd_runs_gvisor_as_the_handler_runsc(tmp_path: Path) -> None:
+    dirs = configs.NodeDirs(tmp_path)
+    wrapper = tmp_path / "config" / "runsc"
+    parsed = tomllib.loads(
+        configs.containerd_config(dirs, sandbox_image="pando.local/pause:1", runsc=wrapper)
+    )
+    runtimes = parsed["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+    assert runtimes["runsc"]["runtime_type"] == "io.containerd.runc.v2"
+    assert runtimes["runsc"]["options"]["BinaryName"] == str(wrapper)
+    assert runtimes["runc"]["options"] == {"SystemdCgroup": False}  # runc stays the default
+    plain = configs.containerd_config(dirs, sandbox_image="pando.local/pause:1")
+    assert "runsc" not in plain
+    script = configs.runsc_wrapper(Path("/opt/gvisor/runsc"))
+    assert script.startswith("#!/bin/sh\n")
+    assert 'RUNSC="/opt/gvisor/runsc"' in script
 
 
 def test_each_of_several_nodes_has_its_own_namespace_address_and_pod_range() -> None:

@@ -1,5 +1,8 @@
-"""The Docker adapter passes the conformance kit on a real Docker Engine, asyncio and trio;
-over TLS and over SSH too (asyncio).
+"""The Docker adapter passes the conformance kit on a real Docker Engine, asyncio and trio.
+
+Over TLS and over SSH the kit runs once, through a fleet of an engine reached each way
+(``test_docker_fleet_remote.py``): its apps are spread over both members, and its hooks cut
+each way in.
 
 The harness's hooks act on real containers (see ``_docker_harness``); the adapter reaches the
 engine through a proxy of its own (``_socket_proxy``), with a cache bound of 2 s: the stale-cache
@@ -16,7 +19,7 @@ from typing import Any
 
 import pytest
 from _docker_harness import DockerHarness
-from _docker_tests import adapter_config, ssh_settings, tls_settings
+from _docker_tests import adapter_config
 from _socket_proxy import SocketProxy
 from pando_runtime_docker import DockerAdapter
 
@@ -59,53 +62,3 @@ class TestDockerConformance(ConformanceSuite):
     @pytest.fixture
     def harness(self, docker_host: str, engine_proxy: SocketProxy | None) -> ConformanceHarness:
         return DockerHarness(docker_host, engine_proxy)
-
-
-class _RemoteConformance(ConformanceSuite):
-    """The kit over a remote way in (``remote``: the settings, and the proxy on the host's
-    loopback into the engine's namespace that the event-gap and stale-cache hooks cut).
-
-    On asyncio alone: the unix-socket run above covers both backends, and what differs between
-    them over TLS (the TLS stream under a half-closed exec) is tested on both in
-    ``test_docker_remote.py``; a whole kit run costs over two minutes.
-    """
-
-    @pytest.fixture
-    def anyio_backend(self) -> str:
-        return "asyncio"
-
-    @pytest.fixture
-    async def adapter(
-        self,
-        engine: Any,
-        remote: tuple[dict[str, Any], SocketProxy],
-        owner: str,
-        gateway_image: str | None,
-    ) -> AsyncIterator[DockerAdapter]:
-        async with kit_adapter(remote[0], owner, gateway_image, engine.base_url) as adapter:
-            yield adapter
-
-    @pytest.fixture
-    def harness(
-        self, engine: Any, remote: tuple[dict[str, Any], SocketProxy]
-    ) -> ConformanceHarness:
-        return DockerHarness(engine.base_url, remote[1])
-
-
-class TestDockerConformanceOverTls(_RemoteConformance):
-    """The kit over ``tcp://`` with TLS, client certificate required."""
-
-    @pytest.fixture
-    def remote(self, engine: Any, tls_proxy: SocketProxy) -> tuple[dict[str, Any], SocketProxy]:
-        return tls_settings(engine, tls_proxy), tls_proxy
-
-
-class TestDockerConformanceOverSsh(_RemoteConformance):
-    """The kit over ``ssh://`` (Debian's sshd in the engine's namespace, its host key pinned):
-    each cut ends the SSH connection, and the adapter dials a new one."""
-
-    @pytest.fixture
-    def remote(
-        self, engine: Any, engine_sshd: Any, ssh_proxy: SocketProxy
-    ) -> tuple[dict[str, Any], SocketProxy]:
-        return ssh_settings(engine, engine_sshd, ssh_proxy), ssh_proxy

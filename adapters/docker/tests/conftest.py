@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +104,25 @@ def guard_image(engine: Any) -> str:
     if IPTABLES not in engine.api.image_names():
         engine.load_image(iptables_image().archive)
     return str(IPTABLES)
+
+
+@pytest.fixture
+def remove_guard_rules(engine: Any) -> Iterator[list[str]]:
+    """Chains a test's guard installed, removed with their jumps afterwards (the rules match
+    the whole pool, which every test shares)."""
+    chains: list[str] = []
+    yield chains
+    rules = [
+        *engine.run_in_netns(["iptables", "-w", "-S", "DOCKER-USER"]).stdout.splitlines(),
+        *engine.run_in_netns(["iptables", "-w", "-S", "INPUT"]).stdout.splitlines(),
+        *engine.run_in_netns(["iptables", "-w", "-S", "OUTPUT"]).stdout.splitlines(),
+    ]
+    for chain in chains:
+        for rule in rules:
+            if rule.startswith("-A ") and rule.endswith(f"-j {chain}"):
+                engine.run_in_netns(["iptables", "-w", "-D", *rule.split()[1:]])
+        engine.run_in_netns(["iptables", "-w", "-F", chain])
+        engine.run_in_netns(["iptables", "-w", "-X", chain])
 
 
 @pytest.fixture

@@ -1,4 +1,7 @@
 """The Docker adapter passes the conformance kit on a real Docker Engine, asyncio and trio.
+The trio run is sandboxed: the adapter's ``sandbox_runtime`` is gVisor's ``runsc`` and every
+plan of the kit asks for the sandboxed class (what differs between the backends is the same
+either way, and a third whole run would cost about two minutes).
 
 Over TLS and over SSH the kit runs once, through a fleet of an engine reached each way
 (``test_docker_fleet_remote.py``): its apps are spread over both members, and its hooks cut
@@ -23,12 +26,17 @@ from _docker_tests import adapter_config
 from _socket_proxy import SocketProxy
 from pando_runtime_docker import DockerAdapter
 
+from pando_runtime import IsolationClass
 from pando_runtime.testing.conformance import ConformanceHarness, ConformanceSuite
 
 
 @contextlib.asynccontextmanager
 async def kit_adapter(
-    reach: dict[str, Any], owner: str, gateway_image: str | None, engine_host: str
+    reach: dict[str, Any],
+    owner: str,
+    gateway_image: str | None,
+    engine_host: str,
+    **more: Any,
 ) -> AsyncIterator[DockerAdapter]:
     """An adapter reaching the engine as ``reach`` says, with the kit's quick bounds; what its
     owner made is removed through ``engine_host`` at the end."""
@@ -38,6 +46,7 @@ async def kit_adapter(
         cache_max_staleness=2.0,
         cache_probe_interval=0.5,
         egress_gateway_image=gateway_image,
+        **more,
     )
     try:
         async with DockerAdapter(config) as adapter:
@@ -48,17 +57,31 @@ async def kit_adapter(
 
 class TestDockerConformance(ConformanceSuite):
     @pytest.fixture
+    def sandbox(self, anyio_backend: str, request: pytest.FixtureRequest) -> dict[str, str]:
+        """On trio, gVisor's runtime as the adapter's ``sandbox_runtime``."""
+        if anyio_backend != "trio":
+            return {}
+        return {"sandbox_runtime": request.getfixturevalue("gvisor_runtime")}
+
+    @pytest.fixture
     async def adapter(
         self,
         docker_host: str,
         owner: str,
         engine_proxy: SocketProxy | None,
         gateway_image: str | None,
+        sandbox: dict[str, str],
     ) -> AsyncIterator[DockerAdapter]:
         host = engine_proxy.host if engine_proxy else docker_host
-        async with kit_adapter({"host": host}, owner, gateway_image, docker_host) as adapter:
+        reach = {"host": host}
+        async with kit_adapter(reach, owner, gateway_image, docker_host, **sandbox) as adapter:
             yield adapter
 
     @pytest.fixture
-    def harness(self, docker_host: str, engine_proxy: SocketProxy | None) -> ConformanceHarness:
-        return DockerHarness(docker_host, engine_proxy)
+    def harness(
+        self, docker_host: str, engine_proxy: SocketProxy | None, sandbox: dict[str, str]
+    ) -> ConformanceHarness:
+        harness = DockerHarness(docker_host, engine_proxy)
+        if sandbox:
+            harness.plan_isolation = IsolationClass.SANDBOXED
+        return harness

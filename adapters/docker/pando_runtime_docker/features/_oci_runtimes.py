@@ -13,6 +13,11 @@ name asked for: an engine that accepts the field and ignores it (Podman's Docker
 or plugin that rewrites the request) made something else, which is removed before the error.
 What no API check can see is a runtime registered under a name that lies (``runsc`` pointing at
 runc's binary): the daemon reports the name it was asked for.
+
+gVisor with its own network stack (its default) cannot reach the daemon's embedded DNS
+(``127.0.0.11`` is the sandbox's own loopback): a sandboxed workload does not resolve the
+other workloads' names nor the egress gateway's. The health check says so in the log when the
+sandbox runtime is registered without ``--network=host``.
 """
 
 from __future__ import annotations
@@ -98,7 +103,8 @@ class OciRuntimes:
         if not named:
             return
         info: dict[str, Any] = await self._api.get_json("/info")
-        listed = sorted((info.get("Runtimes") or {}).keys())
+        runtimes: dict[str, Any] = info.get("Runtimes") or {}
+        listed = sorted(runtimes)
         absent = [name for name in named if name not in listed]
         if absent:
             raise AdapterFailed(
@@ -109,6 +115,15 @@ class OciRuntimes:
                 "'sandbox_runtime'.",
                 details={"missing": absent, "runtimes": listed},
             )
+        for name in named:
+            args = " ".join((runtimes.get(name) or {}).get("runtimeArgs") or ())
+            if name.startswith("runsc") and not re.search(r"--network[= ]host", args):
+                _LOG.warning(
+                    "runtime %s runs gVisor's own network stack: sandboxed workloads do not "
+                    "resolve names through the daemon's embedded DNS (the other workloads', "
+                    "the egress gateway's); they reach them by address (docs/docker.md)",
+                    name,
+                )
 
     async def verify(self, container_id: str, wanted: str | None, what: str) -> None:
         """Raise, the container removed, unless it was created under ``wanted``."""

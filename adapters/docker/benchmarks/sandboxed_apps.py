@@ -61,9 +61,11 @@ def latencies(engine: Any, address: str, requests: int) -> list[float]:
     taken = []
     for _ in range(requests):
         started = time.monotonic()
+        reply = b""
         with engine.connect(address, 8080) as sock:
             sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
-            reply = b"".join(iter(lambda s=sock: s.recv(65536), b""))
+            while chunk := sock.recv(65536):
+                reply += chunk
         taken.append(time.monotonic() - started)
         if PAGE.encode() not in reply:
             raise AssertionError(f"no page from {address}: {reply[:200]!r}")

@@ -392,15 +392,9 @@ class Bundles:
     async def _remove(self, containers: Iterable[ContainerView]) -> None:
         for container in containers:
             try:
-                await self._api.request(
-                    "DELETE",
-                    "/containers/{id}",
-                    args={"id": container.id},
-                    params={"force": True, "v": True},
-                )
+                await self._api.remove_container(container.id)
             except EngineError as error:
-                if not error.not_found:
-                    raise write_failed(error, f"removing workload {container.workload!r}") from None
+                raise write_failed(error, f"removing workload {container.workload!r}") from None
             await self._cache.wait_until(
                 _gone(self._cache, container.id), self._settings.read_timeout
             )
@@ -410,12 +404,7 @@ class Bundles:
         with anyio.CancelScope(shield=True):
             for container_id in made:
                 try:
-                    await self._api.request(
-                        "DELETE",
-                        "/containers/{id}",
-                        args={"id": container_id},
-                        params={"force": True, "v": True},
-                    )
+                    await self._api.remove_container(container_id)
                 except EngineError:
                     _LOG.warning("could not roll back a container of %s", bundle_id)
             if network:

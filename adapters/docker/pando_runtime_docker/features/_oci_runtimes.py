@@ -134,15 +134,9 @@ class OciRuntimes:
         if got == wanted:
             return
         try:
-            await self._api.request(
-                "DELETE",
-                "/containers/{id}",
-                args={"id": container_id},
-                params={"force": True, "v": True},
-            )
-        except EngineError as error:
-            if not error.not_found:
-                _LOG.warning("could not remove %s made under the wrong runtime", what)
+            await self._api.remove_container(container_id)
+        except EngineError:
+            _LOG.warning("could not remove %s made under the wrong runtime", what)
         raise AdapterFailed(
             f"{what} was created under the OCI runtime {got or 'unknown'!r}, not {wanted!r}: "
             "the engine ignored the runtime asked for; the container was removed",

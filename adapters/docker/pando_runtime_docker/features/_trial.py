@@ -237,15 +237,9 @@ class Trials:
     async def _clean(self, container: str | None, network_id: str | None) -> None:
         if container is not None:
             try:
-                await self._api.request(
-                    "DELETE",
-                    "/containers/{id}",
-                    args={"id": container},
-                    params={"force": True, "v": True},
-                )
+                await self._api.remove_container(container)
             except EngineError as error:
-                if not error.not_found:
-                    _LOG.warning("could not remove a trial container: %s", error.message)
+                _LOG.warning("could not remove a trial container: %s", error.message)
         if network_id is not None:
             try:
                 await self._api.request("DELETE", "/networks/{id}", args={"id": network_id})

@@ -5,8 +5,7 @@ among its runtimes; the adapter's ``sandbox_runtime`` names it. What is shown fr
 the sandboxed app's kernel is gVisor's (``uname -r``, ``dmesg``), an ordinary app's beside it
 the host's; exec, logs and usage work through the sandbox; the network's promises hold for
 it; and what gVisor's network stack loses (the embedded DNS) is shown lost. Exits and OOM kills
-under the sandbox are the conformance kit's (its trio run is sandboxed). On asyncio alone:
-nothing here differs between the backends.
+under the sandbox are the conformance kit's (its trio run is sandboxed).
 """
 
 from __future__ import annotations
@@ -39,14 +38,10 @@ from pando_runtime_docker.manifests import private_chain
 
 import pando_runtime as pr
 
-pytestmark = pytest.mark.anyio
+# What these tests show is the same on either backend.
+pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
 
 SANDBOXED = pr.IsolationClass.SANDBOXED
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture

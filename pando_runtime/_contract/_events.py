@@ -31,6 +31,7 @@ class BundleEventKind(enum.StrEnum):
     OOM_KILLED = "oom_killed"
     REMOVED = "removed"
     HEALTH_CHANGED = "health_changed"
+    FLEET_CHANGED = "fleet_changed"
 
 
 @attrs.frozen(kw_only=True)
@@ -43,6 +44,8 @@ class BundleEvent:
     workload: str | None = None
     exit_code: int | None = None
     healthy: bool | None = None
+    details: dict[str, str] = attrs.field(factory=dict, hash=False)
+    """What a stream event says beyond its kind (``FLEET_CHANGED``'s member and change)."""
 
 
 class BundleEventStream:

@@ -49,6 +49,11 @@ class FleetConfig:
         help="Seconds between attempts to reopen a silent member's event stream, the last "
         "repeated.",
     )
+    join_wait: float = setting(
+        default=30.0,
+        help="Seconds a member that joins (or a member's new definition) has to start before "
+        "it counts as silent (joined) or is dropped (a replacement: the old one serves on).",
+    )
 
 
 FLEET = AdapterInfo(

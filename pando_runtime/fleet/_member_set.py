@@ -13,7 +13,7 @@ from .._contract._capabilities import RuntimeCapabilities
 from .._contract._errors import AdapterUnavailable
 from ._members import FleetMembers, MemberSource, naming
 
-__all__ = ["Answers", "MemberSet"]
+__all__ = ["Answers", "MemberChange", "MemberSet"]
 
 T = TypeVar("T")
 
@@ -24,6 +24,15 @@ class Answers(Generic[T]):
 
     by_member: dict[str, T]
     silent: list[AdapterUnavailable]
+
+
+@attrs.frozen
+class MemberChange:
+    """A member ``joined``, was ``replaced``, ``left``, or was ``refused`` (``reason``: why)."""
+
+    change: str
+    name: str
+    reason: str = ""
 
 
 class MemberSet:
@@ -40,6 +49,9 @@ class MemberSet:
         self._capabilities: dict[str, RuntimeCapabilities] = {}
         self._not_started: dict[str, AdapterUnavailable] = {}
         """Members that could not start (their runtime silent then): why, by name."""
+        self._departed: dict[str, AdapterUnavailable] = {}
+        """The bundles of members that left: why each is unavailable, by bundle id."""
+        self._listeners: list[Callable[[MemberChange], None]] = []
 
     async def fleet(self) -> FleetMembers:
         """The members, made on first use."""
@@ -67,9 +79,63 @@ class MemberSet:
         """Member ``name`` started: it is asked again."""
         self._not_started.pop(name, None)
 
+    # -- live changes (:mod:`._live`) --------------------------------------------------------
+
+    def _evolve(self, adapters: dict[str, RuntimeAdapter]) -> None:
+        made = self._made
+        assert made is not None  # noqa: S101 - a live fleet made its members first
+        self._made = attrs.evolve(made, adapters=adapters)
+
+    def add(self, name: str, adapter: RuntimeAdapter) -> None:
+        """Member ``name`` joins (started already, or said not started)."""
+        self._evolve({**self.adapters, name: adapter})
+
+    def replace(self, name: str, adapter: RuntimeAdapter) -> None:
+        """Member ``name`` is ``adapter`` from now on (started already)."""
+        self._evolve({**self.adapters, name: adapter})
+        self._not_started.pop(name, None)
+
+    def remove(self, name: str, bundles: set[str]) -> None:
+        """Member ``name`` leaves; each of ``bundles`` is unavailable, naming it, from now on."""
+        self._evolve({n: a for n, a in self.adapters.items() if n != name})
+        self._not_started.pop(name, None)
+        self._capabilities.pop(name, None)
+        gone = self.named(
+            AdapterUnavailable(
+                f"it left the fleet; the {self.noun}'s apps are not reachable from here",
+                remedy=f"Bring the {self.noun} back, or deploy the bundle again elsewhere "
+                "(first_deploy=True).",
+            ),
+            name,
+        )
+        self._departed.update(dict.fromkeys(bundles, gone))
+
+    def departed(self, bundle_id: str) -> AdapterUnavailable | None:
+        """Why ``bundle_id`` is unavailable: its member left (``None``: it did not)."""
+        return self._departed.get(bundle_id)
+
+    def watch(self, listener: Callable[[MemberChange], None]) -> Callable[[], None]:
+        """Call ``listener`` with every change from now on; returns what stops it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def announce(self, change: MemberChange) -> None:
+        """Tell every listener of ``change``."""
+        for listener in list(self._listeners):
+            listener(change)
+
     async def member(self, name: str) -> RuntimeAdapter:
         """Member ``name``, or :class:`AdapterUnavailable` naming it while it cannot start."""
-        adapter = (await self.fleet()).adapters[name]
+        adapters = (await self.fleet()).adapters
+        if name not in adapters:
+            raise self.named(
+                AdapterUnavailable(
+                    "it is not a member of the fleet (any more)",
+                    remedy=f"Deploy the bundle again on a {self.noun} of the fleet.",
+                ),
+                name,
+            )
+        adapter = adapters[name]
         if name in self._not_started:
             raise self._not_started[name]
         return adapter

@@ -130,7 +130,11 @@ async def test_a_member_joins_is_replaced_and_leaves_while_the_fleet_runs(
         # Left: its apps are unavailable naming it, never absent; nothing goes there again.
         await changes.leave("big")
         left = await _next(events, BundleEventKind.FLEET_CHANGED)
-        assert left.details == {"change": "left", "member": "big", "reason": "1 bundles unavailable"}
+        assert left.details == {
+            "change": "left",
+            "member": "big",
+            "reason": "1 bundles unavailable",
+        }
         assert second.closed
         with pytest.raises(AdapterUnavailable) as caught:
             await fleet.observe(BundleRef("shop"))

@@ -64,6 +64,10 @@ class MemberChanges(Protocol):
         """Whether ``name`` is a member now."""
         ...
 
+    def adapter(self, name: str) -> RuntimeAdapter | None:
+        """Member ``name``'s adapter now (``None``: not a member)."""
+        ...
+
 
 @runtime_checkable
 class LiveMembers(Protocol):
@@ -165,6 +169,10 @@ class LiveFleet:
     def has(self, name: str) -> bool:
         """Whether ``name`` is a member now."""
         return name in self.members.adapters
+
+    def adapter(self, name: str) -> RuntimeAdapter | None:
+        """Member ``name``'s adapter now (``None``: not a member)."""
+        return self.members.adapters.get(name)
 
     async def join(self, name: str, adapter: RuntimeAdapter) -> None:
         """See :meth:`MemberChanges.join`."""

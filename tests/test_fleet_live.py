@@ -8,7 +8,9 @@ credential) or closed (left) while its runtime stays.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, Self
 
 import anyio
@@ -180,3 +182,47 @@ async def test_an_unreachable_member_or_definition_holds_up_nothing(
         assert "the old one serves on" in kept.details["reason"]
         assert fleet.members["big"] is serving
         assert (await fleet.observe(BundleRef("shop"))).exists
+
+
+def _members_file(path: Path, **members: dict[str, Any]) -> None:
+    path.write_text(json.dumps({"members": members}))
+
+
+async def test_members_from_a_file_join_change_and_leave_as_it_changes(tmp_path: Path) -> None:
+    path = tmp_path / "members.yaml"
+    big = {"adapter": "fake", "settings": {"node_memory_bytes": 64 * GiB}}
+    _members_file(path, big=big)
+    fleet = FleetAdapter(
+        {
+            "members": {"home": {"adapter": "fake", "settings": {"node_memory_bytes": 4 * GiB}}},
+            "members_file": str(path),
+            "members_file_poll": 0.05,
+        }
+    )
+    async with fleet, fleet.watch_bundles() as events:
+        assert set(fleet.members) == {"home", "big"}  # the file's joined before it answered
+        await anext(events)
+        assert (await fleet.apply(_plan("shop"))).details["member"] == "big"
+
+        # An entry changed: replaced. A bad one, and a settings member's name: refused, each
+        # at its path, the rest as it was.
+        _members_file(path, big={**big, "settings": {"node_memory_bytes": 32 * GiB}})
+        assert (await _next(events, BundleEventKind.FLEET_CHANGED)).details["change"] == "replaced"
+        serving = fleet.members["big"]
+        _members_file(
+            path,
+            big={**big, "settings": {"node_memory_bytes": -1}},
+            home={"adapter": "fake"},
+        )
+        refused = [await _next(events, BundleEventKind.FLEET_CHANGED) for _ in range(2)]
+        reasons = sorted(e.details["reason"] for e in refused)
+        assert {e.details["change"] for e in refused} == {"refused"}
+        assert "members['big'].settings.node_memory_bytes" in reasons[0]
+        assert "a member of the settings has that name" in reasons[1]
+        assert fleet.members["big"] is serving
+
+        # Removed from the file: it leaves.
+        _members_file(path)
+        left = await _next(events, BundleEventKind.FLEET_CHANGED)
+        assert (left.details["change"], left.details["member"]) == ("left", "big")
+        assert set(fleet.members) == {"home"}

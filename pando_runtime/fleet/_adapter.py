@@ -46,6 +46,7 @@ from ._info import FLEET_DESCRIPTION, FleetConfig
 from ._live import LiveFleet, LiveMembers
 from ._member_set import MemberSet
 from ._members import BundleRecords, ConfiguredMembers, MemberSource, fleet_capabilities
+from ._members_file import MembersFile
 from ._placer import NewBundle, Placer
 
 __all__ = ["FleetAdapter"]
@@ -75,7 +76,13 @@ class FleetAdapter(RuntimeAdapter):
         noun: str = "member",
     ) -> None:
         super().__init__({"members": {}} if config is None and source is not None else config)
-        made = ConfiguredMembers(self.config).members if source is None else source
+        made: MemberSource
+        if source is not None:
+            made = source
+        elif self.config.members_file is not None:
+            made = MembersFile(self.config)
+        else:
+            made = ConfiguredMembers(self.config).members
         self._source = made
         self.member_set = MemberSet(made, noun)
         self.placer = Placer(self.member_set)

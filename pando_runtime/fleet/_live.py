@@ -44,8 +44,13 @@ log = logger("fleet")
 class MemberChanges(Protocol):
     """What a :class:`LiveMembers` source may do to a running fleet."""
 
-    async def join(self, name: str, adapter: RuntimeAdapter) -> None:
-        """Start ``adapter`` and add it as member ``name`` (once it started, or timed out)."""
+    async def join(
+        self, name: str, adapter: RuntimeAdapter, *, place_new_apps: bool = True
+    ) -> None:
+        """Start ``adapter`` and add it as member ``name`` (once it started, or timed out).
+
+        ``place_new_apps`` false: its apps are served, no new one goes there.
+        """
         ...
 
     async def replace(self, name: str, adapter: RuntimeAdapter) -> None:
@@ -174,7 +179,9 @@ class LiveFleet:
         """Member ``name``'s adapter now (``None``: not a member)."""
         return self.members.adapters.get(name)
 
-    async def join(self, name: str, adapter: RuntimeAdapter) -> None:
+    async def join(
+        self, name: str, adapter: RuntimeAdapter, *, place_new_apps: bool = True
+    ) -> None:
         """See :meth:`MemberChanges.join`."""
         async with self._changing.setdefault(name, anyio.Lock()):
             if self.has(name):
@@ -184,7 +191,7 @@ class LiveFleet:
             held = self._hold(name, adapter)
             started = await self._started_within_bound(held)
             self._held[name] = held
-            self.members.add(name, adapter)
+            self.members.add(name, adapter, closed=not place_new_apps)
             if not started:
                 self.members.not_started(
                     name,

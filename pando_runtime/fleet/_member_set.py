@@ -81,23 +81,27 @@ class MemberSet:
 
     # -- live changes (:mod:`._live`) --------------------------------------------------------
 
-    def _evolve(self, adapters: dict[str, RuntimeAdapter]) -> None:
+    def _evolve(self, adapters: dict[str, RuntimeAdapter], closed: frozenset[str]) -> None:
         made = self._made
         assert made is not None  # noqa: S101 - a live fleet made its members first
-        self._made = attrs.evolve(made, adapters=adapters)
+        self._made = attrs.evolve(made, adapters=adapters, closed=closed)
 
-    def add(self, name: str, adapter: RuntimeAdapter) -> None:
-        """Member ``name`` joins (started already, or said not started)."""
-        self._evolve({**self.adapters, name: adapter})
+    def _closed(self) -> frozenset[str]:
+        return self._made.closed if self._made is not None else frozenset()
+
+    def add(self, name: str, adapter: RuntimeAdapter, *, closed: bool = False) -> None:
+        """Member ``name`` joins (started already, or said not started); ``closed``: no new app."""
+        shut = self._closed() | {name} if closed else self._closed() - {name}
+        self._evolve({**self.adapters, name: adapter}, shut)
 
     def replace(self, name: str, adapter: RuntimeAdapter) -> None:
         """Member ``name`` is ``adapter`` from now on (started already)."""
-        self._evolve({**self.adapters, name: adapter})
+        self._evolve({**self.adapters, name: adapter}, self._closed())
         self._not_started.pop(name, None)
 
     def remove(self, name: str, bundles: set[str]) -> None:
         """Member ``name`` leaves; each of ``bundles`` is unavailable, naming it, from now on."""
-        self._evolve({n: a for n, a in self.adapters.items() if n != name})
+        self._evolve({n: a for n, a in self.adapters.items() if n != name}, self._closed() - {name})
         self._not_started.pop(name, None)
         self._capabilities.pop(name, None)
         gone = self.named(

@@ -2,14 +2,16 @@
 
 Istio's format: Secrets labelled ``istio/multiCluster: "true"`` in one namespace of the default
 cluster (``remote_secrets_namespace``), each data key a cluster's name and its value a
-kubeconfig. They are listed and watched (the cache's own watch loop); each change of the set is
-made a change of the fleet's members (``pando_runtime.fleet``): a new key joins, a changed
-kubeconfig (SHA-256) replaces its member make-before-break, a removed key leaves. A kubeconfig
-that cannot be used is refused (a log record and a ``FLEET_CHANGED`` event) and not tried again
-until it changes; so is a name taken by the kubeconfig's clusters or by another Secret (the
-Secret first by name keeps it). Exec plugins, auth providers and file paths are refused: a
-Secret's kubeconfig carries its credentials inline. Credentials are never logged: a reason
-names the Secret, the key and what is wrong, never a value.
+kubeconfig; and Cluster API's ``<cluster>-kubeconfig`` Secrets in the same namespace (label
+``cluster.x-k8s.io/cluster-name`` naming the cluster, key ``value``). They are listed and
+watched (the cache's own watch loop, one per format); each change of the set is made a change
+of the fleet's members (``pando_runtime.fleet``): a new key joins, a changed kubeconfig
+(SHA-256) replaces its member make-before-break, a removed key leaves. A kubeconfig that cannot
+be used is refused (a log record and a ``FLEET_CHANGED`` event) and not tried again until it
+changes; so is a name taken by the kubeconfig's clusters or by another Secret (the Secret first
+by name keeps it). Exec plugins, auth providers and file paths are refused: a Secret's
+kubeconfig carries its credentials inline. Credentials are never logged: a reason names the
+Secret, the key and what is wrong, never a value.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.to_thread
+import attrs
 from anyio.abc import TaskStatus
 
 from pando_runtime.fleet import MemberChanges
@@ -35,12 +38,23 @@ from .cache._watch import WatchLoop
 if TYPE_CHECKING:
     from ._adapter import KubernetesAdapter
 
-__all__ = ["REMOTE_SECRET_LABEL", "RemoteSecrets", "cluster_from_kubeconfig"]
+__all__ = [
+    "CLUSTER_API",
+    "CLUSTER_API_LABEL",
+    "FORMATS",
+    "ISTIO",
+    "REMOTE_SECRET_LABEL",
+    "RemoteSecrets",
+    "SecretFormat",
+    "cluster_from_kubeconfig",
+]
 
 log = logger("multi")
 
 REMOTE_SECRET_LABEL = "istio/multiCluster=true"  # noqa: S105 - a label, not a secret
-"""The label selector of remote secrets (Istio's)."""
+"""The label selector of Istio's remote secrets."""
+CLUSTER_API_LABEL = "cluster.x-k8s.io/cluster-name"
+"""The label of Cluster API's kubeconfig Secrets: the cluster's name."""
 
 _NOT_INLINE = {
     "clusters": ("cluster", ("certificate-authority",)),
@@ -92,37 +106,71 @@ def cluster_from_kubeconfig(name: str, data: bytes, where: str) -> Cluster:
     return Cluster(name, configuration, source=where, namespace=merged.namespace(context))
 
 
-class _Seen:
-    """The remote secrets as the watch sees them: by Secret name, each key's bytes."""
+def _decoded(value: Any) -> bytes:
+    try:
+        return base64.b64decode(value or "", validate=True)
+    except (binascii.Error, TypeError, ValueError):
+        return b""  # refused as not a kubeconfig
 
-    def __init__(self, changed: Callable[[], None]) -> None:
+
+@attrs.frozen
+class SecretFormat:
+    """Which Secrets hold clusters (a label selector), and the clusters one holds, by name."""
+
+    name: str
+    selector: str
+    clusters: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, bytes]]
+    """The clusters of a Secret, from its labels and its data (values base64-encoded)."""
+
+
+ISTIO = SecretFormat(
+    "istio",
+    REMOTE_SECRET_LABEL,
+    lambda _labels, data: {key: _decoded(value) for key, value in data.items()},
+)
+"""Istio's remote secrets: each data key a cluster's name, its value a kubeconfig."""
+
+CLUSTER_API = SecretFormat(
+    "cluster-api",
+    CLUSTER_API_LABEL,
+    lambda labels, data: (
+        {str(labels[CLUSTER_API_LABEL]): _decoded(data["value"])}
+        if labels.get(CLUSTER_API_LABEL) and "value" in data
+        else {}
+    ),
+)
+"""Cluster API's ``<cluster>-kubeconfig`` Secrets: the cluster named by its label, ``value``."""
+
+FORMATS = (ISTIO, CLUSTER_API)
+
+
+class _Seen:
+    """One format's Secrets as its watch sees them: by Secret name, each cluster's kubeconfig."""
+
+    def __init__(self, form: SecretFormat, changed: Callable[[], None]) -> None:
+        self.form = form
         self.secrets: dict[str, dict[str, bytes]] = {}
         self._changed = changed
 
     def project(self, obj: dict[str, Any]) -> tuple[str, dict[str, bytes]]:
-        data = obj.get("data") or {}
-        decoded = {}
-        for key, value in data.items():
-            try:
-                decoded[key] = base64.b64decode(value or "", validate=True)
-            except (binascii.Error, TypeError):
-                decoded[key] = b""  # refused as not a kubeconfig
-        return str((obj.get("metadata") or {}).get("name", "")), decoded
+        meta = obj.get("metadata") or {}
+        clusters = self.form.clusters(meta.get("labels") or {}, obj.get("data") or {})
+        return str(meta.get("name", "")), clusters
 
     def on_list(self, items: list[Any], relist: bool) -> None:
         self.secrets = dict(items)
         self._changed()
 
     def on_event(self, kind: str, obj: dict[str, Any]) -> None:
-        name, data = self.project(obj)
+        name, clusters = self.project(obj)
         if kind == "DELETED":
             self.secrets.pop(name, None)
         else:
-            self.secrets[name] = data
+            self.secrets[name] = clusters
         self._changed()
 
     def __repr__(self) -> str:  # never the values
-        return f"_Seen({sorted(self.secrets)})"
+        return f"_Seen({self.form.name}, {sorted(self.secrets)})"
 
 
 class Clusters(Protocol):
@@ -147,26 +195,36 @@ class RemoteSecrets:
         self.changes = changes
         self.namespace = namespace
         self._changed = anyio.Event()
-        self.seen = _Seen(self._changed.set)
+        self.seen = [_Seen(form, self._poke) for form in FORMATS]
         self.taken: dict[str, str] = {}
         """The clusters from Secrets that are members, by name: their kubeconfig's SHA-256."""
         self._refused: dict[str, str] = {}
         """What was refused (by cluster and Secret), with its SHA-256: not tried again as is."""
+
+    def _poke(self) -> None:
+        self._changed.set()
 
     async def run(self, *, wait: float, task_status: TaskStatus[None]) -> None:
         """Watch, join the first clusters (``task_status.started()`` then), follow changes."""
         default = self.members.adapters[self.members.default]
         transport = await default.session.connection.transport()
         path = f"/api/v1/namespaces/{self.namespace}/secrets"
-        source = ApiListWatch(transport, path, label_selector=REMOTE_SECRET_LABEL)
-        loop = WatchLoop(
-            source, self.seen, name="remote secrets", log_extra={"namespace": self.namespace}
-        )
+        loops = [
+            WatchLoop(
+                ApiListWatch(transport, path, label_selector=seen.form.selector),
+                seen,
+                name=f"{seen.form.name} secrets",
+                log_extra={"namespace": self.namespace},
+            )
+            for seen in self.seen
+        ]
         async with anyio.create_task_group() as group:
-            group.start_soon(loop.run)
+            for loop in loops:
+                group.start_soon(loop.run)
             with anyio.move_on_after(wait):  # the default cluster silent: not held up for good
-                await loop.synced.wait()
-            if not loop.synced.is_set():
+                for loop in loops:
+                    await loop.synced.wait()
+            if not all(loop.synced.is_set() for loop in loops):
                 log.warning(
                     "the remote secrets of %s could not be listed within %g s; clusters join "
                     "once they are",
@@ -178,15 +236,15 @@ class RemoteSecrets:
             while True:
                 await self._changed.wait()
                 self._changed = anyio.Event()
-                self.seen._changed = self._changed.set  # noqa: SLF001 - its own handler
                 await self._reconcile()
 
     def _wanted(self) -> dict[str, tuple[str, str, bytes]]:
         """Each cluster the Secrets name: (where, SHA-256, kubeconfig); clashes refused."""
         wanted: dict[str, tuple[str, str, bytes]] = {}
         static = self.members.configured
-        for secret in sorted(self.seen.secrets):
-            for name, data in sorted(self.seen.secrets[secret].items()):
+        secrets = {name: held for seen in self.seen for name, held in seen.secrets.items()}
+        for secret in sorted(secrets):
+            for name, data in sorted(secrets[secret].items()):
                 where = f"Secret {self.namespace}/{secret}, key {name!r}"
                 sha = hashlib.sha256(data).hexdigest()
                 if name in static:

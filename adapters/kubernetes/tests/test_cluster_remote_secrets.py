@@ -1,13 +1,14 @@
-"""Clusters from remote secrets, on two local control planes, while the adapter runs.
+"""Clusters from remote secrets, on two then three local control planes, while the adapter runs.
 
 The kubeconfig names only the second (small) cluster, the default, which holds the remote
-secrets; the first (roomier) cluster joins from a Secret, so a first deploy goes there. One
-walk-through on the same control planes (each behaviour once, the CI's minutes counted): a
-cluster joined from a Secret; its client certificate rotated while the event stream flows
-(replaced, no ``MISSED``); a duplicate name and a kubeconfig with an exec plugin refused, the
-rest untouched, no credential in an event or a log record; a restarted adapter rebuilding the
-same fleet from the Secrets; the Secret removed (its apps unavailable, naming it; nothing
-written to that cluster afterwards, by its API server's audit log).
+secrets; the first (roomier) cluster joins from an Istio remote secret, so a first deploy goes
+there. One walk-through on the same control planes (each behaviour once, the CI's minutes
+counted): a cluster joined from a Secret; its client certificate rotated while the event stream
+flows (replaced, no ``MISSED``); a third control plane joining from a Cluster API Secret; a
+duplicate name and a kubeconfig with an exec plugin refused, the rest untouched, no credential
+in an event or a log record; a restarted adapter rebuilding the same fleet from the Secrets; the
+Secret removed (its apps unavailable, naming it; nothing written to that cluster afterwards, by
+its API server's audit log).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ NAMESPACE = "pando-remote-secrets"
 LABELS = {"istio/multiCluster": "true"}
 REMOTE = "roomy"
 """The first cluster's name as the Secrets give it."""
+THIRD = "third"
+"""The third cluster's name, as its Cluster API Secret gives it."""
+CLUSTER_API_LABEL = "cluster.x-k8s.io/cluster-name"
 MiB = 1024**2
 
 
@@ -61,13 +65,15 @@ def _plan(prefix: str, *, first_deploy: bool = True) -> BundlePlan:
     return BundlePlan(bundle_id=bundle_id, workloads=(web,), first_deploy=first_deploy)
 
 
-def _secret(core: Any, name: str, data: dict[str, bytes]) -> None:
+def _secret(
+    core: Any, name: str, data: dict[str, bytes], labels: dict[str, str] | None = None
+) -> None:
     """Create or replace Secret ``name`` with ``data`` (as an operator would)."""
     from kubernetes import client  # noqa: PLC0415
     from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
     body = client.V1Secret(
-        metadata=client.V1ObjectMeta(name=name, labels=LABELS),
+        metadata=client.V1ObjectMeta(name=name, labels=labels or LABELS),
         data={k: base64.b64encode(v).decode() for k, v in data.items()},
     )
     try:
@@ -93,6 +99,19 @@ def secrets_home(second_admin_api: Any, second_kube_cluster: Any) -> Iterator[An
     )
     yield core
     core.delete_namespace(NAMESPACE)
+
+
+@pytest.fixture(scope="module")
+def third_cluster(second_kube_cluster: Any) -> Iterator[Any]:
+    """A third control plane for this module, its restricted user bound to the adapter's roles."""
+    from kubeadmin import admin_client, grant_adapter  # noqa: PLC0415
+    from localcluster.backends import local_backend  # noqa: PLC0415
+    from localcluster.pytest_plugin import SMALL_NODES  # noqa: PLC0415
+
+    with local_backend("pando-local-3", SMALL_NODES) as cluster:
+        with admin_client(cluster.kubeconfig, context=cluster.context) as api:
+            grant_adapter(api, cluster.restricted_user)
+        yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -157,11 +176,27 @@ async def _running(adapter: MultiClusterAdapter, plan: BundlePlan) -> None:
             await anyio.sleep(0.5)
 
 
+async def _third_joins(
+    adapter: MultiClusterAdapter,
+    events: AsyncIterator[BundleEvent],
+    secrets_home: Any,
+    third_cluster: Any,
+) -> None:
+    third = await anyio.Path(third_cluster.restricted_kubeconfig).read_bytes()
+    labels = {CLUSTER_API_LABEL: THIRD}
+    await anyio.to_thread.run_sync(
+        _secret, secrets_home, f"{THIRD}-kubeconfig", {"value": third}, labels
+    )
+    assert await _next_change(events) == {"change": "joined", "cluster": THIRD}
+    assert THIRD in (await adapter.capacity()).details["clusters"].split(",")
+
+
 async def test_clusters_join_rotate_are_refused_and_leave_from_remote_secrets(  # noqa: PLR0917 - fixtures
     remote_config: dict[str, Any],
     secrets_home: Any,
     kube_cluster: Any,
     adapter_config: dict[str, Any],
+    third_cluster: Any,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -184,6 +219,9 @@ async def test_clusters_join_rotate_are_refused_and_leave_from_remote_secrets(  
         assert adapter.fleet.members[REMOTE] is not serving
         assert (await adapter.observe(BundleRef(plan.bundle_id))).all_running
 
+        # A third control plane joins from a Cluster API Secret (label and key 'value').
+        await _third_joins(adapter, events, secrets_home, third_cluster)
+
         # A name taken by another Secret and an exec plugin: refused, the rest untouched.
         bad = {REMOTE: first, "plugged": _with_exec_plugin(first)}
         await anyio.to_thread.run_sync(_secret, secrets_home, "other", bad)
@@ -195,6 +233,7 @@ async def test_clusters_join_rotate_are_refused_and_leave_from_remote_secrets(  
 
         # A restarted host rebuilds the same fleet from the Secrets and finds the app there.
         async with MultiClusterAdapter(remote_config) as restarted:
+            assert set(restarted.fleet.members) == set(adapter.fleet.members)
             assert await restarted.locate(plan.bundle_id) == REMOTE
 
         # Removed: the app is unavailable naming its cluster, and nothing is written there.

@@ -137,8 +137,8 @@ class LiveFleet:
                             if attempt:
                                 log.warning("%s %s started", noun, name)
                             held.started.set()
-                            if self.members.adapters.get(name) is held.adapter:
-                                self.members.started(name)
+                            if self.members.adapters.get(name, held.adapter) is held.adapter:
+                                self.members.started(name)  # joining, or the member now
                             held.tried.set()
                             await anyio.sleep_forever()
                     except (AdapterUnavailable, AdapterFailed) as error:

@@ -93,6 +93,8 @@ class MemberSet:
         """Member ``name`` joins (started already, or said not started); ``closed``: no new app."""
         shut = self._closed() | {name} if closed else self._closed() - {name}
         self._evolve({**self.adapters, name: adapter}, shut)
+        # Back again: its apps are asked of it, not said unavailable.
+        self._departed = {b: e for b, e in self._departed.items() if self.name_of(e) != name}
 
     def replace(self, name: str, adapter: RuntimeAdapter) -> None:
         """Member ``name`` is ``adapter`` from now on (started already)."""
@@ -117,6 +119,10 @@ class MemberSet:
     def departed(self, bundle_id: str) -> AdapterUnavailable | None:
         """Why ``bundle_id`` is unavailable: its member left (``None``: it did not)."""
         return self._departed.get(bundle_id)
+
+    def settled(self, bundle_id: str) -> None:
+        """``bundle_id`` was written to a member: whatever left with another is not it."""
+        self._departed.pop(bundle_id, None)
 
     def watch(self, listener: Callable[[MemberChange], None]) -> Callable[[], None]:
         """Call ``listener`` with every change from now on; returns what stops it."""
@@ -170,7 +176,8 @@ class MemberSet:
             for name in names if names is not None else adapters:
                 group.start_soon(one, name)
         order = list(adapters)
-        silent.sort(key=lambda e: order.index(self.name_of(e)))
+        rank = {n: i for i, n in enumerate(order)}  # a member that left meanwhile: last
+        silent.sort(key=lambda e: rank.get(self.name_of(e), len(rank)))
         return Answers({n: answers[n] for n in order if n in answers}, silent)
 
     async def all_answer(self, ask: Callable[[str, RuntimeAdapter], Awaitable[T]]) -> dict[str, T]:

@@ -253,6 +253,7 @@ class Placer:
                     raise self.members.named(error, name) from error
                 raise
             self.placed[bundle_id] = name
+            self.members.settled(bundle_id)
             if placing and not isinstance(member, RequestsView):
                 self.reservations.release(bundle_id)  # its room counts it from now on
         return name, written

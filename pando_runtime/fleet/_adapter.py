@@ -113,9 +113,14 @@ class FleetAdapter(RuntimeAdapter):
         stack.callback(group.cancel_scope.cancel)  # each member's task closes it as it ends
         retry = self.config.events_retry or (1.0,)
         live = LiveFleet(self.placer, group, retry=retry, join_wait=self.config.join_wait)
-        await live.open_all(adapters)
-        if isinstance(self._source, LiveMembers):
-            await group.start(self._source.follow, live, name=f"{self.noun}s joining")
+        stack.push_async_callback(live.aclose)  # first: each member exits normally
+        try:
+            await live.open_all(adapters)
+            if isinstance(self._source, LiveMembers):
+                await group.start(self._source.follow, live, name=f"{self.noun}s joining")
+        except BaseException:
+            await stack.aclose()
+            raise
         self._entered, self.live = stack, live
         return self
 

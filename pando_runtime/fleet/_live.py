@@ -90,10 +90,13 @@ class LiveMembers(Protocol):
 
 @attrs.define
 class _Held:
-    """A member adapter held open by a task of its own until ``scope`` is cancelled."""
+    """A member adapter held open by a task of its own until ``stop`` is set."""
 
     adapter: RuntimeAdapter
-    scope: anyio.CancelScope = attrs.field(factory=anyio.CancelScope)
+    stop: anyio.Event = attrs.field(factory=anyio.Event)
+    """Set to close it: it leaves its ``async with`` as a normal exit (a Kubernetes member
+    saves its warm store then; a cancelled exit would cut that short)."""
+    done: anyio.Event = attrs.field(factory=anyio.Event)
     tried: anyio.Event = attrs.field(factory=anyio.Event)
     """Set once its first start was tried (started or not)."""
     started: anyio.Event = attrs.field(factory=anyio.Event)
@@ -116,45 +119,63 @@ class LiveFleet:
         self._retry = retry
         self._join_wait = join_wait
         self._held: dict[str, _Held] = {}
+        self._every: list[_Held] = []
+        """Every adapter held, those replaced or left included until their task ended."""
         self._changing: dict[str, anyio.Lock] = {}
 
     # -- holding members open ---------------------------------------------------------------
 
     def _hold(self, name: str, adapter: RuntimeAdapter) -> _Held:
         held = _Held(adapter)
+        self._every.append(held)
         self._group.start_soon(self._keep_open, name, held, name=f"{self.members.noun} {name}")
         return held
 
     async def _keep_open(self, name: str, held: _Held) -> None:
-        """``held`` open until its scope is cancelled, started again while it cannot start."""
+        """``held`` open until it is stopped, started again while it cannot start."""
         noun = self.members.noun
         attempt = 0
-        with held.scope:
-            try:
-                while True:
-                    try:
-                        async with held.adapter:
-                            if attempt:
-                                log.warning("%s %s started", noun, name)
-                            held.started.set()
-                            if self.members.adapters.get(name, held.adapter) is held.adapter:
-                                self.members.started(name)  # joining, or the member now
-                            held.tried.set()
-                            await anyio.sleep_forever()
-                    except (AdapterUnavailable, AdapterFailed) as error:
-                        unavailable = AdapterUnavailable(
-                            f"it could not start: {error.message}", remedy=error.remedy
-                        )
+        try:
+            while not held.stop.is_set():
+                try:
+                    async with held.adapter:
+                        if attempt:
+                            log.warning("%s %s started", noun, name)
+                        held.started.set()
                         if self.members.adapters.get(name, held.adapter) is held.adapter:
-                            self.members.not_started(name, unavailable)
-                        if not attempt:
-                            log.warning("%s %s could not start: %s", noun, name, error.message)
-                    held.tried.set()
-                    await anyio.sleep(retry_delay(self._retry, attempt))
-                    attempt += 1
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await held.adapter.aclose()
+                            self.members.started(name)  # joining, or the member now
+                        held.tried.set()
+                        await held.stop.wait()
+                        return
+                except (AdapterUnavailable, AdapterFailed) as error:
+                    unavailable = AdapterUnavailable(
+                        f"it could not start: {error.message}", remedy=error.remedy
+                    )
+                    if self.members.adapters.get(name, held.adapter) is held.adapter:
+                        self.members.not_started(name, unavailable)
+                    if not attempt:
+                        log.warning("%s %s could not start: %s", noun, name, error.message)
+                held.tried.set()
+                with anyio.move_on_after(retry_delay(self._retry, attempt)):
+                    await held.stop.wait()
+                attempt += 1
+        finally:
+            with anyio.CancelScope(shield=True):
+                await held.adapter.aclose()
+            held.done.set()
+            self._every.remove(held)
+
+    async def aclose(self) -> None:
+        """Close every member held, each leaving its ``async with`` as a normal exit.
+
+        One still starting (its runtime slow to answer) is waited for ``join_wait`` seconds at
+        most; the fleet's task group then cancels what is left.
+        """
+        for held in self._every:
+            held.stop.set()
+        with anyio.move_on_after(self._join_wait):
+            for held in list(self._every):
+                await held.done.wait()
 
     async def open_all(self, adapters: Mapping[str, RuntimeAdapter]) -> None:
         """Hold every first member open; returns once each was tried."""
@@ -212,7 +233,7 @@ class LiveFleet:
                 return
             new = self._hold(name, adapter)
             if not await self._started_within_bound(new):
-                new.scope.cancel()
+                new.stop.set()
                 self.refuse(
                     name,
                     f"its new definition did not start within {self._join_wait:g} s; "
@@ -221,7 +242,7 @@ class LiveFleet:
                 return
             self._held[name] = new
             self.members.replace(name, adapter)
-            old.scope.cancel()
+            old.stop.set()
             self._said("replaced", name)
 
     async def leave(self, name: str) -> None:
@@ -237,7 +258,7 @@ class LiveFleet:
             bundles = await self._bundles_of(name, held.adapter)
             self.members.remove(name, bundles)
             del self._held[name]
-            held.scope.cancel()
+            held.stop.set()
             self._said("left", name, f"{len(bundles)} bundles unavailable")
 
     async def _bundles_of(self, name: str, adapter: RuntimeAdapter) -> set[str]:

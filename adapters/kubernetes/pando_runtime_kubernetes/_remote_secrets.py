@@ -31,9 +31,10 @@ from pando_runtime.fleet import MemberChanges
 
 from ._log import logger
 from .api._clusters import Cluster
+from .api._errors import ApiError
 from .api._kubeconfig import MergedKubeconfig
 from .cache._list_watch import ApiListWatch
-from .cache._watch import WatchLoop
+from .cache._watch import WatchLoop, why
 
 if TYPE_CHECKING:
     from ._adapter import KubernetesAdapter
@@ -225,11 +226,18 @@ class RemoteSecrets:
                 for loop in loops:
                     await loop.synced.wait()
             if not all(loop.synced.is_set() for loop in loops):
+                errors = [loop.last_error for loop in loops if loop.last_error is not None]
+                forbidden = any(isinstance(e, ApiError) and e.status == 403 for e in errors)  # noqa: PLR2004
                 log.warning(
-                    "the remote secrets of %s could not be listed within %g s; clusters join "
-                    "once they are",
+                    "the remote secrets of %s could not be listed within %g s (%s)%s; clusters "
+                    "join once they are",
                     self.namespace,
                     wait,
+                    ", ".join(why(e) for e in errors) or "no answer",
+                    "; bind ClusterRole pando-runtime-remote-secrets there with a RoleBinding "
+                    "(deploy/rbac.yaml)"
+                    if forbidden
+                    else "",
                 )
             await self._reconcile()
             task_status.started()

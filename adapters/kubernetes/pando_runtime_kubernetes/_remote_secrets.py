@@ -20,6 +20,7 @@ import base64
 import binascii
 import hashlib
 from collections.abc import Callable, Mapping
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -227,7 +228,9 @@ class RemoteSecrets:
                     await loop.synced.wait()
             if not all(loop.synced.is_set() for loop in loops):
                 errors = [loop.last_error for loop in loops if loop.last_error is not None]
-                forbidden = any(isinstance(e, ApiError) and e.status == 403 for e in errors)  # noqa: PLR2004
+                forbidden = any(
+                    isinstance(e, ApiError) and e.status == HTTPStatus.FORBIDDEN for e in errors
+                )
                 log.warning(
                     "the remote secrets of %s could not be listed within %g s (%s)%s; clusters "
                     "join once they are",

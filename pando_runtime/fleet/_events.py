@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 
 import anyio
+import attrs
 from anyio.abc import TaskGroup
 
 from .._adapter._abc import RuntimeAdapter
@@ -42,6 +43,19 @@ def retry_delay(retry: Sequence[float], attempt: int) -> float:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+@attrs.frozen
+class _Handover:
+    """A replaced member's old stream, followed until its successor's sent ``WATCHING``."""
+
+    old: anyio.CancelScope | None
+    handed_over: anyio.Event
+
+    def done(self) -> None:
+        if self.old is not None:
+            self.old.cancel()
+        self.handed_over.set()
 
 
 class _Merge:
@@ -71,7 +85,7 @@ class _Merge:
         if not self.waiting_for:
             self.all_tried.set()
 
-    def start(self, name: str, *, taking_over: anyio.CancelScope | None = None) -> None:
+    def start(self, name: str, *, taking_over: _Handover | None = None) -> None:
         """Follow member ``name``'s current adapter (replacing the stream ``taking_over``)."""
         scope = anyio.CancelScope()
         adapter = self.members.adapters[name]
@@ -86,7 +100,9 @@ class _Merge:
         if change.change == "joined":
             self.start(name)
         elif change.change == "replaced":
-            self.start(name, taking_over=old)
+            handed_over = anyio.Event()  # the old adapter stays open until then
+            change.handovers.append(handed_over)
+            self.start(name, taking_over=_Handover(old, handed_over))
         elif change.change == "left" and old is not None:
             old.cancel()
             del self.following[name]
@@ -100,7 +116,7 @@ class _Merge:
         name: str,
         member: RuntimeAdapter,
         scope: anyio.CancelScope,
-        taking_over: anyio.CancelScope | None = None,
+        taking_over: _Handover | None = None,
     ) -> None:
         """Member ``name``'s events, its stream reopened whenever it ends."""
         lost = False
@@ -112,7 +128,7 @@ class _Merge:
                         await anext(aiter(events))  # the member's own WATCHING
                         self.mark_tried(name)
                         if taking_over is not None:  # from here on this stream says it all
-                            taking_over.cancel()
+                            taking_over.done()
                             taking_over = None
                         if lost:  # what happened there meanwhile was not seen
                             log.warning("%s %s: events flow again", self.noun, name)

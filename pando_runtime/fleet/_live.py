@@ -242,8 +242,11 @@ class LiveFleet:
                 return
             self._held[name] = new
             self.members.replace(name, adapter)
+            change = self._said("replaced", name)
+            with anyio.move_on_after(self._join_wait):  # each open stream took over from it
+                for handed_over in change.handovers:
+                    await handed_over.wait()
             old.stop.set()
-            self._said("replaced", name)
 
     async def leave(self, name: str) -> None:
         """See :meth:`MemberChanges.leave`."""
@@ -282,7 +285,7 @@ class LiveFleet:
         """See :meth:`MemberChanges.refuse`."""
         self._said("refused", name, reason)
 
-    def _said(self, change: str, name: str, reason: str = "") -> None:
+    def _said(self, change: str, name: str, reason: str = "") -> MemberChange:
         noun = self.members.noun
         level = log.warning if change == "refused" else log.info
         level(
@@ -293,4 +296,6 @@ class LiveFleet:
             f": {reason}" if reason else "",
             extra={noun: name, "change": change},
         )
-        self.members.announce(MemberChange(change, name, reason))
+        said = MemberChange(change, name, reason)
+        self.members.announce(said)
+        return said

@@ -33,6 +33,9 @@ class MemberChange:
     change: str
     name: str
     reason: str = ""
+    handovers: list[anyio.Event] = attrs.field(factory=list, eq=False, repr=False)
+    """``replaced``: what each listener that still follows the old adapter sets once it no
+    longer needs it (the old one is closed then, or after ``join_wait``)."""
 
 
 class MemberSet:

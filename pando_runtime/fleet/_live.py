@@ -9,8 +9,9 @@ which a :class:`LiveFleet` implements over the fleet's :class:`MemberSet`:
   synced), or after ``join_wait`` seconds as a silent member, retried as any other.
 - *replaced* (a rotated credential): make-before-break. The new adapter is started beside the
   old one; once it started, questions go to it, its event stream takes over from the old one's
-  (no ``MISSED`` for the swap), and the old one is closed. One that did not start within
-  ``join_wait`` is closed and the old one stays.
+  (no ``MISSED`` for the swap), and the old one is closed once every open stream took over
+  (or after ``join_wait``). One that did not start within ``join_wait`` is closed and the old
+  one stays.
 - *left*: the member is closed and nothing goes there again. The bundles it held (its records
   when it can still say, else where this process found them) are said unavailable, naming it,
   never absent: a host redeploys one elsewhere with ``first_deploy``.

@@ -22,6 +22,9 @@ class BundleEventKind(enum.StrEnum):
     ``WATCHING`` is always the first event of a stream: from then on nothing is
     missed. ``MISSED`` means events may have been lost (a gap, or an event that
     cannot be attributed): the host re-observes everything it cares about.
+    ``FLEET_CHANGED`` (API 1.6, a fleet's only): a member joined, was replaced, left or was
+    refused; ``details`` says which (``change``, the member under the fleet's noun,
+    ``reason``), and no bundle is named.
     """
 
     WATCHING = "watching"

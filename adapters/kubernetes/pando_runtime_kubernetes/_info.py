@@ -314,6 +314,12 @@ class MultiClusterConfig:
         help="Settings per cluster name, over 'settings' (for example api_qps, api_burst, "
         "node_selector).",
     )
+    remote_secrets_namespace: str | None = setting(
+        default=None,
+        help="Namespace of the default cluster whose Secrets labelled "
+        "'istio/multiCluster: \"true\"' add clusters while the adapter runs (each data key a "
+        "cluster's name, its value a kubeconfig); unset: the kubeconfig's clusters only.",
+    )
 
 
 MULTI_ADAPTER = AdapterInfo(

@@ -27,7 +27,7 @@ from pando_runtime import (
     WorkloadPlan,
     WorkloadRef,
 )
-from pando_runtime.fleet import FleetAdapter, FleetMembers, MemberChanges
+from pando_runtime.fleet import FleetAdapter, FleetMembers, MemberChanges, Reservations
 from pando_runtime.testing import FakeAdapter
 
 pytestmark = pytest.mark.anyio
@@ -226,3 +226,11 @@ async def test_members_from_a_file_join_change_and_leave_as_it_changes(tmp_path:
         left = await _next(events, BundleEventKind.FLEET_CHANGED)
         assert (left.details["change"], left.details["member"]) == ("left", "big")
         assert set(fleet.members) == {"home"}
+
+
+def test_a_member_that_leaves_holds_no_room_any_more() -> None:
+    reservations = Reservations(clock=lambda: 0.0)
+    reservations.reserve("shop", "big", (100, 1 << 20))
+    reservations.reserve("cart", "home", (100, 1 << 20))
+    reservations.drop_member("big")
+    assert reservations.members() == {"cart": "home"}

@@ -261,6 +261,7 @@ class LiveFleet:
                 return
             bundles = await self._bundles_of(name, held.adapter)
             self.members.remove(name, bundles)
+            self._placer.reservations.drop_member(name)
             del self._held[name]
             held.stop.set()
             self._said("left", name, f"{len(bundles)} bundles unavailable")

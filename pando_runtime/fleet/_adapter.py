@@ -237,6 +237,8 @@ class FleetAdapter(RuntimeAdapter):
         name = await self.placer.locate(ref.bundle_id)
         if name is not None:
             await (await self.member_set.member(name)).destroy(ref, options)
+            if options is not None and not options.keep_volumes:
+                self.placer.forget(ref.bundle_id)  # nothing of it is left there
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         """The workload's upstream from its member, computed (no I/O, as the contract says).

@@ -57,10 +57,12 @@ class FleetConfig:
     )
     members_file_poll: float = setting(
         default=2.0,
+        exclusive_minimum=0,
         help="Seconds between checks of the members file's content (its SHA-256).",
     )
     join_wait: float = setting(
         default=30.0,
+        exclusive_minimum=0,
         help="Seconds a member that joins (or a member's new definition) has to start before "
         "it counts as silent (joined) or is dropped (a replacement: the old one serves on).",
     )

@@ -127,6 +127,11 @@ class Placer:
         self.placed[bundle_id] = found
         return found, []
 
+    def forget(self, bundle_id: str) -> None:
+        """``bundle_id`` was destroyed with its volumes: no member is its home any more."""
+        self.placed.pop(bundle_id, None)
+        self.reservations.release(bundle_id)
+
     async def locate(self, bundle_id: str) -> str | None:
         """The member holding ``bundle_id``, ``None`` when no member has it.
 

@@ -248,7 +248,7 @@ class ClusterMembers:
         self.membership = ""
         self._observer: ApiObserver = NO_API_OBSERVER
         self._configured: set[str] = set()
-        self.join_wait = 30.0
+        self.join_wait = config.join_wait
         """Seconds the first remote secrets' clusters (and their list) may take to start."""
 
     async def open(self) -> FleetMembers:

@@ -6,9 +6,10 @@ there. One walk-through on the same control planes (each behaviour once, the CI'
 counted): a cluster joined from a Secret; its client certificate rotated while the event stream
 flows (replaced, no ``MISSED``); a third control plane joining from a Cluster API Secret; a
 duplicate name and a kubeconfig with an exec plugin refused, the rest untouched, no credential
-in an event or a log record; a restarted adapter rebuilding the same fleet from the Secrets; the
-Secret removed (its apps unavailable, naming it; nothing written to that cluster afterwards, by
-its API server's audit log).
+in an event or a log record; an unreachable cluster joining, holding up nothing, and leaving; a
+restarted adapter rebuilding the same fleet from the Secrets; the Secret removed (its apps
+unavailable, naming it; nothing written to that cluster afterwards, by its API server's audit
+log).
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ def remote_config(
     return {
         "kubeconfig": second_adapter_config["kubeconfig"],
         "remote_secrets_namespace": NAMESPACE,
+        "join_wait": 10.0,  # an unreachable cluster's cost; a real one starts in about 1 s
         "settings": {k: v for k, v in second_adapter_config.items() if k not in per_member},
         "clusters": {REMOTE: {"helper_mount_root": adapter_config["helper_mount_root"]}},
     }
@@ -150,6 +152,18 @@ def _rotated(kube_cluster: Any, directory: Path) -> bytes:
         client_key=fresh.key,
     )
     return path.read_bytes()
+
+
+def _unreachable(kubeconfig: bytes) -> bytes:
+    """``kubeconfig`` pointing at a loopback port where nothing listens."""
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    doc = yaml.safe_load(kubeconfig)
+    doc["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    return yaml.safe_dump(doc).encode()
 
 
 def _with_exec_plugin(kubeconfig: bytes) -> bytes:
@@ -191,6 +205,30 @@ async def _third_joins(
     assert THIRD in (await adapter.capacity()).details["clusters"].split(",")
 
 
+async def _unreachable_joins(
+    adapter: MultiClusterAdapter,
+    events: AsyncIterator[BundleEvent],
+    secrets_home: Any,
+    kubeconfig: bytes,
+    plan: BundlePlan,
+) -> None:
+    """An unreachable cluster joins (its adapter opens; its lists are retried), holding up
+    nothing: the others answer, a first deploy goes to one of them (it has no room to show);
+    its Secret removed, it leaves."""
+    await anyio.to_thread.run_sync(
+        _secret, secrets_home, "dark", {"dark": _unreachable(kubeconfig)}
+    )
+    joined = await _next_change(events)
+    assert (joined["change"], joined["cluster"]) == ("joined", "dark")
+    assert (await adapter.observe(BundleRef(plan.bundle_id))).all_running
+    beside = _plan("beside")
+    assert (await adapter.apply(beside)).details["cluster"] != "dark"
+    await adapter.destroy(BundleRef(beside.bundle_id), DestroyOptions(keep_volumes=False))
+    await anyio.to_thread.run_sync(secrets_home.delete_namespaced_secret, "dark", NAMESPACE)
+    assert (await _next_change(events))["change"] == "left"
+    assert "dark" not in adapter.fleet.members
+
+
 async def test_clusters_join_rotate_are_refused_and_leave_from_remote_secrets(  # noqa: PLR0917 - fixtures
     remote_config: dict[str, Any],
     secrets_home: Any,
@@ -230,6 +268,8 @@ async def test_clusters_join_rotate_are_refused_and_leave_from_remote_secrets(  
         assert adapter.fleet.members[REMOTE] is not serving
         assert "plugged" not in adapter.fleet.members
         assert (await adapter.observe(BundleRef(plan.bundle_id))).exists
+
+        await _unreachable_joins(adapter, events, secrets_home, first, plan)
 
         # A restarted host rebuilds the same fleet from the Secrets and finds the app there.
         async with MultiClusterAdapter(remote_config) as restarted:

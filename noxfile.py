@@ -8,6 +8,7 @@ nox -s kube_replicas   # several host replicas: failover, leases at rest, throug
 nox -s downstream_adapters   # each adapter's own suite against this core
 nox -s docker_apps   # 10, 100 and 500 apps on the tests' Docker Engine (as root; minutes)
 nox -s docker_fleet  # two Docker Engines as one fleet: placement, observe, a stop (as root)
+nox -s docker_sandbox  # runc against gVisor's runsc on the tests' Docker Engine (as root)
 nox -s docker_agent  # what the Docker agent costs a host's connection (as root; seconds)
 """
 
@@ -33,6 +34,7 @@ SLOW_BENCHMARKS = {
     "kube_replicas.py",
     "docker_apps.py",
     "docker_fleet.py",
+    "sandboxed_apps.py",
     "agent_dial.py",
 }
 """Run by their own session, not by ``benchmarks``."""
@@ -240,6 +242,19 @@ def docker_fleet(session: nox.Session) -> None:
     """
     _install(session, "test")
     script = ROOT / "adapters/docker/benchmarks/docker_fleet.py"
+    session.run("python", str(script), *session.posargs)
+
+
+@nox.session(python="3.11")
+def docker_sandbox(session: nox.Session) -> None:
+    """Sandboxed apps against ordinary ones on one of the tests' Docker Engines: apply to
+    running, an HTTP request's p50/p99, memory per app, runc against gVisor's runsc (as root,
+    with docker.io; runsc from $PANDO_GVISOR_BIN or tools/gvisor/build.sh; about a minute).
+
+    nox -s docker_sandbox -- --apps 20 --requests 1000   (any option)
+    """
+    _install(session, "test")
+    script = ROOT / "adapters/docker/benchmarks/sandboxed_apps.py"
     session.run("python", str(script), *session.posargs)
 
 

@@ -197,6 +197,7 @@ async def _watch(args: argparse.Namespace, console: Console) -> int:
                 print(json.dumps(unstructure(event)), file=console.out, flush=True)
             else:
                 detail = "" if event.exit_code is None else f" exit={event.exit_code}"
+                detail += "".join(f" {k}={v}" for k, v in event.details.items())
                 print(
                     f"{event.at.isoformat()}  {event.kind.value:<14} {event.bundle_id or ''}"
                     f" {event.workload or ''}{detail}".rstrip(),

@@ -22,6 +22,9 @@ class BundleEventKind(enum.StrEnum):
     ``WATCHING`` is always the first event of a stream: from then on nothing is
     missed. ``MISSED`` means events may have been lost (a gap, or an event that
     cannot be attributed): the host re-observes everything it cares about.
+    ``FLEET_CHANGED`` (API 1.6, a fleet's only): a member joined, was replaced, left or was
+    refused; ``details`` says which (``change``, the member under the fleet's noun,
+    ``reason``), and no bundle is named.
     """
 
     WATCHING = "watching"
@@ -31,6 +34,7 @@ class BundleEventKind(enum.StrEnum):
     OOM_KILLED = "oom_killed"
     REMOVED = "removed"
     HEALTH_CHANGED = "health_changed"
+    FLEET_CHANGED = "fleet_changed"
 
 
 @attrs.frozen(kw_only=True)
@@ -43,6 +47,8 @@ class BundleEvent:
     workload: str | None = None
     exit_code: int | None = None
     healthy: bool | None = None
+    details: dict[str, str] = attrs.field(factory=dict, hash=False)
+    """What a stream event says beyond its kind (``FLEET_CHANGED``'s member and change)."""
 
 
 class BundleEventStream:

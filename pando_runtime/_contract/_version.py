@@ -6,7 +6,7 @@ __all__ = ["API_VERSION", "__version__", "api_compatible"]
 
 __version__ = "0.1.0"
 
-API_VERSION = "1.5"
+API_VERSION = "1.6"
 """The adapter contract's version: ``MAJOR.MINOR``.
 
 A minor bump only adds (optional request fields, methods with defaults), so an

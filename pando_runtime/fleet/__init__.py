@@ -16,6 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API reference
     from ..fleet._adapter import FleetAdapter
     from ..fleet._info import FLEET, FleetConfig, MemberConfig
+    from ..fleet._live import LiveMembers, MemberChanges
     from ..fleet._members import (
         BundleRecords,
         ConfiguredMembers,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "fleet._adapter": ("FleetAdapter",),
     "fleet._info": ("FLEET", "FleetConfig", "MemberConfig"),
+    "fleet._live": ("LiveMembers", "MemberChanges"),
     "fleet._members": (
         "BundleRecords",
         "ConfiguredMembers",
@@ -76,6 +78,8 @@ __all__ = [
     "FleetAdapter",
     "FleetConfig",
     "FleetMembers",
+    "LiveMembers",
+    "MemberChanges",
     "MemberConfig",
     "MemberSource",
     "Request",

@@ -25,7 +25,6 @@ from .._contract._capabilities import Capability, RuntimeCapabilities
 from .._contract._capacity import BundleUsage, Capacity, Fit, InUse, roomiest
 from .._contract._edge import EdgePlan, EdgeState
 from .._contract._errors import (
-    AdapterFailed,
     AdapterUnavailable,
     CapabilityUnsupported,
     InvalidInput,
@@ -42,10 +41,12 @@ from .._contract._trial import TrialRequest, TrialResult
 from .._contract._volumes import VolumeHandle, VolumeRequest
 from .._input._validation import check_plan, validate_trial
 from .._util._log import logger
-from ._events import merged_events, retry_delay
+from ._events import merged_events
 from ._info import FLEET_DESCRIPTION, FleetConfig
+from ._live import LiveFleet, LiveMembers
 from ._member_set import MemberSet
 from ._members import BundleRecords, ConfiguredMembers, MemberSource, fleet_capabilities
+from ._members_file import MembersFile
 from ._placer import NewBundle, Placer
 
 __all__ = ["FleetAdapter"]
@@ -75,12 +76,20 @@ class FleetAdapter(RuntimeAdapter):
         noun: str = "member",
     ) -> None:
         super().__init__({"members": {}} if config is None and source is not None else config)
-        made = ConfiguredMembers(self.config).members if source is None else source
+        made: MemberSource
+        if source is not None:
+            made = source
+        elif self.config.members_file is not None:
+            made = MembersFile(self.config)
+        else:
+            made = ConfiguredMembers(self.config).members
+        self._source = made
         self.member_set = MemberSet(made, noun)
         self.placer = Placer(self.member_set)
         self.noun = noun
         self._entered: contextlib.AsyncExitStack | None = None
-        self._closing = anyio.Event()
+        self.live: LiveFleet | None = None
+        """The members held open and changed live while the fleet is entered."""
 
     # -- members ----------------------------------------------------------------------------
 
@@ -94,49 +103,30 @@ class FleetAdapter(RuntimeAdapter):
 
         Returns once each member was tried: a member whose runtime is silent now does not hold
         up the others; its questions raise :class:`AdapterUnavailable` naming it, and it is
-        started again and again (``events_retry``) until it answers.
+        started again and again (``events_retry``) until it answers. A source whose members
+        change (:class:`LiveMembers`) is followed from then on, once its first members joined
+        (:mod:`._live`).
         """
         adapters = (await self.member_set.fleet()).adapters
         stack = contextlib.AsyncExitStack()
         group = await stack.enter_async_context(anyio.create_task_group())
-        self._closing = anyio.Event()
-        tried = {name: anyio.Event() for name in adapters}
-        for name in adapters:
-            group.start_soon(self._keep_open, name, tried[name], name=f"{self.noun} {name}")
-        for started in tried.values():
-            await started.wait()
-        self._entered = stack
-        return self
-
-    async def _keep_open(self, name: str, tried: anyio.Event) -> None:
-        """Member ``name`` open until the fleet closes, started again while it cannot start."""
-        member = self.member_set.adapters[name]
+        stack.callback(group.cancel_scope.cancel)  # each member's task closes it as it ends
         retry = self.config.events_retry or (1.0,)
-        attempt = 0
-        while not self._closing.is_set():
-            try:
-                async with member:
-                    if attempt:
-                        log.warning("%s %s started", self.noun, name)
-                    self.member_set.started(name)
-                    tried.set()
-                    await self._closing.wait()
-                    return
-            except (AdapterUnavailable, AdapterFailed) as error:
-                unavailable = AdapterUnavailable(
-                    f"it could not start: {error.message}", remedy=error.remedy
-                )
-                self.member_set.not_started(name, unavailable)
-                if not attempt:
-                    log.warning("%s %s could not start: %s", self.noun, name, error.message)
-            tried.set()
-            await anyio.sleep(retry_delay(retry, attempt))
-            attempt += 1
+        live = LiveFleet(self.placer, group, retry=retry, join_wait=self.config.join_wait)
+        stack.push_async_callback(live.aclose)  # first: each member exits normally
+        try:
+            await live.open_all(adapters)
+            if isinstance(self._source, LiveMembers):
+                await group.start(self._source.follow, live, name=f"{self.noun}s joining")
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._entered, self.live = stack, live
+        return self
 
     async def aclose(self) -> None:
         """Leave and close every member. Safe to call twice."""
         stack, self._entered = self._entered, None
-        self._closing.set()
         if stack is not None:
             await stack.aclose()
         for member in self.member_set.adapters.values():
@@ -247,6 +237,8 @@ class FleetAdapter(RuntimeAdapter):
         name = await self.placer.locate(ref.bundle_id)
         if name is not None:
             await (await self.member_set.member(name)).destroy(ref, options)
+            if options is not None and not options.keep_volumes:
+                self.placer.forget(ref.bundle_id)  # nothing of it is left there
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         """The workload's upstream from its member, computed (no I/O, as the contract says).
@@ -330,9 +322,9 @@ class FleetAdapter(RuntimeAdapter):
         A silent member's stream is retried: never the merged stream's end.
         """
         (await self.capabilities()).require(Capability.BUNDLE_EVENTS)
-        fleet = await self.member_set.fleet()
+        await self.member_set.fleet()
         retry = self.config.events_retry or (1.0,)
-        async with merged_events(fleet.adapters, noun=self.noun, retry=retry) as stream:
+        async with merged_events(self.member_set, retry=retry) as stream:
             yield stream
 
     @contextlib.asynccontextmanager

@@ -49,6 +49,23 @@ class FleetConfig:
         help="Seconds between attempts to reopen a silent member's event stream, the last "
         "repeated.",
     )
+    members_file: str | None = setting(
+        default=None,
+        help="A YAML or JSON file of more members ('members: {name: {adapter, settings, "
+        "place_new_apps}}'), read once the fleet is entered and again whenever it changes: "
+        "members added join, changed ones are replaced, removed ones leave.",
+    )
+    members_file_poll: float = setting(
+        default=2.0,
+        exclusive_minimum=0,
+        help="Seconds between checks of the members file's content (its SHA-256).",
+    )
+    join_wait: float = setting(
+        default=30.0,
+        exclusive_minimum=0,
+        help="Seconds a member that joins (or a member's new definition) has to start before "
+        "it counts as silent (joined) or is dropped (a replacement: the old one serves on).",
+    )
 
 
 FLEET = AdapterInfo(

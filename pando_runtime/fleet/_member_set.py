@@ -13,7 +13,7 @@ from .._contract._capabilities import RuntimeCapabilities
 from .._contract._errors import AdapterUnavailable
 from ._members import FleetMembers, MemberSource, naming
 
-__all__ = ["Answers", "MemberSet"]
+__all__ = ["Answers", "MemberChange", "MemberSet"]
 
 T = TypeVar("T")
 
@@ -24,6 +24,18 @@ class Answers(Generic[T]):
 
     by_member: dict[str, T]
     silent: list[AdapterUnavailable]
+
+
+@attrs.frozen
+class MemberChange:
+    """A member ``joined``, was ``replaced``, ``left``, or was ``refused`` (``reason``: why)."""
+
+    change: str
+    name: str
+    reason: str = ""
+    handovers: list[anyio.Event] = attrs.field(factory=list, eq=False, repr=False)
+    """``replaced``: what each listener that still follows the old adapter sets once it no
+    longer needs it (the old one is closed then, or after ``join_wait``)."""
 
 
 class MemberSet:
@@ -40,6 +52,9 @@ class MemberSet:
         self._capabilities: dict[str, RuntimeCapabilities] = {}
         self._not_started: dict[str, AdapterUnavailable] = {}
         """Members that could not start (their runtime silent then): why, by name."""
+        self._departed: dict[str, AdapterUnavailable] = {}
+        """The bundles of members that left: why each is unavailable, by bundle id."""
+        self._listeners: list[Callable[[MemberChange], None]] = []
 
     async def fleet(self) -> FleetMembers:
         """The members, made on first use."""
@@ -67,9 +82,73 @@ class MemberSet:
         """Member ``name`` started: it is asked again."""
         self._not_started.pop(name, None)
 
+    # -- live changes (:mod:`._live`) --------------------------------------------------------
+
+    def _evolve(self, adapters: dict[str, RuntimeAdapter], closed: frozenset[str]) -> None:
+        made = self._made
+        assert made is not None  # noqa: S101 - a live fleet made its members first
+        self._made = attrs.evolve(made, adapters=adapters, closed=closed)
+
+    def _closed(self) -> frozenset[str]:
+        return self._made.closed if self._made is not None else frozenset()
+
+    def add(self, name: str, adapter: RuntimeAdapter, *, closed: bool = False) -> None:
+        """Member ``name`` joins (started already, or said not started); ``closed``: no new app."""
+        shut = self._closed() | {name} if closed else self._closed() - {name}
+        self._evolve({**self.adapters, name: adapter}, shut)
+        # Back again: its apps are asked of it, not said unavailable.
+        self._departed = {b: e for b, e in self._departed.items() if self.name_of(e) != name}
+
+    def replace(self, name: str, adapter: RuntimeAdapter) -> None:
+        """Member ``name`` is ``adapter`` from now on (started already)."""
+        self._evolve({**self.adapters, name: adapter}, self._closed())
+        self._not_started.pop(name, None)
+
+    def remove(self, name: str, bundles: set[str]) -> None:
+        """Member ``name`` leaves; each of ``bundles`` is unavailable, naming it, from now on."""
+        self._evolve({n: a for n, a in self.adapters.items() if n != name}, self._closed() - {name})
+        self._not_started.pop(name, None)
+        self._capabilities.pop(name, None)
+        gone = self.named(
+            AdapterUnavailable(
+                f"it left the fleet; the {self.noun}'s apps are not reachable from here",
+                remedy=f"Bring the {self.noun} back, or deploy the bundle again elsewhere "
+                "(first_deploy=True).",
+            ),
+            name,
+        )
+        self._departed.update(dict.fromkeys(bundles, gone))
+
+    def departed(self, bundle_id: str) -> AdapterUnavailable | None:
+        """Why ``bundle_id`` is unavailable: its member left (``None``: it did not)."""
+        return self._departed.get(bundle_id)
+
+    def settled(self, bundle_id: str) -> None:
+        """``bundle_id`` was written to a member: whatever left with another is not it."""
+        self._departed.pop(bundle_id, None)
+
+    def watch(self, listener: Callable[[MemberChange], None]) -> Callable[[], None]:
+        """Call ``listener`` with every change from now on; returns what stops it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def announce(self, change: MemberChange) -> None:
+        """Tell every listener of ``change``."""
+        for listener in list(self._listeners):
+            listener(change)
+
     async def member(self, name: str) -> RuntimeAdapter:
         """Member ``name``, or :class:`AdapterUnavailable` naming it while it cannot start."""
-        adapter = (await self.fleet()).adapters[name]
+        adapters = (await self.fleet()).adapters
+        if name not in adapters:
+            raise self.named(
+                AdapterUnavailable(
+                    "it is not a member of the fleet (any more)",
+                    remedy=f"Deploy the bundle again on a {self.noun} of the fleet.",
+                ),
+                name,
+            )
+        adapter = adapters[name]
         if name in self._not_started:
             raise self._not_started[name]
         return adapter
@@ -100,7 +179,8 @@ class MemberSet:
             for name in names if names is not None else adapters:
                 group.start_soon(one, name)
         order = list(adapters)
-        silent.sort(key=lambda e: order.index(self.name_of(e)))
+        rank = {n: i for i, n in enumerate(order)}  # a member that left meanwhile: last
+        silent.sort(key=lambda e: rank.get(self.name_of(e), len(rank)))
         return Answers({n: answers[n] for n in order if n in answers}, silent)
 
     async def all_answer(self, ask: Callable[[str, RuntimeAdapter], Awaitable[T]]) -> dict[str, T]:

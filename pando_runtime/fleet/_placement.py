@@ -105,6 +105,10 @@ class Reservations:
         """
         self._held.pop(bundle_id, None)
 
+    def drop_member(self, member: str) -> None:
+        """Drop every reservation on ``member`` (it left: nothing goes there any more)."""
+        self._held = {b: held for b, held in self._held.items() if held.member != member}
+
     def members(self) -> dict[str, str]:
         """The member of each reservation held now."""
         return {bundle_id: held.member for bundle_id, held in self._held.items()}

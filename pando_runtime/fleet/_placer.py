@@ -111,7 +111,7 @@ class Placer:
         """The member holding ``bundle_id`` (``None``: none that answered), and the silent."""
         adapters = (await self.members.fleet()).adapters
         known = self.placed.get(bundle_id)
-        if known is not None:
+        if known is not None and known in adapters:
             try:
                 if await self._holds(await self.members.member(known), bundle_id):
                     return known, []
@@ -122,9 +122,15 @@ class Placer:
         found = next((n for n, holds in answers.by_member.items() if holds), None)
         if found is None:
             self.placed.pop(bundle_id, None)
-            return None, answers.silent
+            departed = self.members.departed(bundle_id)  # its member left: unavailable, not absent
+            return None, [*answers.silent, *([departed] if departed else [])]
         self.placed[bundle_id] = found
         return found, []
+
+    def forget(self, bundle_id: str) -> None:
+        """``bundle_id`` was destroyed with its volumes: no member is its home any more."""
+        self.placed.pop(bundle_id, None)
+        self.reservations.release(bundle_id)
 
     async def locate(self, bundle_id: str) -> str | None:
         """The member holding ``bundle_id``, ``None`` when no member has it.
@@ -149,7 +155,7 @@ class Placer:
         fleet = self.members.made
         assert fleet is not None  # noqa: S101 - callers made the members
         known = self.placed.get(bundle_id)
-        if known is not None:
+        if known is not None and known in fleet.adapters:
             return known
         for name, member in fleet.adapters.items():
             if isinstance(member, BundleRecords) and member.known_to_hold(bundle_id):
@@ -252,6 +258,7 @@ class Placer:
                     raise self.members.named(error, name) from error
                 raise
             self.placed[bundle_id] = name
+            self.members.settled(bundle_id)
             if placing and not isinstance(member, RequestsView):
                 self.reservations.release(bundle_id)  # its room counts it from now on
         return name, written

@@ -36,7 +36,6 @@ from pando_runtime import (
     ImageDelivery,
     InUse,
     InvalidConfig,
-    IsolationClass,
     LogOptions,
     LogRetention,
     ObservedBundle,
@@ -75,6 +74,7 @@ from .features import (
     EngineUsage,
     HeldBundles,
     ImageImport,
+    OciRuntimes,
     PrivateNetworks,
     Trials,
     Volumes,
@@ -83,6 +83,7 @@ from .features import (
     open_exec,
     open_logs,
     runtime_key,
+    runtime_problems,
 )
 from .manifests import (
     GRANTABLE_CAPABILITIES,
@@ -154,6 +155,7 @@ def _config_problems(config: DockerConfig) -> tuple[Endpoint | None, list[Proble
         problems.append(
             Problem("proxy_container", "upstream_mode 'proxy_container' needs a container name")
         )
+    problems += runtime_problems(config.oci_runtime, config.sandbox_runtime)
     return endpoint, problems + _agent_problems(config)
 
 
@@ -190,6 +192,8 @@ class DockerAdapter(RuntimeAdapter):
             probe_interval=cfg.cache_probe_interval,
             read_timeout=cfg.read_timeout,
         )
+        self.runtimes = OciRuntimes(self.transport, cfg.oci_runtime, cfg.sandbox_runtime)
+        """The OCI runtime each app runs under, and the checks that it does."""
         share = (self.config.capacity_cpu_millis, self.config.capacity_memory_bytes)
         self._capacity = EngineCapacity(self.transport, self.cache, share)
         self.egress_guard = (
@@ -227,6 +231,7 @@ class DockerAdapter(RuntimeAdapter):
             prepare=self.egress_guard.ensure if self.egress_guard else None,
             members=self._network_members,
             sealed=self.private.seal if self.private else None,
+            runtimes=self.runtimes,
         )
         self.egress = EgressBundles(
             self.transport,
@@ -240,7 +245,7 @@ class DockerAdapter(RuntimeAdapter):
         )
         self._images = ImageImport(self.transport)
         self._usage = EngineUsage(self.transport, self.cache)
-        self._trials = Trials(self.transport, self.naming, cfg.helper_image)
+        self._trials = Trials(self.transport, self.naming, cfg.helper_image, self.runtimes)
         self._volumes = Volumes(self.transport, self.naming, cfg.helper_image)
         self._held = HeldBundles(self.cache, self._volumes)
         self._edges = Edges(
@@ -329,14 +334,21 @@ class DockerAdapter(RuntimeAdapter):
     # -- identity & health ---------------------------------------------------------------------
 
     async def health_check(self) -> None:
-        """The daemon answers and speaks API 1.41 or newer."""
+        """The daemon answers, speaks API 1.41 or newer, and has the runtimes named."""
         await self.transport.version()
         await self.transport.ping()
+        await self.runtimes.check_listed()
 
     async def capabilities(self) -> RuntimeCapabilities:
-        """What this adapter does today; everything else is declared unsupported."""
+        """What this adapter does today; everything else is declared unsupported.
+
+        The class is the strongest its runtimes give. Where a trial may run sandboxed, port
+        and write observation are off for every trial: one flag describes them all, and the
+        host cannot look into a sandbox (docs/docker.md, Sandboxed apps).
+        """
+        observes = not self.runtimes.sandboxes
         return RuntimeCapabilities(
-            isolation_class=IsolationClass.CONTAINER,
+            isolation_class=self.runtimes.isolation_class,
             exec=True,
             multiple_workloads=True,
             carried_files=True,
@@ -345,8 +357,8 @@ class DockerAdapter(RuntimeAdapter):
             persistent_volumes=True,
             reports_usage=True,
             trial_run=True,
-            port_observation=True,
-            write_observation=True,
+            port_observation=observes,
+            write_observation=observes,
             image_delivery=(ImageDelivery.IMPORT, ImageDelivery.REGISTRY),
             log_retention=LogRetention(supports_size_cap=True, min_bytes=1024),
             egress_restriction=self.egress.enabled,

@@ -191,6 +191,19 @@ class DockerConfig:
         "container from this image passing only the plan's rules. Unset: such plans are "
         "refused (egress_restriction is not declared).",
     )
+    oci_runtime: str | None = setting(
+        default=None,
+        help="The OCI runtime every app container runs under, by the name the daemon lists "
+        "it ('docker info': runc, runsc, kata...). Unset: the daemon's default. runsc "
+        "(gVisor) or kata* makes every app sandboxed (isolation_class 'sandboxed'). Checked "
+        "by the health check and after every create (docs/docker.md, Sandboxed apps).",
+    )
+    sandbox_runtime: str | None = setting(
+        default=None,
+        help="A sandboxing runtime (runsc, runsc-*, kata*) the daemon lists, beside "
+        "oci_runtime: plans and trials asking for isolation 'sandboxed' run under it, the "
+        "others stay on oci_runtime.",
+    )
     log_max_bytes: int = setting(
         default=10 * 1024**2,
         minimum=1024,

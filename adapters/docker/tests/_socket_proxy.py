@@ -7,7 +7,8 @@ sshd: the namespace has no route to the host, so this is the only way in). The a
 test dials the proxy; :meth:`SocketProxy.cut` closes every open connection (the event stream,
 or the SSH connection, really ends) and refuses new ones until :meth:`restore`, while the
 server keeps serving every other client. Half-closes are passed on, so exec's end of stdin
-crosses it.
+crosses it. ``rewrite`` changes what the client sends on its way (an engine that ignores part
+of a request, as seen by the adapter).
 """
 
 from __future__ import annotations
@@ -27,9 +28,15 @@ class SocketProxy:
     port on the host's loopback), to ``target``: a unix socket, or what a function dials."""
 
     def __init__(
-        self, listen: Path | None, target: Path | Callable[[], Awaitable[SocketStream]]
+        self,
+        listen: Path | None,
+        target: Path | Callable[[], Awaitable[SocketStream]],
+        rewrite: Callable[[bytes], bytes] | None = None,
     ) -> None:
         self.listen = listen
+        self.rewrite = rewrite
+        """Applied to each chunk the client sends (a pattern split across two chunks is
+        missed: keep patterns short, inside a request body)."""
         self.open = True
         self.accepted = 0
         self.port = 0
@@ -72,7 +79,7 @@ class SocketProxy:
                 if not self.open:
                     return
                 async with await self._dial() as upstream, anyio.create_task_group() as pumps:
-                    pumps.start_soon(_pump, client, upstream)
+                    pumps.start_soon(_pump, client, upstream, self.rewrite)
                     pumps.start_soon(_pump, upstream, client)
             except OSError:
                 return
@@ -108,11 +115,13 @@ class SocketProxy:
                 group.cancel_scope.cancel()
 
 
-async def _pump(source: SocketStream, sink: SocketStream) -> None:
+async def _pump(
+    source: SocketStream, sink: SocketStream, rewrite: Callable[[bytes], bytes] | None = None
+) -> None:
     try:
         while True:
             data = await source.receive()
-            await sink.send(data)
+            await sink.send(rewrite(data) if rewrite else data)
     except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         pass
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):

@@ -13,7 +13,8 @@ from pando_runtime_docker import DockerAdapter
 
 import pando_runtime as pr
 
-pytestmark = pytest.mark.anyio
+# What these tests show is the same on either backend; the kit runs on both (its streams).
+pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
 
 SLEEP = ("sh", "-c", "trap 'exit 143' TERM; while :; do sleep 0.2; done")
 

@@ -18,7 +18,8 @@ from pando_runtime_docker import DockerAdapter
 import pando_runtime as pr
 from pando_runtime.plugin import APP_CAPABILITIES
 
-pytestmark = pytest.mark.anyio
+# What these tests show is the same on either backend; the kit runs on both (its streams).
+pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
 
 
 async def test_env_reaches_the_container_and_secrets_reach_nothing_else(

@@ -480,3 +480,33 @@ async def test_a_bundle_network_another_process_of_the_owner_made_is_kept(
         assert networks == Counter({"made-elsewhere": 1})
     finally:
         await _cleanup({"one": engines["one"]}, fleet_owner)
+
+
+async def test_a_sandboxed_app_goes_to_the_engine_with_gvisor_an_ordinary_one_by_room(
+    engines: dict[str, Any], fleet_owner: str, gvisor_runtime: str
+) -> None:
+    """Engine two (runc alone) comes first, so it takes the ordinary app on a tie; the
+    sandboxed one goes to engine one, whose adapter runs it under gVisor."""
+    members = {
+        "two": _member(_host(engines["two"]), fleet_owner),
+        "one": _member(_host(engines["one"]), fleet_owner, sandbox_runtime=gvisor_runtime),
+    }
+    try:
+        async with FleetAdapter({"members": members, "events_retry": [0.2]}) as fleet:
+            assert (await fleet.capabilities()).isolation_class is pr.IsolationClass.SANDBOXED
+            ordinary = await fleet.apply(_plan("ordinary"))
+            sandboxed = pr.BundlePlan(
+                bundle_id="sandboxed",
+                workloads=_plan("sandboxed").workloads,
+                isolation=pr.IsolationClass.SANDBOXED,
+            )
+            placed = await fleet.apply(sandboxed)
+        assert (ordinary.details["member"], placed.details["member"]) == ("two", "one")
+        assert await _on_engine(engines["one"], fleet_owner) == {"sandboxed": 1}
+        name = f"{fleet_owner}.sandboxed.web"
+        runtime = await anyio.to_thread.run_sync(
+            lambda: engines["one"].docker("inspect", "--format", "{{.HostConfig.Runtime}}", name)
+        )
+        assert runtime.stdout.strip() == gvisor_runtime
+    finally:
+        await _cleanup(engines, fleet_owner)

@@ -22,7 +22,8 @@ from pando_runtime_docker.manifests import edge_bridge, private_chain
 
 import pando_runtime as pr
 
-pytestmark = pytest.mark.anyio
+# What these tests show is the same on either backend; the kit runs on both (its streams).
+pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
 
 TWO_PORTS = (
     "sh",

@@ -9,7 +9,8 @@ from pando_runtime_docker import DockerAdapter
 
 import pando_runtime as pr
 
-pytestmark = pytest.mark.anyio
+# What these tests show is the same on either backend; the kit runs on both (its streams).
+pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
 
 
 async def trial(adapter: DockerAdapter, request: pr.TrialRequest) -> pr.TrialResult:

@@ -301,3 +301,21 @@ def test_events_move_the_view_and_become_bundle_events() -> None:
 def test_events_of_other_owners_are_ignored() -> None:
     assert parse_event(_event("start", owner="other"), NAMING) is None
     assert parse_event({**_event("start"), "Type": "network"}, NAMING) is None
+
+
+def test_runtime_settings_are_checked_and_each_plan_gets_the_weakest_that_meets_it() -> None:
+    with pytest.raises(pr.InvalidConfig) as caught:
+        DockerAdapter({"oci_runtime": "no spaces!", "sandbox_runtime": "runc"})
+    assert [(p.path, p.code) for p in caught.value.problems] == [
+        ("oci_runtime", "invalid"),
+        ("sandbox_runtime", "not_a_sandbox"),
+    ], caught.value.problems
+    both = DockerAdapter({"host": "unix:///nowhere.sock", "sandbox_runtime": "runsc"}).runtimes
+    assert both.isolation_class is pr.IsolationClass.SANDBOXED
+    assert both.for_isolation(pr.IsolationClass.PROCESS) is None  # the daemon's default
+    assert both.for_isolation(pr.IsolationClass.CONTAINER) is None
+    assert both.for_isolation(pr.IsolationClass.SANDBOXED) == "runsc"
+    only = DockerAdapter({"host": "unix:///nowhere.sock", "oci_runtime": "kata-qemu"}).runtimes
+    assert only.for_isolation(pr.IsolationClass.PROCESS) == "kata-qemu"
+    plain = DockerAdapter({"host": "unix:///nowhere.sock", "oci_runtime": "crun"}).runtimes
+    assert plain.isolation_class is pr.IsolationClass.CONTAINER

@@ -9,7 +9,8 @@ from pando_runtime_docker import DockerAdapter
 
 import pando_runtime as pr
 
-pytestmark = pytest.mark.anyio
+# What these tests show is the same on either backend; the kit runs on both (its streams).
+pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
 
 MiB = 1024**2
 

@@ -16,7 +16,8 @@ from pando_runtime_docker.features._volumes import SNAPSHOT_CAPS
 import pando_runtime as pr
 from pando_runtime.testing import make_tar, read_tar
 
-pytestmark = pytest.mark.anyio
+# What these tests show is the same on either backend; the kit runs on both (its streams).
+pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
 
 
 def owned_tar() -> bytes:

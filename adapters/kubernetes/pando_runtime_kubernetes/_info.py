@@ -321,6 +321,19 @@ class MultiClusterConfig:
         help="Settings per cluster name, over 'settings' (for example api_qps, api_burst, "
         "node_selector).",
     )
+    remote_secrets_namespace: str | None = setting(
+        default=None,
+        help="Namespace of the default cluster whose Secrets labelled "
+        "'istio/multiCluster: \"true\"' add clusters while the adapter runs (each data key a "
+        "cluster's name, its value a kubeconfig); unset: the kubeconfig's clusters only.",
+    )
+    join_wait: float = setting(
+        default=30.0,
+        exclusive_minimum=0,
+        help="Seconds a cluster that joins (or a cluster's new kubeconfig) has to start and "
+        "sync before it counts as silent (it joined) or is dropped (a replacement: the old "
+        "session serves on); an unreachable cluster never holds up the others.",
+    )
 
 
 MULTI_ADAPTER = AdapterInfo(

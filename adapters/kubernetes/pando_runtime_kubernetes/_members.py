@@ -15,8 +15,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio
 import anyio.to_thread
 import attrs
+from anyio.abc import TaskStatus
 
 from pando_runtime import (
     AdapterUnavailable,
@@ -26,12 +28,13 @@ from pando_runtime import (
     RuntimeCapabilities,
     structure_config,
 )
-from pando_runtime.fleet import FleetMembers
+from pando_runtime.fleet import FleetMembers, MemberChanges
 from pando_runtime.plugin import NO_API_OBSERVER, ApiObserver, MembershipSlot
 
 from ._adapter import KubernetesAdapter
 from ._info import KubernetesConfig, MultiClusterConfig
 from ._log import logger
+from ._remote_secrets import RemoteSecrets
 from .api._clusters import ApiRate, Cluster, ClusterSet
 from .manifests._network import AppNetwork
 from .session._connect import transport_to
@@ -244,6 +247,9 @@ class ClusterMembers:
         self.default = ""
         self.membership = ""
         self._observer: ApiObserver = NO_API_OBSERVER
+        self._configured: set[str] = set()
+        self.join_wait = config.join_wait
+        """Seconds the first remote secrets' clusters (and their list) may take to start."""
 
     async def open(self) -> FleetMembers:
         """Load the clusters (reads kubeconfig files) and make a member of each."""
@@ -251,8 +257,36 @@ class ClusterMembers:
         default, clusters = loaded.default, loaded.clusters
         names = (default, *(n for n in clusters if n != default))
         self.adapters = {name: self._member(name, clusters[name]) for name in names}
+        self._configured = set(self.adapters)
         self.default, self.membership = default, loaded.membership
         return FleetMembers(adapters=self.adapters, control=default, default=default)
+
+    @property
+    def configured(self) -> frozenset[str]:
+        """The clusters of the kubeconfig files (those from remote secrets come and go)."""
+        return frozenset(self._configured)
+
+    async def follow(
+        self, changes: MemberChanges, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Clusters from remote secrets, while the fleet runs (``remote_secrets_namespace``)."""
+        namespace = self.config.remote_secrets_namespace
+        if namespace is None:
+            task_status.started()
+            return
+        secrets = RemoteSecrets(self, changes, namespace)
+        await secrets.run(wait=self.join_wait, task_status=task_status)
+
+    def made_from(self, name: str, cluster: Cluster) -> KubernetesAdapter:
+        """A member for cluster ``name`` from a remote secret (its settings as any member's)."""
+        return self._member(name, cluster)
+
+    def now(self, name: str, adapter: object) -> None:
+        """Cluster ``name``'s member from a remote secret is ``adapter`` now (``None``: gone)."""
+        if isinstance(adapter, KubernetesAdapter):
+            self.adapters[name] = adapter
+        else:
+            self.adapters.pop(name, None)
 
     def _member(self, name: str, cluster: Cluster) -> KubernetesAdapter:
         config = member_config(self.config, name)

@@ -36,7 +36,7 @@ from pando_runtime import (
     check_plan,
     structure_config,
 )
-from pando_runtime.fleet import FleetAdapter
+from pando_runtime.fleet import FleetAdapter, FleetConfig
 from pando_runtime.plugin import ApiObserver, DelegatingAdapter
 
 from ._adapter import KubernetesAdapter
@@ -65,7 +65,8 @@ class MultiClusterAdapter(DelegatingAdapter):
     def __init__(self, config: Mapping[str, Any] | MultiClusterConfig | None = None) -> None:
         self.clusters = ClusterMembers(_checked(config))
         """The member clusters, made on first use."""
-        self.fleet = FleetAdapter(source=self.clusters, noun=NOUN)
+        fleet_config = FleetConfig(members={}, join_wait=self.clusters.config.join_wait)
+        self.fleet = FleetAdapter(fleet_config, source=self.clusters, noun=NOUN)
         """The fleet every call about an app goes through."""
         super().__init__(self.fleet)
         self.config = self.clusters.config

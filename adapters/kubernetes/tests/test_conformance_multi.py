@@ -27,7 +27,9 @@ from pando_runtime.testing.conformance import (
     MembershipConformance,
 )
 
-pytestmark = pytest.mark.kube
+# asyncio only: the Kubernetes adapter runs the kit on trio over kwok's nodes
+# (``test_conformance_kube``), the fleet code above it over fakes (``test_fleet_conformance``).
+pytestmark = [pytest.mark.kube, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
 
 
 class TestMultiClusterConformance(ConformanceSuite):

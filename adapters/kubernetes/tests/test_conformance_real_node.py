@@ -34,14 +34,15 @@ from pando_runtime.testing.conformance import (
     StoppingConformance,
 )
 
-pytestmark = [pytest.mark.kube, pytest.mark.real_node]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """asyncio only: the kit runs on trio against the same adapter on kwok's nodes
-    (``test_conformance_kube``), and what trio would add here is the same code's time."""
-    return "asyncio"
+# asyncio only: the kit runs on trio against the same adapter on kwok's nodes
+# (``test_conformance_kube``), and what trio would add here is the same code's time. (A
+# parametrization, not a fixture: the kit's classes define a fixture of their own that would
+# shadow a module's.)
+pytestmark = [
+    pytest.mark.kube,
+    pytest.mark.real_node,
+    pytest.mark.parametrize("anyio_backend", ["asyncio"]),
+]
 
 
 def _harness(real_node_cluster: Any, real_admin_api: Any, proxy: Any = None) -> RealNodeHarness:

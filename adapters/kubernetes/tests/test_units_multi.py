@@ -122,3 +122,50 @@ def test_upstream_is_computed_before_any_cluster_is_read() -> None:
     upstream = adapter.upstream(WorkloadRef("shop", "web"), 8080)
     assert upstream.url == "http://web.pando-shop.svc.fleet.local:8080"
     assert adapter.members == {}, "no I/O: nothing was loaded"
+
+
+def _inline_kubeconfig(user: dict[str, object]) -> bytes:
+    import yaml  # noqa: PLC0415
+
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+            "users": [{"name": "u", "user": user}],
+            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "x",
+        }
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (_inline_kubeconfig({"exec": {"command": "/bin/true"}}), "uses 'exec'"),
+        (_inline_kubeconfig({"tokenFile": "/var/run/token"}), "uses 'tokenFile'"),
+        (_inline_kubeconfig({"client-certificate": "/etc/cert.pem"}), "uses 'client-certificate'"),
+        (b"{not: [yaml", "not YAML"),
+        (b"- a list", "not a mapping"),
+        (b"contexts: []", "no current-context"),
+    ],
+)
+def test_a_remote_secrets_kubeconfig_is_inline_or_refused_naming_where(
+    data: bytes, why: str
+) -> None:
+    from pando_runtime_kubernetes._remote_secrets import cluster_from_kubeconfig  # noqa: PLC0415
+
+    where = "Secret istio-system/fleet, key 'east'"
+    with pytest.raises(ValueError, match=why) as caught:
+        cluster_from_kubeconfig("east", data, where)
+    assert str(caught.value).startswith(where)
+
+
+def test_a_remote_secrets_inline_token_loads_and_never_shows() -> None:
+    from pando_runtime_kubernetes._remote_secrets import cluster_from_kubeconfig  # noqa: PLC0415
+
+    token = "s3cr3t-token-value"  # noqa: S105 - a test's own
+    cluster = cluster_from_kubeconfig("east", _inline_kubeconfig({"token": token}), "Secret a/b")
+    assert cluster.name == "east"
+    assert cluster.configuration.host == "https://127.0.0.1:6443"
+    assert token not in repr(cluster)

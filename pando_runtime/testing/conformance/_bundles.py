@@ -159,6 +159,7 @@ class BundleConformance(ConformanceBase):
             bundle_id=plan.bundle_id,
             workloads=(kit.workload("web", env={"VERSION": "2"}), kit.workload("worker")),
             labels=plan.labels,
+            isolation=plan.isolation,
         )
         await kit.apply(changed)
         after = await kit.until_observed(

@@ -22,6 +22,7 @@ def _restricted(kit: Kit, bundle_id: str, *rules: EgressRule) -> BundlePlan:
         bundle_id=bundle_id,
         workloads=(kit.workload("web"),),
         network=NetworkPlan(egress=EgressPolicy(allow=rules)),
+        isolation=kit.harness.plan_isolation,
     )
 
 
@@ -40,7 +41,7 @@ class EgressConformance(ConformanceBase):
         await kit.applied_and_running(changed)
         denied = _restricted(kit, bundle_id)  # an empty allow-list: nothing outside
         await kit.applied_and_running(denied)
-        opened = BundlePlan(bundle_id=bundle_id, workloads=plan.workloads)
+        opened = BundlePlan(bundle_id=bundle_id, workloads=plan.workloads, isolation=plan.isolation)
         await kit.applied_and_running(opened)
 
     async def test_egress_host_name_rules_run_or_are_refused_by_path(self, kit: Kit) -> None:

@@ -16,6 +16,7 @@ from ._grants import (
     SERVER_NAMESPACE,
     created,
     grant_adapter,
+    grant_role_in,
 )
 
 __all__ = [
@@ -26,5 +27,6 @@ __all__ = [
     "admin_client",
     "created",
     "grant_adapter",
+    "grant_role_in",
     "unread",
 ]

@@ -74,19 +74,26 @@ def grant_adapter(admin_api: client.ApiClient, user: str) -> None:
             _binding(BINDING, None, "pando-runtime", subjects)
         ),
     )
+    grant_role_in(admin_api, EDGE_NAMESPACE, "pando-runtime-edge", user)
+    # The replicas' Leases live in the host's namespace (server_namespace).
+    grant_role_in(admin_api, SERVER_NAMESPACE, "pando-runtime-membership", user)
+
+
+def grant_role_in(admin_api: client.ApiClient, namespace: str, role: str, user: str) -> None:
+    """Bind the shipped ClusterRole ``role`` to ``user`` in ``namespace`` only (made if need be).
+
+    The RoleBinding is named after the role, as the installer's (``deploy/README.md``).
+    """
+    from kubernetes import client  # noqa: PLC0415
+
+    subjects = [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]
     core = client.CoreV1Api(admin_api)
-    for namespace, name, role_name in (
-        (EDGE_NAMESPACE, "pando-runtime-edge", "pando-runtime-edge"),
-        # The replicas' Leases live in the host's namespace (server_namespace).
-        (SERVER_NAMESPACE, "pando-runtime-membership", "pando-runtime-membership"),
-    ):
-        created(core.create_namespace, client.V1Namespace.model_validate(_meta(namespace)))
-        binding = _binding(name, namespace, role_name, subjects)
-        created(
-            rbac.create_namespaced_role_binding,
-            namespace,
-            client.V1RoleBinding.model_validate(binding),
-        )
+    created(core.create_namespace, client.V1Namespace.model_validate(_meta(namespace)))
+    created(
+        client.RbacAuthorizationV1Api(admin_api).create_namespaced_role_binding,
+        namespace,
+        client.V1RoleBinding.model_validate(_binding(role, namespace, role, subjects)),
+    )
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:

@@ -18,13 +18,14 @@ its own.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -80,6 +81,8 @@ class DockerEngine:
         preload: Image archives loaded at :meth:`open` besides the busybox image.
         tls: Serve the API over TLS too, on ``127.0.0.1:2376`` of the engine's namespace,
             client certificates required (:attr:`tls` holds the material, :mod:`.tls`).
+        runtimes: OCI runtimes besides runc, by name: the binary and its arguments (gVisor's
+            ``runsc``, see :mod:`.gvisor`), in the daemon's ``runtimes`` configuration.
     """
 
     def __init__(
@@ -89,6 +92,7 @@ class DockerEngine:
         start_timeout: float = 90.0,
         preload: Sequence[BuiltImage] = (),
         tls: bool = False,
+        runtimes: Mapping[str, tuple[Path, Sequence[str]]] | None = None,
     ) -> None:
         self.slot = _claim_slot()
         self.prefix = f"pando-{os.getpid()}-"
@@ -107,6 +111,8 @@ class DockerEngine:
         last), ``daemon stop`` (the last), ``image load`` (the last), ``open``."""
         self._preload = list(preload)
         self._serve_tls = tls
+        self.runtimes = dict(runtimes or {})
+        """The OCI runtimes the daemon has besides runc: name to (binary, arguments)."""
         self.tls: EngineTls | None = None
         """The engine's CA and certificates once :meth:`open` made them (``tls=True``)."""
         self._daemon: Component | None = None
@@ -325,6 +331,8 @@ class DockerEngine:
         started = time.monotonic()
         self.files.socket.unlink(missing_ok=True)
         extra = self.tls.dockerd_flags() if self.tls is not None else []
+        if self.runtimes:
+            extra = [*extra, f"--config-file={self._runtimes_config()}"]
         argv = daemon.command(self.files, self.network, self.cgroup_parent, extra=extra)
         self._daemon = Component("dockerd", argv, self.files.log, cwd=self.files.work_dir)
         self._daemon.start()
@@ -400,6 +408,17 @@ class DockerEngine:
         with contextlib.suppress(OSError, ValueError, DockerApiError):
             for container in self.api.checked("GET", "/containers/json").json():
                 self.api.request("POST", f"/containers/{container['Id']}/kill")
+
+    def _runtimes_config(self) -> Path:
+        """A daemon configuration holding :attr:`runtimes` alone (``--add-runtime`` takes no
+        arguments for the runtime)."""
+        runtimes = {
+            name: {"path": str(binary), "runtimeArgs": list(args)}
+            for name, (binary, args) in self.runtimes.items()
+        }
+        path = self.files.work_dir / "daemon-runtimes.json"
+        path.write_text(json.dumps({"runtimes": runtimes}, indent=2) + "\n")
+        return path
 
     def _stand_ins_up(self) -> bool:
         if not (self.files.work_dir / "dns.ready").exists():

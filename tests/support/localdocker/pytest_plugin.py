@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
@@ -22,6 +23,7 @@ from localcluster.pytest_plugin import ran_and_skipped
 
 from .api import DockerApiError
 from .engine import DockerEngine, EngineError
+from .gvisor import RUNSC, RUNSC_ARGS, runsc_binary
 from .hostside import HostNamespace
 from .requirements import missing
 from .sshd import EngineSshd, SshdError
@@ -37,6 +39,7 @@ ENV_REAL_NODES = "PANDO_REAL_NODES"
 """``1`` implies :data:`ENV_DOCKER` (machines that run real nodes run the engine too)."""
 _ENGINES = pytest.StashKey[list[DockerEngine]]()
 _SSHDS = pytest.StashKey[list[EngineSshd]]()
+_NO_RUNSC = pytest.StashKey[str]()
 
 
 def required() -> bool:
@@ -58,15 +61,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.docker)
 
 
-def refuse(absent: list[str]) -> NoReturn:
+def refuse(absent: list[str], what: str = "no Docker Engine") -> NoReturn:
     """Skip the test for what the machine lacks, or fail it where the engine is required."""
-    reason = "no Docker Engine on this machine: it lacks " + ", ".join(absent)
+    reason = f"{what} on this machine: it lacks " + ", ".join(absent)
     if required():
         pytest.fail(reason, pytrace=False)
     pytest.skip(reason)
 
 
-def open_engine(request: pytest.FixtureRequest, name: str, *, tls: bool = False) -> DockerEngine:
+def open_engine(
+    request: pytest.FixtureRequest,
+    name: str,
+    *,
+    tls: bool = False,
+    runtimes: dict[str, tuple[Path, tuple[str, ...]]] | None = None,
+) -> DockerEngine:
     """Start an engine in a fresh temporary folder, or skip / fail saying why."""
     absent = missing()
     if absent:
@@ -74,7 +83,7 @@ def open_engine(request: pytest.FixtureRequest, name: str, *, tls: bool = False)
     failure = ""
     work_dir = request.getfixturevalue("tmp_path_factory").mktemp(name)
     try:
-        engine = DockerEngine(work_dir, tls=tls).open()
+        engine = DockerEngine(work_dir, tls=tls, runtimes=runtimes).open()
     except (EngineError, DockerApiError, OSError, RuntimeError) as exc:
         failure = f"the Docker Engine did not start: {exc}"
     if failure:  # outside the except block, so pytest shows the message alone
@@ -89,14 +98,33 @@ def docker_engine(request: pytest.FixtureRequest) -> Iterator[DockerEngine]:
     ``.images``, ``.outside``, ``.netns``, ``.docker(...)``, ``.restart()``...; served over
     TLS too (``.tls``: on ``127.0.0.1:2376`` of its namespace, client certificates required).
 
+    gVisor's ``runsc`` is one of its OCI runtimes beside runc when this machine has it
+    (:func:`gvisor_runtime` says so, or why not); :func:`second_docker_engine` has runc alone.
+
     A test that stops or kills the daemon starts it again before it ends
     (``docker_engine.start()``); one that makes containers, networks or volumes removes them.
     """
-    engine = open_engine(request, "docker", tls=True)
+    runtimes = {}
+    if not missing():
+        try:
+            runtimes[RUNSC] = (runsc_binary(), RUNSC_ARGS)
+        except (FileNotFoundError, OSError, subprocess.SubprocessError) as exc:
+            request.config.stash[_NO_RUNSC] = str(exc)
+    engine = open_engine(request, "docker", tls=True, runtimes=runtimes)
     try:
         yield engine
     finally:
         engine.close()
+
+
+@pytest.fixture(scope="session")
+def gvisor_runtime(request: pytest.FixtureRequest, docker_engine: DockerEngine) -> str:
+    """The name :func:`docker_engine` runs gVisor's ``runsc`` under (``runsc``); skipped
+    (failed under ``PANDO_DOCKER=1`` or ``PANDO_REAL_NODES=1``) where it could not be had."""
+    if RUNSC not in docker_engine.runtimes:
+        why = request.config.stash.get(_NO_RUNSC, "runsc (tools/gvisor/build.sh)")
+        refuse([f"gVisor's runsc ({why})"], "no sandboxed runtime")
+    return RUNSC
 
 
 @pytest.fixture(scope="session")

@@ -208,6 +208,22 @@ class EngineTransport:
             headers={"Content-Type": "application/x-tar"},
         )
 
+    async def remove_container(self, container: str) -> None:
+        """Remove ``container`` (killed if it runs) and its anonymous volumes.
+
+        One already gone is no error; any other refusal raises ``EngineError``.
+        """
+        try:
+            await self.request(
+                "DELETE",
+                "/containers/{id}",
+                args={"id": container},
+                params={"force": True, "v": True},
+            )
+        except EngineError as error:
+            if not error.not_found:
+                raise
+
     @contextlib.asynccontextmanager
     async def stream(
         self,

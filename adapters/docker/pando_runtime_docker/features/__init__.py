@@ -10,6 +10,7 @@ from ._gateway import EgressBundles
 from ._image_import import ImageImport
 from ._images import pull_image, registry_auth_header
 from ._logs import open_logs
+from ._oci_runtimes import OciRuntimes, runtime_class, runtime_problems
 from ._plan_rules import docker_problems
 from ._private import PrivateNetworks
 from ._records import HeldBundles, runtime_key
@@ -29,6 +30,7 @@ __all__ = [
     "EngineUsage",
     "HeldBundles",
     "ImageImport",
+    "OciRuntimes",
     "PrivateNetworks",
     "Trials",
     "Volumes",
@@ -38,5 +40,7 @@ __all__ = [
     "open_logs",
     "pull_image",
     "registry_auth_header",
+    "runtime_class",
     "runtime_key",
+    "runtime_problems",
 ]

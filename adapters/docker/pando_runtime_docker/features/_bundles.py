@@ -38,6 +38,7 @@ from ..manifests import (
     network_request,
 )
 from ._images import pull_image
+from ._oci_runtimes import OciRuntimes
 
 __all__ = ["BundleSettings", "Bundles"]
 
@@ -84,8 +85,10 @@ class Bundles:
         prepare: Callable[[], Awaitable[None]] | None = None,
         members: Callable[[], tuple[str, ...]] | None = None,
         sealed: Callable[[str, str], Awaitable[None]] | None = None,
+        runtimes: OciRuntimes | None = None,
     ) -> None:
         self._api = transport
+        self._runtimes = runtimes or OciRuntimes(transport, None, None)
         # Containers joined to every bundle network: the host's own one, then the edges.
         own = (settings.proxy_container,) if settings.proxy_container else ()
         self._members = members or (lambda: own)
@@ -140,6 +143,7 @@ class Bundles:
                 stop_timeout=self._settings.stop_timeout,
                 pids_limit=self._settings.pids_limit,
                 dns=dns,
+                runtime=self._runtimes.for_isolation(plan.isolation),
             )
             for w in plan.workloads
         }
@@ -187,9 +191,9 @@ class Bundles:
                 container_id = await self._create(plan.bundle_id, workload, requests[workload.name])
                 if container_id is not None:
                     made[workload.name] = container_id
-        except _NameClash as clash:
+        except _Undone as undone:  # nothing of this apply is kept
             await self._roll_back(plan.bundle_id, made.values(), created_network)
-            raise clash.error from None
+            raise undone.error from None
         for workload in changing:
             if workload.name in made:
                 await self._wait_for_dependencies(plan, workload)
@@ -305,7 +309,7 @@ class Bundles:
                 )
             except EngineError as error:
                 if error.conflict:
-                    raise _NameClash(_clash(request.name, bundle_id, error)) from None
+                    raise _Undone(_clash(request.name, bundle_id, error)) from None
                 if error.not_found and attempt == 0:
                     problem = await pull_image(self._api, workload.image, workload.pull_auth)
                     if problem is None:
@@ -320,6 +324,14 @@ class Bundles:
                     return None
                 raise write_failed(error, f"creating workload {workload.name!r}") from None
             container_id = str(answer.json()["Id"])
+            try:
+                await self._runtimes.verify(
+                    container_id,
+                    request.body["HostConfig"].get("Runtime"),
+                    f"workload {workload.name!r} of bundle {bundle_id!r}",
+                )
+            except AdapterFailed as error:
+                raise _Undone(error) from None
             self._cache.created(
                 ContainerView(
                     id=container_id,
@@ -380,15 +392,9 @@ class Bundles:
     async def _remove(self, containers: Iterable[ContainerView]) -> None:
         for container in containers:
             try:
-                await self._api.request(
-                    "DELETE",
-                    "/containers/{id}",
-                    args={"id": container.id},
-                    params={"force": True, "v": True},
-                )
+                await self._api.remove_container(container.id)
             except EngineError as error:
-                if not error.not_found:
-                    raise write_failed(error, f"removing workload {container.workload!r}") from None
+                raise write_failed(error, f"removing workload {container.workload!r}") from None
             await self._cache.wait_until(
                 _gone(self._cache, container.id), self._settings.read_timeout
             )
@@ -398,12 +404,7 @@ class Bundles:
         with anyio.CancelScope(shield=True):
             for container_id in made:
                 try:
-                    await self._api.request(
-                        "DELETE",
-                        "/containers/{id}",
-                        args={"id": container_id},
-                        params={"force": True, "v": True},
-                    )
+                    await self._api.remove_container(container_id)
                 except EngineError:
                     _LOG.warning("could not roll back a container of %s", bundle_id)
             if network:
@@ -477,7 +478,9 @@ class Bundles:
         self._cache.forget_bundle(ref.bundle_id)
 
 
-class _NameClash(Exception):
+class _Undone(Exception):
+    """An apply that must keep nothing it wrote (a name clash, a runtime ignored)."""
+
     def __init__(self, error: AdapterFailed) -> None:
         self.error = error
 

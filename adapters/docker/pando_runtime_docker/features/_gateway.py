@@ -260,12 +260,6 @@ class EgressBundles:
 
     async def _delete_container(self, container_id: str) -> None:
         try:
-            await self._api.request(
-                "DELETE",
-                "/containers/{id}",
-                args={"id": container_id},
-                params={"force": True, "v": True},
-            )
+            await self._api.remove_container(container_id)
         except EngineError as error:
-            if not error.not_found:
-                raise write_failed(error, "removing the egress gateway") from None
+            raise write_failed(error, "removing the egress gateway") from None

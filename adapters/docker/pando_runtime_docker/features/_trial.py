@@ -10,6 +10,12 @@ the image exits, listens on a routable address, or its time is up (a server stil
 passes). Writes come from the daemon's diff of the container's file system
 (``GET /containers/{id}/changes``), those under ``declared_paths`` left out. The container,
 the helper and the network are removed on every path.
+
+A trial whose ``isolation_floor`` is sandboxed runs under the sandbox runtime. Where an adapter
+may run a trial sandboxed, neither ports nor writes are observed (for any trial: the
+capabilities say so once): gVisor's network stack keeps its sockets out of the namespace's
+``/proc/net`` tables the helper reads, and its root file system writes to an overlay of its
+own, so the daemon's diff does not show the paths written.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from pando_runtime import AdapterFailed, IsolationClass, Port, TrialRequest, TrialResult
+from pando_runtime import AdapterFailed, Port, TrialRequest, TrialResult
 from pando_runtime.plugin import SOCKET_TABLES_SCRIPT, listening_ports, split_socket_tables
 
 from .._log import logger
@@ -27,6 +33,7 @@ from ..api import EngineError, EngineTransport, FrameDecoder, write_failed
 from ..manifests import Naming, hardening
 from ._helper import HelperJob, helper_label, run_helper
 from ._images import pull_image
+from ._oci_runtimes import OciRuntimes
 
 __all__ = ["TRIAL_LOG_LIMIT", "Trials", "observed_writes"]
 
@@ -58,18 +65,16 @@ def _key(port: Port) -> tuple[int, str]:
 class Trials:
     """Trial runs on one daemon."""
 
-    def __init__(self, api: EngineTransport, naming: Naming, helper_image: str) -> None:
+    def __init__(
+        self, api: EngineTransport, naming: Naming, helper_image: str, runtimes: OciRuntimes
+    ) -> None:
         self._api = api
+        self._runtimes = runtimes
         self._naming = naming
         self._helper_image = helper_image
 
     async def trial(self, request: TrialRequest) -> TrialResult:
         """Run the image once, alone; report exit code, ports, writes and its first 64 KiB."""
-        if request.isolation_floor > IsolationClass.CONTAINER:
-            raise AdapterFailed(
-                f"the trial needs isolation {request.isolation_floor.name.lower()}; "
-                "Docker gives container",
-            )
         labels = {helper_label(self._naming): self._naming.owner}
         # Bundle ids hold no dots: this name cannot be a bundle network's.
         network = f"{self._naming.owner}.trial.{request.trial_id}"
@@ -107,6 +112,7 @@ class Trials:
     async def _create(
         self, request: TrialRequest, network: str, labels: dict[str, str]
     ) -> tuple[str | None, str]:
+        runtime = self._runtimes.for_isolation(request.isolation_floor)
         body = {
             "Image": request.image,
             "Cmd": list(request.command) or None,
@@ -120,12 +126,12 @@ class Trials:
                 "LogConfig": {"Type": "json-file", "Config": {"max-size": "1m", "max-file": "1"}},
                 **hardening(),
                 "PidsLimit": 4096,
+                **({"Runtime": runtime} if runtime is not None else {}),
             },
         }
         for attempt in range(2):
             try:
                 answer = await self._api.request("POST", "/containers/create", body=body)
-                return str(answer.json()["Id"]), ""
             except EngineError as error:
                 if error.not_found and attempt == 0:
                     problem = await pull_image(self._api, request.image, request.pull_auth)
@@ -133,6 +139,9 @@ class Trials:
                         continue
                     return None, f"the image cannot be pulled: {problem}"
                 return None, f"the trial cannot be created: {error.message}"
+            container = str(answer.json()["Id"])
+            await self._runtimes.verify(container, runtime, f"trial {request.trial_id!r}")
+            return container, ""
         return None, "the trial cannot be created"  # pragma: no cover - the loop returns
 
     async def _state(self, container: str) -> dict[str, Any]:
@@ -157,6 +166,8 @@ class Trials:
                         await anyio.sleep(_POLL)
 
                 async def ports() -> None:
+                    if self._runtimes.sandboxes:
+                        return  # not observed (see the module's docstring)
                     await self._observe_ports(container, routable, loopback)
                     if routable:
                         group.cancel_scope.cancel()  # it serves: what the trial is for
@@ -167,7 +178,9 @@ class Trials:
             state = await self._state(container)  # it may have ended at the very last moment
             if not state.get("Running"):
                 exit_code = int(state.get("ExitCode", 0))
-        changes = await self._api.get_json("/containers/{id}/changes", args={"id": container})
+        changes: list[Any] = []
+        if not self._runtimes.sandboxes:
+            changes = await self._api.get_json("/containers/{id}/changes", args={"id": container})
         return TrialResult(
             started=True,
             exit_code=exit_code,
@@ -224,15 +237,9 @@ class Trials:
     async def _clean(self, container: str | None, network_id: str | None) -> None:
         if container is not None:
             try:
-                await self._api.request(
-                    "DELETE",
-                    "/containers/{id}",
-                    args={"id": container},
-                    params={"force": True, "v": True},
-                )
+                await self._api.remove_container(container)
             except EngineError as error:
-                if not error.not_found:
-                    _LOG.warning("could not remove a trial container: %s", error.message)
+                _LOG.warning("could not remove a trial container: %s", error.message)
         if network_id is not None:
             try:
                 await self._api.request("DELETE", "/networks/{id}", args={"id": network_id})

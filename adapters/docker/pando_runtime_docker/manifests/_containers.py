@@ -141,8 +141,12 @@ def container_request(
     stop_timeout: int,
     pids_limit: int,
     dns: tuple[str, ...] = (),
+    runtime: str | None = None,
 ) -> ContainerRequest:
     """The create request of ``workload``; its labels carry the spec hash.
+
+    ``runtime``: the OCI runtime to run it under (``None``: the daemon's default); part of
+    the spec, so a change of runtime recreates the workload.
 
     ``workload.log_bytes`` overrides ``log_cap.max_bytes``. Secret values are in ``Env``
     only: never in a label.
@@ -172,6 +176,8 @@ def container_request(
         ]
     if pids_limit:
         host_config["PidsLimit"] = pids_limit
+    if runtime is not None:
+        host_config["Runtime"] = runtime
     if dns:  # the embedded DNS's upstream (restricted egress: see manifests._gateway)
         host_config["Dns"] = list(dns)
     body: dict[str, Any] = {

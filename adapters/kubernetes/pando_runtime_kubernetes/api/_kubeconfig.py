@@ -139,6 +139,13 @@ class MergedKubeconfig:
             merged._add(path, doc)
         return merged
 
+    @classmethod
+    def of_document(cls, where: str, doc: Mapping[str, Any]) -> MergedKubeconfig:
+        """One kubeconfig given as a document (a Secret's value), named ``where`` in errors."""
+        merged = cls()
+        merged._add(Path(where), doc)
+        return merged
+
     def _add(self, path: Path, doc: Mapping[str, Any]) -> None:
         self.files.append(path)
         for section in SECTIONS:

@@ -31,6 +31,7 @@ _EDGE = "pando-runtime-edge"
 _MEMBERSHIP = "pando-runtime-membership"
 _CLUSTER = "pando-runtime"
 _CATALOG = "pando-runtime-catalog-sync"
+_REMOTE_SECRETS = "pando-runtime-remote-secrets"
 
 SHIPPED_ROLES: Mapping[str, tuple[tuple[str, frozenset[str], frozenset[str]], ...]] = {
     _CLUSTER: (
@@ -104,6 +105,7 @@ SHIPPED_ROLES: Mapping[str, tuple[tuple[str, frozenset[str], frozenset[str]], ..
             frozenset({"get", "list", "watch", "create", "update", "delete"}),
         ),
     ),
+    _REMOTE_SECRETS: (("", frozenset({"secrets"}), frozenset({"get", "list", "watch"})),),
     _CATALOG: (
         ("", frozenset({"services", "nodes"}), frozenset({"list", "watch"})),
         ("networking.k8s.io", frozenset({"ingresses"}), frozenset({"list", "watch"})),
@@ -118,6 +120,8 @@ _BOUND = {
     _EDGE: "deploy/rbac.yaml, bound with a RoleBinding in the edge namespace ('edge_namespace')",
     _MEMBERSHIP: "deploy/rbac.yaml, bound with a RoleBinding in the host's namespace "
     "('server_namespace')",
+    _REMOTE_SECRETS: "deploy/rbac.yaml, bound with a RoleBinding in the namespace of the "
+    "remote secrets ('remote_secrets_namespace' of kubernetes-multi)",
     _CATALOG: "deploy/catalog-sync-rbac.yaml, bound with a ClusterRoleBinding to the identity "
     "the catalog sync runs as",
 }
@@ -145,9 +149,11 @@ def _shipped_role(
 ) -> str | None:
     """The shipped ClusterRole that grants the verb where it was refused, if one does."""
     roles = _roles_granting(group, resource, verb)
-    preferred = {"server_namespace": _MEMBERSHIP, "edge_namespace": _EDGE}.get(
-        settings.get(namespace or "", ""), _CLUSTER if namespace is None else _APP
-    )
+    preferred = {
+        "server_namespace": _MEMBERSHIP,
+        "edge_namespace": _EDGE,
+        "remote_secrets_namespace": _REMOTE_SECRETS,
+    }.get(settings.get(namespace or "", ""), _CLUSTER if namespace is None else _APP)
     if preferred in roles:
         return preferred
     return roles[0] if roles else None

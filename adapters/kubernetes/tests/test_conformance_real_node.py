@@ -116,3 +116,14 @@ class TestRealNodeSandboxedConformance(
         harness = RealNodeHarness(real_admin_api, None, None, node.network.node)
         harness.plan_isolation = IsolationClass.SANDBOXED
         return harness
+
+
+class TestRealNodeSandboxedEgressConformance(TestRealNodeEgressConformance):
+    """Restricted egress with every plan sandboxed: the sandbox's packets leave through the
+    pod's interface, where kube-router's rules hold them as any pod's."""
+
+    @pytest.fixture
+    def harness(self, real_node_cluster: Any, real_admin_api: Any) -> ConformanceHarness:
+        harness = _harness(real_node_cluster, real_admin_api)
+        harness.plan_isolation = IsolationClass.SANDBOXED
+        return harness

@@ -5,8 +5,10 @@ followed while the fleet is entered; it changes the members through :class:`Memb
 which a :class:`LiveFleet` implements over the fleet's :class:`MemberSet`:
 
 - *joined*: the new member is started (each in a task of its own, so one that cannot be
-  reached never holds up another); placement and questions use it once it started (its cache
-  synced), or after ``join_wait`` seconds as a silent member, retried as any other.
+  reached never holds up another); placement and questions use it once it started (entered
+  its ``async with``; a member that opens before its view is synced, as a Kubernetes cluster
+  does, answers nothing until then and is silent to placement), or after ``join_wait`` seconds
+  as a silent member, retried as any other.
 - *replaced* (a rotated credential): make-before-break. The new adapter is started beside the
   old one; once it started, questions go to it, its event stream takes over from the old one's
   (no ``MISSED`` for the swap), and the old one is closed once every open stream took over

@@ -342,9 +342,7 @@ class DockerAdapter(RuntimeAdapter):
     async def capabilities(self) -> RuntimeCapabilities:
         """What this adapter does today; everything else is declared unsupported.
 
-        The class is the strongest its runtimes give. Where a trial may run sandboxed, port
-        and write observation are off for every trial: one flag describes them all, and the
-        host cannot look into a sandbox (docs/docker.md, Sandboxed apps).
+        The class and the trials' observation follow the runtimes (``OciRuntimes.sandboxes``).
         """
         observes = not self.runtimes.sandboxes
         return RuntimeCapabilities(

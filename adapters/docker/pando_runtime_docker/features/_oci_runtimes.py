@@ -87,7 +87,10 @@ class OciRuntimes:
 
     @property
     def sandboxes(self) -> bool:
-        """Whether some app may run in a sandbox (whose insides the host cannot look at)."""
+        """Whether some app may run in a sandbox (whose insides the host cannot look at).
+
+        Then port and write observation are off for every trial: one flag describes them all.
+        """
         return self.isolation_class >= IsolationClass.SANDBOXED
 
     def for_isolation(self, floor: IsolationClass) -> str | None:

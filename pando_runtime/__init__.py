@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from ._adapter._abc import RuntimeAdapter
     from ._adapter._info import AdapterInfo
     from ._adapter._registry import available_adapters, load_adapter
+    from ._adapter._versioned import supports_api
     from ._contract._capabilities import (
         Capability,
         ImageDelivery,
@@ -185,6 +186,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "_dial": ("connect_upstream",),
     "_adapter._registry": ("available_adapters", "load_adapter"),
+    "_adapter._versioned": ("supports_api",),
     "_contract._streams": ("BytesReceiveStream", "read_all"),
     "_telemetry._instrumented": ("InstrumentedAdapter", "instrument"),
     "_contract._trial": ("TrialRequest", "TrialResult"),
@@ -349,6 +351,7 @@ __all__ = [
     "rendezvous_owner",
     "structure",
     "structure_config",
+    "supports_api",
     "to_json",
     "unstructure",
     "validate_plan",

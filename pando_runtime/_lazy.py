@@ -49,7 +49,7 @@ def lazy_attributes(
 
     def deprecated(old: str, new: str) -> None:
         warnings.warn(
-            f"{namespace}.{old} is {new} now; the old name goes at 1.0",
+            f"{namespace}.{old} is {new} now; the old name goes at adapter API 2.0",
             DeprecationWarning,
             stacklevel=3,  # the line that named it, past getattr_
         )

@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from ._adapter._registry import ENTRY_POINT_GROUP, register_adapter
     from ._adapter._scope import in_read_scope, read_scope, scoped_read
     from ._adapter._squid import squid_config
+    from ._adapter._versioned import VersionedAdapter
     from ._contract._capacity import roomiest
     from ._contract._privileges import APP_CAPABILITIES
     from ._contract._streams import (
@@ -80,6 +81,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "_input._config": ("ConfigField", "EmptyConfig", "setting"),
     "_adapter._coverage": ("CONTRACT_DEFAULTS", "contract_methods", "missing_contract_methods"),
     "_adapter._delegating": ("DelegatingAdapter",),
+    "_adapter._versioned": ("VersionedAdapter",),
     "_adapter._event_hub": ("BundleEventHub", "bundle_event_channel"),
     "_adapter._helper_scripts": (
         "RESTORE_SCRIPT",
@@ -139,6 +141,7 @@ __all__ = [
     "MemoryByteSendStream",
     "ObservableApi",
     "StoredLease",
+    "VersionedAdapter",
     "api_compatible",
     "bundle_event_channel",
     "byte_stream_pair",

@@ -69,6 +69,11 @@ class RuntimeAdapter(abc.ABC):
 
     kind: ClassVar[str]
     """The adapter's registry name, for example ``"kubernetes"``."""
+    api_version: ClassVar[str]
+    """The adapter API version this class was written for (``"1.7"``; API 1.7). Set it to the
+    version whose contract the adapter implements, never to ``pando_runtime.API_VERSION``
+    (that is whatever core is installed). Unset, the entry point's ``AdapterInfo`` says it,
+    else the adapter is taken as written for 1.0."""
     description: ClassVar[str] = ""
     Config: ClassVar[type[Any]] = EmptyConfig
 
@@ -96,16 +101,22 @@ class RuntimeAdapter(abc.ABC):
     @classmethod
     def adapter_info(cls) -> AdapterInfo:
         """This adapter's :class:`AdapterInfo`, built from the class."""
+        declared = getattr(cls, "api_version", None)
         return AdapterInfo(
             name=cls.kind,
             description=cls.description or (cls.__doc__ or "").strip().split("\n")[0],
             factory=f"{cls.__module__}:{cls.__qualname__}",
             config_class=cls.Config,
+            **({"api_version": declared} if declared is not None else {}),
         )
 
     @property
     def info(self) -> AdapterInfo:
-        """Name, description and settings of this adapter."""
+        """Name, description, API version and settings of this adapter.
+
+        ``adapter.info.api_version`` is the version it was written for; a host asks
+        :func:`pando_runtime.supports_api` whether that has what a version brought.
+        """
         return self.adapter_info()
 
     @abc.abstractmethod

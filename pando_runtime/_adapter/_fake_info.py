@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 
+from .._contract._version import API_VERSION
 from .._input._config import setting
 from ._info import AdapterInfo
 
@@ -45,6 +46,7 @@ FAKE = AdapterInfo(
     name="fake",
     description="In-memory runtime for tests and the quickstart; nothing really runs.",
     factory="pando_runtime.testing._fake:FakeAdapter",
+    api_version=API_VERSION,
     config_class=FakeConfig,
     distribution="pando-runtime",
 )

@@ -6,11 +6,26 @@ from typing import Any
 
 import attrs
 
-from .._contract._version import API_VERSION
+from .._contract._version import OLDEST_API_VERSION
 from .._input._config import ConfigField, EmptyConfig, config_fields, config_json_schema
 from .._plugins._kinds import install_hint
 
-__all__ = ["AdapterInfo"]
+__all__ = ["UNDECLARED_API_VERSION", "AdapterInfo", "declares_api_version"]
+
+
+class _Undeclared(str):
+    """The API version of an adapter that declares none: the oldest 1.x, told apart by identity."""
+
+    __slots__ = ()
+
+
+UNDECLARED_API_VERSION: str = _Undeclared(OLDEST_API_VERSION)
+"""``AdapterInfo.api_version`` when a plugin says nothing: equal to ``"1.0"``, never current."""
+
+
+def declares_api_version(version: str) -> bool:
+    """Whether ``version`` was declared by the adapter, not defaulted for it."""
+    return version is not UNDECLARED_API_VERSION
 
 
 @attrs.frozen(kw_only=True)
@@ -21,13 +36,18 @@ class AdapterInfo:
     ``AdapterInfo`` kept in a light module (attrs only), so that listing
     adapters never imports the runtime's client library. ``factory`` is the
     ``"module:attr"`` of the adapter class, imported by ``load_adapter``.
+
+    ``api_version`` is the adapter API version the plugin was written for (``"1.3"``); the
+    core adapts to what an adapter written for an older minor cannot say. A plugin that
+    declares none (here or as its class's ``api_version``) is taken as written for ``"1.0"``,
+    with a warning logged when it is listed or loaded.
     """
 
     name: str
     description: str
     factory: str
     config_class: type[Any] = attrs.field(default=EmptyConfig, eq=False)
-    api_version: str = API_VERSION
+    api_version: str = UNDECLARED_API_VERSION
     distribution: str | None = None
     install_hint: str | None = None
     problem: str | None = None

@@ -65,6 +65,8 @@ class Capability(enum.StrEnum):
     MEMBERSHIP = "membership"
     GRANTABLE_CAPABILITIES = "grantable_capabilities"
     ISOLATION_CLASS = "isolation_class"
+    CONFIRMED_OBSERVE = "confirmed_observe"
+    STOPPING_OBSERVED = "stopping_observed"
 
 
 @attrs.frozen(kw_only=True)
@@ -89,6 +91,13 @@ class RuntimeCapabilities:
     ``privileges.capabilities`` may name (the defaults included; empty: none is granted).
     ``max_workloads_per_bundle`` of 0 means no limit; ``platform`` such as
     ``linux/amd64``, or ``None`` when unknown.
+
+    Two guarantees every adapter written for the API that brought them gives, so true by
+    default (API 1.7); false only for an adapter written before, as the core's version-aware
+    wrapper says for it: ``confirmed_observe``, ``observe(ref, not_before=...)`` answers with
+    state confirmed since (API 1.1); ``stopping_observed``, an instance still ending is
+    observed ``stopping``, so ``exists=False`` or a workload not running means nothing of it
+    runs any more (API 1.3).
     """
 
     isolation_class: IsolationClass = IsolationClass.CONTAINER
@@ -117,6 +126,8 @@ class RuntimeCapabilities:
         default=None, converter=attrs.converters.optional(frozen_tuple)
     )
     grantable_capabilities: tuple[str, ...] = attrs.field(default=(), converter=frozen_tuple)
+    confirmed_observe: bool = True
+    stopping_observed: bool = True
 
     def supports(self, capability: Capability | str) -> bool:
         """Whether the adapter has ``capability``."""

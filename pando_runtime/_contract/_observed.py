@@ -97,6 +97,9 @@ class ObservedBundle:
     ``observe`` raises ``AdapterUnavailable``.
     A destroyed bundle still ``exists`` while an instance of it runs (its workloads are
     ``stopping``): ``exists=False`` means nothing of it runs any more.
+    ``stopping_reported`` (API 1.7) is false in an answer from an adapter written before
+    API 1.3, which never says ``stopping``: there ``exists=False``, or a workload not running,
+    does not promise that nothing of it still runs.
     """
 
     bundle_id: str
@@ -105,6 +108,7 @@ class ObservedBundle:
     volumes: tuple[ObservedVolume, ...] = attrs.field(default=(), converter=frozen_tuple)
     confirmed_at: datetime | None = attrs.field(default=None, eq=False)
     """Not part of equality: two observations of the same state are equal."""
+    stopping_reported: bool = True
 
     def workload(self, name: str) -> ObservedWorkload:
         """The observed workload called ``name``; ``KeyError`` when there is none."""

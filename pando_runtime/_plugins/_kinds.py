@@ -144,12 +144,20 @@ class PluginKind(Generic[InfoT]):
         return plugin_targets(self.group, self.builtin, self.registered)
 
     def info(self, name: str, target: str) -> InfoT:
-        """The info ``target`` names, called ``name``; ``not_installed`` when it cannot be."""
+        """The info ``target`` names, called ``name``; ``not_installed`` when it cannot be.
+
+        Whatever importing the target raises is that plugin's problem alone: a module that
+        fails on import, or uses a deprecated name while warnings are errors (``-W error``),
+        is reported as not installed, never raised through a listing of every plugin.
+        """
         try:
             value = import_attr(target)
-        except (ImportError, AttributeError) as error:
+        except Exception as error:
+            why = str(error)
+            if not isinstance(error, ImportError | AttributeError):
+                why = f"{type(error).__name__}: {why}"
             raise self._not_installed(
-                f"{self.kind} {name!r} is registered but {target!r} cannot be imported: {error}",
+                f"{self.kind} {name!r} is registered but {target!r} cannot be imported: {why}",
                 details={self.kind: name, "target": target},
             ) from error
         info = self._info_of(value)

@@ -21,6 +21,7 @@ import attrs
 from anyio.abc import ByteReceiveStream
 
 from .._adapter._abc import RuntimeAdapter
+from .._adapter._versioned import supports_api
 from .._contract._capabilities import Capability, RuntimeCapabilities
 from .._contract._capacity import BundleUsage, Capacity, Fit, InUse, roomiest
 from .._contract._edge import EdgePlan, EdgeState
@@ -42,7 +43,7 @@ from .._contract._volumes import VolumeHandle, VolumeRequest
 from .._input._validation import check_plan, validate_trial
 from .._util._log import logger
 from ._events import merged_events
-from ._info import FLEET_DESCRIPTION, FleetConfig
+from ._info import FLEET, FLEET_DESCRIPTION, FleetConfig
 from ._live import LiveFleet, LiveMembers
 from ._member_set import MemberSet
 from ._members import BundleRecords, ConfiguredMembers, MemberSource, fleet_capabilities
@@ -64,6 +65,7 @@ class FleetAdapter(RuntimeAdapter):
     """
 
     kind: ClassVar[str] = "fleet"
+    api_version: ClassVar[str] = FLEET.api_version
     description: ClassVar[str] = FLEET_DESCRIPTION
     Config: ClassVar[type[Any]] = FleetConfig
     config: FleetConfig
@@ -211,10 +213,19 @@ class FleetAdapter(RuntimeAdapter):
     async def observe(
         self, ref: BundleRef, *, not_before: datetime | None = None
     ) -> ObservedBundle:
-        """The bundle as its member sees it; absent only when every member says so."""
+        """The bundle as its member sees it; absent only when every member says so.
+
+        Absent promises that nothing of it still runs only when every member says so much
+        (a member written before adapter API 1.3 answers "absent" while an instance ends).
+        """
         name = await self.placer.locate(ref.bundle_id)
         if name is None:
-            return ObservedBundle(bundle_id=ref.bundle_id, exists=False)
+            members = self.member_set.adapters.values()
+            return ObservedBundle(
+                bundle_id=ref.bundle_id,
+                exists=False,
+                stopping_reported=all(supports_api(m, "1.3") for m in members),
+            )
         try:
             member = await self.member_set.member(name)
             observed = await member.observe(ref, not_before=not_before)

@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 
 from .._adapter._info import AdapterInfo
+from .._contract._version import API_VERSION
 from .._input._config import setting
 
 __all__ = ["FLEET", "FLEET_DESCRIPTION", "FleetConfig", "MemberConfig"]
@@ -72,6 +73,7 @@ FLEET = AdapterInfo(
     name="fleet",
     description=FLEET_DESCRIPTION,
     factory="pando_runtime.fleet._adapter:FleetAdapter",
+    api_version=API_VERSION,
     config_class=FleetConfig,
     distribution="pando-runtime",
 )

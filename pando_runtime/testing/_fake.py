@@ -27,7 +27,7 @@ import anyio
 from anyio.abc import ByteReceiveStream
 
 from .._adapter._abc import RuntimeAdapter
-from .._adapter._fake_info import FakeConfig
+from .._adapter._fake_info import FAKE, FakeConfig
 from .._contract._capabilities import RuntimeCapabilities
 from .._contract._capacity import BundleUsage, Capacity, Fit, InUse
 from .._contract._edge import EdgePlan, EdgeState
@@ -97,6 +97,7 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
     """
 
     kind = "fake"
+    api_version = FAKE.api_version
     description = "In-memory runtime for tests and the quickstart; nothing really runs."
     Config = FakeConfig
 

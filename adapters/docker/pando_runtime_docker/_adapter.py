@@ -58,7 +58,7 @@ from pando_runtime.plugin import (
     validate_trial,
 )
 
-from ._info import DESCRIPTION, DockerConfig, UpstreamMode
+from ._info import ADAPTER, DESCRIPTION, DockerConfig, UpstreamMode
 from .api import EngineTransport, TransportStats
 from .cache import ContainerCache
 from .endpoint import Endpoint, EngineLink, resolve_endpoint
@@ -163,6 +163,7 @@ class DockerAdapter(RuntimeAdapter):
     """Runs each app's workloads as labelled containers on a bridge network of its own."""
 
     kind = "docker"
+    api_version = ADAPTER.api_version
     description = DESCRIPTION
     Config = DockerConfig
 

@@ -274,6 +274,7 @@ ADAPTER = AdapterInfo(
     name="docker",
     description=DESCRIPTION,
     factory="pando_runtime_docker._adapter:DockerAdapter",
+    api_version="1.7",
     config_class=DockerConfig,
     distribution="pando-runtime-docker",
 )

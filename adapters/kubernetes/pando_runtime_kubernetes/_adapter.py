@@ -52,7 +52,7 @@ from pando_runtime import (
 from pando_runtime.fleet import BundleRequests
 from pando_runtime.plugin import ApiObserver, LeaseStore, MembershipSlot
 
-from ._info import DESCRIPTION, KubernetesConfig
+from ._info import ADAPTER, DESCRIPTION, KubernetesConfig
 from ._log import logger
 from ._names import namespace_for
 from .api._paths import api_path
@@ -86,6 +86,7 @@ class KubernetesAdapter(RuntimeAdapter):
     """Runs each app in its own Kubernetes namespace as bare pods."""
 
     kind: ClassVar[str] = "kubernetes"
+    api_version: ClassVar[str] = ADAPTER.api_version
     description: ClassVar[str] = DESCRIPTION
     Config: ClassVar[type[Any]] = KubernetesConfig
     config: KubernetesConfig

@@ -283,6 +283,7 @@ ADAPTER = AdapterInfo(
     name="kubernetes",
     description=DESCRIPTION,
     factory="pando_runtime_kubernetes._adapter:KubernetesAdapter",
+    api_version="1.7",
     config_class=KubernetesConfig,
     distribution="pando-runtime-kubernetes",
 )
@@ -340,6 +341,7 @@ MULTI_ADAPTER = AdapterInfo(
     name="kubernetes-multi",
     description=MULTI_DESCRIPTION,
     factory="pando_runtime_kubernetes._multi:MultiClusterAdapter",
+    api_version="1.7",
     config_class=MultiClusterConfig,
     distribution="pando-runtime-kubernetes",
 )

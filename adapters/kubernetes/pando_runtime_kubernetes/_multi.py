@@ -40,7 +40,7 @@ from pando_runtime.fleet import FleetAdapter, FleetConfig
 from pando_runtime.plugin import ApiObserver, DelegatingAdapter
 
 from ._adapter import KubernetesAdapter
-from ._info import MULTI_DESCRIPTION, KubernetesConfig, MultiClusterConfig
+from ._info import MULTI_ADAPTER, MULTI_DESCRIPTION, KubernetesConfig, MultiClusterConfig
 from ._members import NOUN, ClusterMembers, check_members, common_capabilities, member_config
 from ._names import upstream_for
 
@@ -58,6 +58,7 @@ class MultiClusterAdapter(DelegatingAdapter):
     """Runs each app on one of several Kubernetes clusters, placed by room on its first deploy."""
 
     kind: ClassVar[str] = "kubernetes-multi"
+    api_version: ClassVar[str] = MULTI_ADAPTER.api_version
     description: ClassVar[str] = MULTI_DESCRIPTION
     Config: ClassVar[type[Any]] = MultiClusterConfig
     config: MultiClusterConfig

@@ -24,7 +24,7 @@ from anyio.abc import ByteReceiveStream, Process
 
 import pando_runtime as pr
 
-from ._info import LocalProcessConfig
+from ._info import ADAPTER, LocalProcessConfig
 
 __all__ = ["LocalProcessAdapter"]
 
@@ -103,6 +103,7 @@ class LocalProcessAdapter(pr.RuntimeAdapter):
     """Runs each workload as a local process in a sandbox directory of its own."""
 
     kind = "localproc"
+    api_version = ADAPTER.api_version  # the adapter API this class implements
     description = "Runs each workload as a local process (an example third-party adapter)."
     Config = LocalProcessConfig
 

@@ -33,6 +33,7 @@ ADAPTER = pr.AdapterInfo(
     name="localproc",
     description="Runs each workload as a local process (an example third-party adapter).",
     factory="pando_runtime_localproc._adapter:LocalProcessAdapter",
+    api_version="1.7",
     config_class=LocalProcessConfig,
     distribution="pando-runtime-localproc",
 )

@@ -8,6 +8,7 @@ each older minor is handed and how its answers are marked.
 from __future__ import annotations
 
 import logging
+import tomllib
 import warnings
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -234,3 +235,24 @@ def test_a_plugin_using_a_deprecated_name_never_breaks_listing_the_others(
     assert listed["dated"].problem is not None
     assert "DeprecationWarning" in listed["dated"].problem
     assert "adapter API 2.0" in listed["dated"].problem
+
+
+def test_the_distributions_version_follows_the_api_and_each_plugin_requires_its_range() -> None:
+    """The core's ``MAJOR.MINOR`` is the API it speaks; every distribution here that needs the
+    core requires a range holding today's core (what it is tested with) and no other major."""
+    from packaging.requirements import Requirement  # noqa: PLC0415 - a test dependency
+    from packaging.version import Version  # noqa: PLC0415
+
+    core = Version(pr.__version__)
+    assert f"{core.major}.{core.minor}" == pr.API_VERSION
+    root = Path(__file__).resolve().parents[1]
+    projects = [*root.glob("adapters/*/pyproject.toml"), *root.glob("examples/*/pyproject.toml")]
+    assert len(projects) >= 4
+    for project in projects:
+        meta = tomllib.loads(project.read_text(encoding="utf-8"))["project"]
+        (needed,) = [
+            Requirement(r) for r in meta["dependencies"] if Requirement(r).name == "pando-runtime"
+        ]
+        assert needed.specifier.contains(core), f"{project}: {needed} excludes the core {core}"
+        assert not needed.specifier.contains("2.0.0"), f"{project}: {needed} admits API 2"
+        assert not needed.specifier.contains("1.0.0"), f"{project}: {needed} has no lower bound"

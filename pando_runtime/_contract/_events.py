@@ -25,6 +25,7 @@ class BundleEventKind(enum.StrEnum):
     ``FLEET_CHANGED`` (API 1.6, a fleet's only): a member joined, was replaced, left or was
     refused; ``details`` says which (``change``, the member under the fleet's noun,
     ``reason``), and no bundle is named.
+    A minor of the adapter API may add kinds: a host ignores the kinds it does not know.
     """
 
     WATCHING = "watching"

@@ -51,6 +51,9 @@ def _bundle_table(observed: ObservedBundle) -> list[list[str]]:
     rows += [[f"volume {v.volume_id}", yes(v.present), "", "", "", ""] for v in observed.volumes]
     if not observed.exists:
         rows.append([f"(bundle {observed.bundle_id} does not exist)", "", "", "", "", ""])
+    if not observed.stopping_reported:
+        unsure = "(an instance told to end may still run: this adapter does not report stopping)"
+        rows.append([unsure, "", "", "", "", ""])
     return rows
 
 

@@ -580,10 +580,21 @@ def unexcused_breaks(
     return unexcused, [entry for i, entry in enumerate(allowed) if i not in used]
 
 
-def changelog_has(version: str, text: str) -> bool:
-    """Whether the changelog has a heading naming adapter API ``version``."""
-    pattern = rf"^#+ .*\bAPI {re.escape(version)}(?![.\d])"
-    return re.search(pattern, text, flags=re.MULTILINE) is not None
+def changelog_section(version: str, text: str) -> str | None:
+    """The changelog's section of adapter API ``version`` (its heading on), or ``None``."""
+    heading = re.search(
+        rf"^(#+) .*\bAPI {re.escape(version)}(?![.\d]).*$", text, flags=re.MULTILINE
+    )
+    if heading is None:
+        return None
+    level = len(heading.group(1))
+    end = re.compile(rf"^#{{1,{level}}} ", flags=re.MULTILINE).search(text, heading.end())
+    return text[heading.start() : end.start() if end else len(text)]
+
+
+def _says_what_a_plugin_must_do(section: str) -> bool:
+    prose = re.sub(r"<!--.*?-->", "", section, flags=re.DOTALL)  # a placeholder is no answer
+    return re.search(r"What a plugin must do:?\**\s*\S", prose) is not None
 
 
 def snapshot_problems(snapshots: Mapping[str, Surface], current: Surface) -> list[str]:
@@ -632,11 +643,20 @@ def break_problems(
     return found
 
 
-def changelog_problems(version: str, changelog: Path = CHANGELOG) -> list[str]:
-    """Check 3: the changelog has the section of the current API minor."""
-    if changelog_has(version, changelog.read_text(encoding="utf-8")):
-        return []
-    return [f"CHANGELOG.md has no heading for adapter API {version} (e.g. '### Adapter API ...')"]
+def changelog_problems(versions: Iterable[str], changelog: Path = CHANGELOG) -> list[str]:
+    """Check 3: each minor has its changelog section, saying what a plugin must do."""
+    text = changelog.read_text(encoding="utf-8")
+    found = []
+    for version in versions:
+        section = changelog_section(version, text)
+        if section is None:
+            found.append(f"CHANGELOG.md has no heading for adapter API {version}")
+        elif not _says_what_a_plugin_must_do(section):
+            found.append(
+                f"CHANGELOG.md's section of adapter API {version} does not say what a plugin "
+                "must do ('**What a plugin must do:** ...', often: nothing)"
+            )
+    return found
 
 
 def problems() -> list[str]:
@@ -646,7 +666,7 @@ def problems() -> list[str]:
     return [
         *snapshot_problems(snapshots, current),
         *break_problems(snapshots, current, load_allowed()),
-        *changelog_problems(current["api_version"]),
+        *changelog_problems({*snapshots, current["api_version"]}),
     ]
 
 

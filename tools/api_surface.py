@@ -552,32 +552,35 @@ def unexcused_breaks(
 ) -> tuple[list[str], list[dict[str, str]]]:
     """Breaks against every earlier minor of the same major that no entry excuses; unused entries.
 
-    An entry (``path``, ``rule``, ``version``) excuses its break against the minors before
-    ``version``, the one that made it.
+    An entry (``path``, ``rule``, and ``detail`` when it names values, as ``old -> new``)
+    excuses its break against the minors before ``version``, the one that made it.
     """
     major, minor = parse_version(current["api_version"])
     used: set[int] = set()
-    unexcused: list[str] = []
+    unexcused: dict[str, list[str]] = {}  # each break once, with the minors it is seen against
     for version, surface in snapshots.items():
         old_major, old_minor = parse_version(version)
         if old_major != major or old_minor >= minor:
             continue
         for found in breaks(surface, current):
-            excuse = next(
-                (
-                    i
-                    for i, entry in enumerate(allowed)
-                    if entry["path"] == found.path
-                    and entry["rule"] == found.rule
-                    and parse_version(version) < parse_version(entry["version"])
-                ),
-                None,
-            )
+            excuse = next((i for i, e in enumerate(allowed) if _excuses(e, found, version)), None)
             if excuse is None:
-                unexcused.append(f"since {version}: {found!r}")
+                unexcused.setdefault(repr(found), []).append(version)
             else:
                 used.add(excuse)
-    return unexcused, [entry for i, entry in enumerate(allowed) if i not in used]
+    return (
+        [f"{text} (against {', '.join(versions)})" for text, versions in unexcused.items()],
+        [entry for i, entry in enumerate(allowed) if i not in used],
+    )
+
+
+def _excuses(entry: Mapping[str, str], found: Break, version: str) -> bool:
+    return (
+        entry["path"] == found.path
+        and entry["rule"] == found.rule
+        and entry.get("detail", found.detail) == found.detail
+        and parse_version(version) < parse_version(entry["version"])
+    )
 
 
 def changelog_section(version: str, text: str) -> str | None:

@@ -149,3 +149,13 @@ def test_a_signature_read_from_code_is_held_to_its_earlier_form() -> None:
         ("pando_runtime.load(config)", "position changed"),
         ("pando_runtime.load(config)", "became required"),
     }
+
+
+def test_a_snapshot_is_never_written_over_with_another_surface(tmp_path, capsys) -> None:
+    snapshot = tmp_path / "surface.json"
+    snapshot.write_text('{"api_version": "1.6", "namespaces": {}}\n', encoding="utf-8")
+
+    assert tool.main(["--write", "--output", str(snapshot)]) == 1
+
+    assert snapshot.read_text(encoding="utf-8") == '{"api_version": "1.6", "namespaces": {}}\n'
+    assert "a change of the surface is a new minor" in capsys.readouterr().out

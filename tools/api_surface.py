@@ -5,6 +5,9 @@
     python tools/api_surface.py --print   # the surface on standard output
     python tools/api_surface.py --write --at COMMIT   # the snapshot of an earlier minor
 
+``--write`` never replaces a snapshot that holds another surface (``--force`` does, for a new
+format of this tool): a minor's snapshot is its record.
+
 The surface is read from the imported package, not its source: the namespaces resolve their
 names lazily (``_EXPORTS``), attrs makes the fields, the kit's test classes gather their tests
 from mixins, and an old name lives on only through a namespace's ``__getattr__``; what a
@@ -687,6 +690,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, help="where --write writes (a file)")
     parser.add_argument("--source", help="a note kept in the snapshot (a commit, a date)")
     parser.add_argument("--at", metavar="COMMIT", help="read the core of a commit of history")
+    parser.add_argument(
+        "--force", action="store_true", help="replace a snapshot that differs (a new format)"
+    )
     arguments = parser.parse_args(argv)
     if arguments.at is not None:
         return _at_commit(arguments.at, argv if argv is not None else sys.argv[1:])
@@ -707,6 +713,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(dumps(surface))
         return 0
     path = arguments.output or snapshot_path(surface["api_version"])
+    if path.exists() and path.read_text(encoding="utf-8") != dumps(surface) and not arguments.force:
+        # A minor's snapshot is its record: a change of the surface is a new minor.
+        print(
+            f"{path} holds another surface of adapter API {surface['api_version']}: a change of "
+            "the surface is a new minor (bump API_VERSION, then --write); --force replaces it "
+            "when this tool's format changed"
+        )
+        return 1
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dumps(surface), encoding="utf-8")
     print(f"wrote {path}")

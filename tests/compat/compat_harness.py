@@ -22,8 +22,8 @@ WORKLOAD = (
     " sleep 0.02;"
     " done"
 )
-# Told to end (SIGTERM), it finishes its work for a second first.
-SLOW_STOP = "trap 'sleep 1; exit 0' TERM; while :; do sleep 0.02; done"
+# Told to end (SIGTERM), it finishes its work for half a second first.
+SLOW_STOP = "trap 'sleep 0.5; exit 0' TERM; while :; do sleep 0.02; done"
 # It ignores SIGTERM (its children inherit that): only SIGKILL ends it. The file "deaf" says
 # the trap is set (a SIGTERM before that would end it at once).
 DEAF = "trap '' TERM; : > deaf; while :; do sleep 0.05; done"

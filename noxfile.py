@@ -39,11 +39,15 @@ SLOW_BENCHMARKS = {
 }
 """Run by their own session, not by ``benchmarks``."""
 EXAMPLE_DISTS = sorted(str(p.parent) for p in ROOT.glob("examples/*/pyproject.toml"))
+COMPAT_DISTS = sorted(str(p.parent) for p in ROOT.glob("tests/compat/*/pyproject.toml"))
+"""The frozen plugins of earlier adapter API versions the suite runs (never built or released)."""
 
 
 def _install(session: nox.Session, *groups: str) -> None:
     session.install("pip>=25.1")
-    editable = [arg for dist in [".", *ADAPTERS, *EXAMPLE_DISTS] for arg in ("-e", dist)]
+    editable = [
+        arg for dist in [".", *ADAPTERS, *EXAMPLE_DISTS, *COMPAT_DISTS] for arg in ("-e", dist)
+    ]
     group_args = [arg for group in groups for arg in ("--group", f"pyproject.toml:{group}")]
     session.install(*editable, *group_args)
 

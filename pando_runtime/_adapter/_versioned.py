@@ -108,9 +108,14 @@ class VersionedAdapter(DelegatingAdapter):
         return await self.adapter.apply(plan)
 
     async def trial(self, request: TrialRequest) -> TrialResult:
-        """The plugin's trial, after the isolation floor is checked against what it runs."""
+        """The plugin's trial, after the isolation floor is checked against what it runs.
+
+        A plugin that runs no trials says so itself (``CapabilityUnsupported``, ``trial_run``).
+        """
         if not self._has("1.5"):
-            raise_problems(validate_trial(request, await self.capabilities()), "trial")
+            caps = await self.capabilities()
+            if caps.trial_run:
+                raise_problems(validate_trial(request, caps), "trial")
         return await self.adapter.trial(request)
 
     # -- observe ------------------------------------------------------------------------------

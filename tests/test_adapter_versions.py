@@ -35,6 +35,7 @@ def anyio_backend() -> str:
 @pytest.fixture(autouse=True)
 def _clean_registry() -> Iterator[None]:
     saved = dict(_registry._registered)
+    _registry._warned.clear()
     yield
     _registry._registered.clear()
     _registry._registered.update(saved)
@@ -89,9 +90,8 @@ def test_an_adapter_that_declares_no_version_is_listed_as_the_oldest_once_warned
             (listed,) = [a for a in pr.available_adapters() if a.name == "silent"]
             assert listed.api_version == "1.0"
             assert listed.problem is None
-    warned = [r for r in caplog.records if "declares no adapter API version" in r.getMessage()]
-    assert len(warned) == 1
-    assert "'silent'" in warned[0].getMessage()
+    warned = [r.getMessage() for r in caplog.records if "declares no adapter API" in r.getMessage()]
+    assert len([m for m in warned if "'silent'" in m]) == 1
 
 
 def test_the_loaded_adapter_keeps_the_version_its_class_declares() -> None:

@@ -2,13 +2,17 @@
 
 A host that trusts "gone" applies the app again or frees what it held; an instance still
 ending gracefully (an app that traps SIGTERM) must therefore be reported ``stopping``, and
-an apply right after a destroy must never start a new instance beside the old one.
+an apply right after a destroy must never start a new instance beside the old one. That
+holds from the moment ``destroy`` is called, not only once it returns: a host observing
+meanwhile (another replica, a watch loop) trusts the answer just the same.
 """
 
 from __future__ import annotations
 
 import anyio
+import attrs
 import pytest
+from anyio.abc import TaskStatus
 
 from ..._contract._errors import StillStopping
 from ..._contract._observed import ObservedBundle
@@ -58,6 +62,62 @@ async def _watch_until(
     pytest.fail(f"the instance was never {done}; last seen: {observed!r}")
 
 
+def _ended(observed: ObservedBundle, instance_id: str) -> bool:
+    """Whether ``observed`` says the instance runs no more (the bundle gone, or it not running)."""
+    return not observed.exists or not any(
+        w.instance_id == instance_id and w.running for w in observed.workloads
+    )
+
+
+@attrs.define
+class _Looks:
+    """What observing alongside a ``destroy`` saw."""
+
+    destroyed: anyio.Event = attrs.field(factory=anyio.Event)
+    taken: int = 0
+    seen_running: int = 0
+    """Looks at the runtime that found the instance running after ``destroy`` was called."""
+    lies: list[str] = attrs.field(factory=list)
+    """Observations that said the instance ended while it still ran."""
+    gone: ObservedBundle | None = None
+
+
+async def _destroy(
+    kit: Kit, plan: BundlePlan, looks: _Looks, *, task_status: TaskStatus[None]
+) -> None:
+    task_status.started()  # the destroy starts before the observer's first look
+    await kit.adapter.destroy(BundleRef(plan.bundle_id))
+    looks.destroyed.set()
+
+
+async def _observe_alongside_destroy(kit: Kit, plan: BundlePlan, instance_id: str) -> _Looks:
+    """Observe, then ask the runtime, while ``destroy`` runs and after, until gone.
+
+    The observation comes first: once it says the instance ended, the runtime asked after
+    it must find it ended too; each that does not is a lie.
+    """
+    looks = _Looks()
+    ref = kit.ref(plan)
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(_destroy, kit, plan, looks)
+        with anyio.move_on_after(kit.harness.timeout):
+            while True:
+                in_flight = not looks.destroyed.is_set()
+                observed = await kit.observe(plan)
+                runs = await kit.harness.instance_runs(kit.adapter, ref, instance_id)
+                looks.taken += 1
+                looks.seen_running += runs
+                if _ended(observed, instance_id) and runs:
+                    when = "while destroy ran" if in_flight else "after destroy returned"
+                    looks.lies.append(f"ended {when}, the instance still running: {observed}")
+                if not observed.exists and not in_flight:
+                    looks.gone = observed
+                    return looks
+                await anyio.sleep(kit.harness.poll_interval)
+        tasks.cancel_scope.cancel()  # never gone: a destroy still in flight need not hang the test
+    return looks
+
+
 class StoppingConformance(ConformanceBase):
     """What ``stop`` and ``destroy`` promise while an instance ends gracefully."""
 
@@ -103,3 +163,16 @@ class StoppingConformance(ConformanceBase):
         again = await kit.running(plan)
         assert again.workload(NAME).instance_id != instance_id
         assert not again.stopping
+
+    @since("1.3")
+    async def test_observed_while_destroy_runs_nothing_is_gone_that_still_runs(
+        self, kit: Kit
+    ) -> None:
+        plan, instance_id = await _slow_app(kit)
+        looks = await _observe_alongside_destroy(kit, plan, instance_id)
+        assert not looks.lies, (
+            f"{len(looks.lies)} of {looks.taken} observations said the instance had ended "
+            f"while it still ran; the first: {looks.lies[0]}"
+        )
+        assert looks.gone is not None, "the bundle was never observed gone"
+        assert looks.seen_running, "the instance had ended before any look: nothing was shown"

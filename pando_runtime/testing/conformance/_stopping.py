@@ -26,10 +26,18 @@ NAME = "slow"
 
 
 async def _slow_app(kit: Kit) -> tuple[BundlePlan, str]:
-    """A running app of one slow-stopping workload, and its instance id."""
+    """A running app of one slow-stopping workload, and its instance id.
+
+    A slow-stopping workload with a health check is ready to end slowly once that passes (a
+    process that traps SIGTERM only some time after it started): it is waited for.
+    """
     kit.needs("slow_stop_workload", "instance_runs")
     plan = kit.plan(await kit.harness.slow_stop_workload(kit.adapter, NAME))
     observed = await kit.applied_and_running(plan)
+    if plan.workloads[0].health is not None:
+        observed = await kit.until_observed(
+            plan, lambda o: o.workload(NAME).healthy is True, "the slow workload to be ready"
+        )
     instance_id = observed.workload(NAME).instance_id
     assert instance_id
     return plan, instance_id

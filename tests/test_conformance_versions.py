@@ -106,7 +106,8 @@ def _outcomes(recorder: pytest.HookRecorder) -> dict[str, dict[str, str]]:
         cls, name = report.nodeid.split("::")[1:]
         tests = outcomes.setdefault(cls, {})
         if report.skipped:
-            tests[name] = "skipped: " + report.longrepr[2].removeprefix("Skipped: ")  # type: ignore[index]
+            reason: str = report.longrepr[2]  # type: ignore[index]
+            tests[name] = "skipped: " + reason.removeprefix("Skipped: ")
         elif report.failed:
             tests[name] = f"failed: {report.longreprtext}"
         elif report.when == "call":

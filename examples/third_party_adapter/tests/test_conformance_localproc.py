@@ -28,12 +28,12 @@ while True:
 """
 
 
-# A process that, told to end (SIGTERM), finishes its work for a second first; it says when it
-# traps SIGTERM ("trapping"): told to end before, it would end at once.
+# A process that, told to end (SIGTERM), finishes its work for half a second first; it says
+# when it traps SIGTERM ("trapping"): told to end before, it would end at once.
 SLOW_STOP_PROGRAM = """
 import signal, sys, time
 def finish(*_):
-    time.sleep(1.0)
+    time.sleep(0.5)
     sys.exit(0)
 signal.signal(signal.SIGTERM, finish)
 open("trapping", "w").close()

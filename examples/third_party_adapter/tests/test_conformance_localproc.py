@@ -28,13 +28,15 @@ while True:
 """
 
 
-# A process that, told to end (SIGTERM), finishes its work for a second first.
+# A process that, told to end (SIGTERM), finishes its work for half a second first; it says
+# when it traps SIGTERM ("trapping"): told to end before, it would end at once.
 SLOW_STOP_PROGRAM = """
 import signal, sys, time
 def finish(*_):
-    time.sleep(1.0)
+    time.sleep(0.5)
     sys.exit(0)
 signal.signal(signal.SIGTERM, finish)
+open("trapping", "w").close()
 while True:
     time.sleep(0.02)
 """
@@ -64,7 +66,10 @@ class LocalProcessHarness(ConformanceHarness):
 
     async def slow_stop_workload(self, adapter: pr.RuntimeAdapter, name: str) -> pr.WorkloadPlan:
         return pr.WorkloadPlan(
-            name=name, image=self.image, command=(sys.executable, "-c", SLOW_STOP_PROGRAM)
+            name=name,
+            image=self.image,
+            command=(sys.executable, "-c", SLOW_STOP_PROGRAM),
+            health=pr.HealthCheck(command=("test", "-f", "trapping")),
         )
 
     async def instance_runs(

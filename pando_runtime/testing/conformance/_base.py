@@ -34,7 +34,10 @@ def requires(*capabilities: Capability) -> Callable[[F], F]:
 
 
 def since(version: str) -> Callable[[F], F]:
-    """The kit version that added the test; adapters targeting an older kit skip it."""
+    """The adapter API version the test came with; adapters targeting an older kit skip it.
+
+    Every test of the kit says it (a test whose meaning changed says the later version).
+    """
     return pytest.mark.pando_since(version)
 
 
@@ -49,6 +52,23 @@ def _gate_of(cls: type, test_name: str) -> tuple[Capability, ...]:
 
 def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
+
+
+def _target_version(declared: str, asked: str | None) -> str:
+    """The kit version a suite runs: ``asked`` (its ``conformance_version``) or ``declared``.
+
+    ``declared`` is the API version the adapter says it was written for; a suite may ask
+    for an older kit, never a newer one: the adapter cannot promise what came after it.
+    """
+    if asked is None:
+        return declared
+    if _version_key(asked) > _version_key(declared):
+        pytest.fail(
+            f"conformance_version {asked} is above the adapter API version the adapter "
+            f"declares ({declared}): it cannot promise what came later; lower "
+            "conformance_version, or declare the newer version in the adapter's info"
+        )
+    return asked
 
 
 class Kit:
@@ -209,7 +229,9 @@ class ConformanceBase:
     gate: ClassVar[tuple[Capability, ...]] = ()
     """Capabilities every test *defined in* this class needs (not inherited by subclasses)."""
     xfail: ClassVar[dict[str, str]] = {}
-    conformance_version: ClassVar[str] = CONFORMANCE_VERSION
+    conformance_version: ClassVar[str | None] = None
+    """The kit version to hold the adapter to; ``None``: the API version the adapter declares
+    (``adapter.info.api_version``). Tests that came later are skipped."""
     single_pool: ClassVar[bool] = True
     """Whether a bundle may be placed anywhere ``capacity`` counts. ``False`` for adapters over
     several pools (clusters, regions) where a bundle stays in the one it was placed in: its
@@ -238,15 +260,13 @@ class ConformanceBase:
         request: pytest.FixtureRequest,
     ) -> AsyncIterator[Kit]:
         """The test's helper; it applies the capability gates, versions and xfails."""
+        target = _target_version(adapter.info.api_version, self.conformance_version)
         name = request.node.originalname if hasattr(request.node, "originalname") else ""
         if name in self.xfail:
             request.applymarker(pytest.mark.xfail(reason=self.xfail[name], strict=True))
         marker = request.node.get_closest_marker("pando_since")
-        if marker and _version_key(marker.args[0]) > _version_key(self.conformance_version):
-            pytest.skip(
-                f"added in conformance {marker.args[0]}; the adapter targets "
-                f"{self.conformance_version}"
-            )
+        if marker and _version_key(marker.args[0]) > _version_key(target):
+            pytest.skip(f"added in conformance {marker.args[0]}; the adapter targets {target}")
         caps = await adapter.capabilities()
         needed = [c for mark in request.node.iter_markers("pando_requires") for c in mark.args]
         needed += _gate_of(type(self), request.function.__name__)

@@ -53,6 +53,7 @@ def _instances(observed: ObservedBundle) -> dict[str, str | None]:
 class BundleConformance(ConformanceBase):
     """The bundle lifecycle every adapter must honour."""
 
+    @since("1.0")
     @requires(Capability.MULTIPLE_WORKLOADS)
     async def test_apply_then_observe_runs_every_workload(self, kit: Kit) -> None:
         plan = kit.plan(kit.workload("web", ports=(Port(8080),)), kit.workload("worker"))
@@ -67,11 +68,13 @@ class BundleConformance(ConformanceBase):
             assert workload.started_at is not None
             assert workload.instance_id
 
+    @since("1.0")
     async def test_observe_unknown_bundle_reports_absent(self, kit: Kit) -> None:
         observed = await kit.observe(kit.new_id("absent"))
         assert observed.exists is False
         assert observed.workloads == ()
 
+    @since("1.0")
     async def test_observe_says_when_it_was_confirmed(self, kit: Kit) -> None:
         plan = kit.plan(kit.workload("web"))
         await kit.applied_and_running(plan)
@@ -84,6 +87,7 @@ class BundleConformance(ConformanceBase):
         assert second is not None
         assert second >= first  # confirmation never goes back in time
 
+    @since("1.0")
     async def test_observe_refuses_state_unconfirmed_past_its_bound(self, kit: Kit) -> None:
         kit.needs("cache_goes_stale", "cache_recovers")
         plan = kit.plan(kit.workload("web"))
@@ -97,6 +101,7 @@ class BundleConformance(ConformanceBase):
         observed = await kit.eventually(lambda: _confirmed(kit, plan), "observe to answer again")
         assert observed.exists
 
+    @since("1.1")
     async def test_observe_not_before_answers_state_confirmed_since(self, kit: Kit) -> None:
         plan = kit.plan(kit.workload("web"))
         await kit.applied_and_running(plan)
@@ -109,6 +114,7 @@ class BundleConformance(ConformanceBase):
         assert again.confirmed_at is not None
         assert again.confirmed_at >= first
 
+    @since("1.1")
     async def test_observe_answers_unconfirmed_state_at_once_and_waits_when_asked(
         self, kit: Kit
     ) -> None:
@@ -143,6 +149,7 @@ class BundleConformance(ConformanceBase):
         assert fresh.confirmed_at is not None
         assert fresh.confirmed_at >= wanted
 
+    @since("1.0")
     async def test_second_apply_changes_nothing_observable(self, kit: Kit) -> None:
         plan = kit.plan(kit.workload("web", env={"GREETING": "hello"}))
         before = await kit.applied_and_running(plan)
@@ -151,6 +158,7 @@ class BundleConformance(ConformanceBase):
         after = await kit.observe(plan)
         assert after == before
 
+    @since("1.0")
     @requires(Capability.MULTIPLE_WORKLOADS)
     async def test_changed_workload_is_replaced_unchanged_one_kept(self, kit: Kit) -> None:
         plan = kit.plan(kit.workload("web", env={"VERSION": "1"}), kit.workload("worker"))
@@ -169,6 +177,7 @@ class BundleConformance(ConformanceBase):
         )
         assert _instances(after)["worker"] == before["worker"]
 
+    @since("1.0")
     async def test_observe_never_remediates_an_ended_workload(self, kit: Kit) -> None:
         kit.needs("end_workload")
         plan = kit.plan()
@@ -186,6 +195,7 @@ class BundleConformance(ConformanceBase):
         assert later.workloads[0].instance_id == first
         assert later.workloads[0].restart_count == 0
 
+    @since("1.0")
     async def test_an_image_that_cannot_be_pulled_is_observed_as_such(self, kit: Kit) -> None:
         kit.needs("unpullable_image")
         image = await kit.harness.unpullable_image(kit.adapter)
@@ -205,6 +215,7 @@ class BundleConformance(ConformanceBase):
         await kit.quiet()
         assert (await kit.observe(plan)).workloads[0].problem is WorkloadProblem.IMAGE_PULL
 
+    @since("1.0")
     async def test_apply_replaces_an_ended_workload(self, kit: Kit) -> None:
         kit.needs("end_workload")
         plan = kit.plan()
@@ -218,6 +229,7 @@ class BundleConformance(ConformanceBase):
         assert again.workloads[0].instance_id != first
         assert again.workloads[0].exit_code is None
 
+    @since("1.0")
     @requires(Capability.MULTIPLE_WORKLOADS)
     async def test_stop_then_apply_starts_again(self, kit: Kit) -> None:
         plan = kit.plan(kit.workload("web"), kit.workload("worker"))
@@ -230,6 +242,7 @@ class BundleConformance(ConformanceBase):
         await kit.apply(plan)
         await kit.running(plan)
 
+    @since("1.0")
     @requires(Capability.PERSISTENT_VOLUMES)
     async def test_stop_keeps_volumes(self, kit: Kit) -> None:
         volume = VolumePlan(volume_id=kit.new_id("vol"), name="data")
@@ -241,6 +254,7 @@ class BundleConformance(ConformanceBase):
         observed = await kit.observe(plan)
         assert observed.volume(volume.volume_id).present
 
+    @since("1.0")
     async def test_destroy_removes_the_bundle(self, kit: Kit) -> None:
         plan = kit.plan()
         await kit.applied_and_running(plan)
@@ -248,6 +262,7 @@ class BundleConformance(ConformanceBase):
         await kit.until_observed(plan, lambda o: not o.exists, "the bundle to be gone")
         await kit.adapter.destroy(BundleRef(plan.bundle_id))  # idempotent
 
+    @since("1.0")
     @requires(Capability.PERSISTENT_VOLUMES)
     async def test_destroy_keeps_volumes_by_default_and_removes_them_on_request(
         self, kit: Kit
@@ -270,6 +285,7 @@ class BundleConformance(ConformanceBase):
         )
         assert not gone.exists
 
+    @since("1.0")
     @requires(Capability.MULTIPLE_WORKLOADS)
     async def test_dependencies_start_first(self, kit: Kit) -> None:
         db = kit.workload("db", ports=(Port(5432),), health=HealthCheck(command=("true",)))
@@ -301,6 +317,7 @@ class BundleConformance(ConformanceBase):
         assert api_start is not None
         assert db_start <= api_start
 
+    @since("1.0")
     @requires(Capability.MULTIPLE_WORKLOADS)
     async def test_health_is_tri_state(self, kit: Kit) -> None:
         plan = kit.plan(
@@ -314,17 +331,20 @@ class BundleConformance(ConformanceBase):
         )
         assert observed.workload("plain").healthy is None, "no check means no signal"
 
+    @since("1.0")
     async def test_upstream_is_computed(self, kit: Kit) -> None:
         upstream = kit.adapter.upstream(WorkloadRef(kit.new_id(), "web"), 8080)
         assert upstream.url.split("://", 1)[0] in ("http", "https")
         assert upstream.url.endswith(":8080")
         assert upstream.pool_key
 
+    @since("1.0")
     async def test_observed_state_round_trips_through_json(self, kit: Kit) -> None:
         plan = kit.plan()
         observed = await kit.applied_and_running(plan)
         assert from_json(to_json(observed), ObservedBundle) == observed
 
+    @since("1.0")
     async def test_health_check_passes(self, kit: Kit) -> None:
         await kit.adapter.health_check()
 
@@ -332,6 +352,7 @@ class BundleConformance(ConformanceBase):
 class ValidationConformance(ConformanceBase):
     """Bad input is refused, every problem listed, and nothing is written."""
 
+    @since("1.0")
     async def test_invalid_plan_lists_every_problem_and_writes_nothing(self, kit: Kit) -> None:
         bundle_id = kit.new_id()
         plan = BundlePlan(
@@ -362,6 +383,7 @@ class ValidationConformance(ConformanceBase):
         assert not observed.exists
         assert not any(w.present for w in observed.workloads)
 
+    @since("1.1")
     async def test_check_plan_refuses_what_apply_refuses_and_writes_nothing(self, kit: Kit) -> None:
         bad = kit.plan(kit.workload("web"), kit.workload("web", image="not a valid image!"))
         kit.track(bad.bundle_id)
@@ -395,6 +417,7 @@ class ValidationConformance(ConformanceBase):
         again = await kit.adapter.observe(ref, not_before=datetime.now(UTC).astimezone())
         assert again.exists
 
+    @since("1.0")
     async def test_dependency_cycle_is_refused(self, kit: Kit) -> None:
         plan = kit.plan(kit.workload("a", depends_on=("b",)), kit.workload("b", depends_on=("a",)))
         kit.track(plan.bundle_id)
@@ -417,6 +440,7 @@ class ValidationConformance(ConformanceBase):
             assert [p["path"] for p in caught.value.details["problems"]] == ["isolation"]
         assert not (await kit.observe(plan)).exists
 
+    @since("1.0")
     async def test_plan_beyond_capabilities_is_refused(self, kit: Kit) -> None:
         lacking = [
             c

@@ -15,7 +15,7 @@ from ..._contract._streams import BytesReceiveStream
 from ..._contract._trial import TrialRequest
 from ..._contract._volumes import VolumeHandle, VolumeRequest
 from ..._input._convert import from_json, to_json
-from ._base import ConformanceBase, Kit
+from ._base import ConformanceBase, Kit, since
 
 __all__ = ["CapabilityConformance"]
 
@@ -71,12 +71,14 @@ def _probes(kit: Kit) -> dict[Capability, list[Callable[[], Awaitable[object]]]]
 class CapabilityConformance(ConformanceBase):
     """Capabilities are data; a missing one raises ``CapabilityUnsupported`` by name."""
 
+    @since("1.0")
     async def test_capabilities_are_data(self, kit: Kit) -> None:
         caps = await kit.adapter.capabilities()
         assert isinstance(caps, RuntimeCapabilities)
         assert from_json(to_json(caps), RuntimeCapabilities) == caps
         assert caps == await kit.adapter.capabilities(), "capabilities are stable"
 
+    @since("1.0")
     async def test_every_unsupported_capability_raises(self, kit: Kit) -> None:
         lacking = [(c, probes) for c, probes in _probes(kit).items() if not kit.caps.supports(c)]
         if not lacking:
@@ -88,6 +90,7 @@ class CapabilityConformance(ConformanceBase):
                 assert caught.value.capability == capability.value
                 assert isinstance(caught.value, NotImplementedError)
 
+    @since("1.0")
     async def test_info_describes_the_adapter(self, kit: Kit) -> None:
         info = kit.adapter.info
         assert info.name == kit.adapter.kind

@@ -8,7 +8,7 @@ from ..._contract._capabilities import Capability
 from ..._contract._errors import CapacityExceeded, NotFound
 from ..._contract._plans import Resources
 from ..._contract._refs import BundleRef
-from ._base import ConformanceBase, Kit, requires
+from ._base import ConformanceBase, Kit, requires, since
 
 __all__ = ["CapacityConformance"]
 
@@ -16,6 +16,7 @@ __all__ = ["CapacityConformance"]
 class CapacityConformance(ConformanceBase):
     """Capacity and largest fit agree with each other and with what runs."""
 
+    @since("1.0")
     async def test_capacity_is_consistent(self, kit: Kit) -> None:
         async with kit.adapter.read_scope():
             capacity = await kit.adapter.capacity()
@@ -26,6 +27,7 @@ class CapacityConformance(ConformanceBase):
             assert 0 <= capacity.largest_fit.cpu_millis <= capacity.total_cpu_millis
             assert 0 <= capacity.largest_fit.memory_bytes <= capacity.total_memory_bytes
 
+    @since("1.0")
     @requires(Capability.RESOURCE_LIMITS)
     async def test_largest_fit_counts_the_bundles_own_use_as_free(self, kit: Kit) -> None:
         plan = kit.plan(
@@ -47,6 +49,7 @@ class CapacityConformance(ConformanceBase):
             assert own.memory_bytes >= other.memory_bytes
             assert own.memory_bytes >= capacity.largest_fit.memory_bytes
 
+    @since("1.0")
     @requires(Capability.RESOURCE_LIMITS)
     async def test_plan_larger_than_any_place_is_refused(self, kit: Kit) -> None:
         capacity = await kit.adapter.capacity()
@@ -66,6 +69,7 @@ class CapacityConformance(ConformanceBase):
             observed = await kit.observe(plan)
             assert not observed.workloads[0].running, "a workload beyond capacity cannot run"
 
+    @since("1.0")
     @requires(Capability.REPORTS_USAGE, Capability.MULTIPLE_WORKLOADS)
     async def test_usage_reports_every_workload(self, kit: Kit) -> None:
         plan = kit.plan(kit.workload("web"), kit.workload("worker"))
@@ -84,11 +88,13 @@ class CapacityConformance(ConformanceBase):
         assert total.memory_bytes >= 0
         assert total.reported_at.tzinfo is not None
 
+    @since("1.0")
     @requires(Capability.REPORTS_USAGE)
     async def test_usage_of_an_unknown_bundle_is_not_found(self, kit: Kit) -> None:
         with pytest.raises(NotFound):
             await kit.adapter.usage(BundleRef(kit.new_id("absent")))
 
+    @since("1.0")
     @requires(Capability.REPORTS_USAGE)
     async def test_usage_of_a_destroyed_bundle_is_not_found(self, kit: Kit) -> None:
         plan = kit.plan(kit.workload("web"))

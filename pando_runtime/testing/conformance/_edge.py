@@ -7,7 +7,7 @@ import pytest
 from ..._contract._capabilities import Capability
 from ..._contract._edge import EdgePlan, EdgePort
 from ..._contract._errors import InvalidPlan
-from ._base import ConformanceBase, Kit
+from ._base import ConformanceBase, Kit, since
 
 __all__ = ["EdgeConformance"]
 
@@ -25,6 +25,7 @@ class EdgeConformance(ConformanceBase):
             ports=(EdgePort(published=8080, target=80),),
         )
 
+    @since("1.0")
     async def test_edge_lifecycle(self, kit: Kit) -> None:
         plan = self._plan(kit)
         kit.track_edge(plan.name)
@@ -44,12 +45,14 @@ class EdgeConformance(ConformanceBase):
         await kit.eventually(gone, "the edge to be removed")
         assert plan.name not in await kit.adapter.edges()
 
+    @since("1.0")
     async def test_absent_edge_says_why_in_words(self, kit: Kit) -> None:
         state = await kit.adapter.observe_edge(kit.new_id("edge"))
         assert not state.present
         assert not state.running
         assert state.detail
 
+    @since("1.0")
     async def test_invalid_edge_is_refused(self, kit: Kit) -> None:
         with pytest.raises(InvalidPlan) as caught:
             await kit.adapter.apply_edge(EdgePlan(name="Bad Name", image="nope!", replicas=0))

@@ -9,7 +9,7 @@ from ..._contract._errors import CapabilityUnsupported, InvalidPlan
 from ..._contract._plans import BundlePlan, EgressPolicy, EgressRule, NetworkPlan
 from ..._contract._refs import BundleRef
 from ..._contract._trial import TrialRequest
-from ._base import ConformanceBase, Kit, requires
+from ._base import ConformanceBase, Kit, requires, since
 
 __all__ = ["EgressConformance", "EgressRefusalConformance"]
 
@@ -31,6 +31,7 @@ class EgressConformance(ConformanceBase):
 
     gate = (Capability.EGRESS_RESTRICTION,)
 
+    @since("1.0")
     async def test_egress_cidr_rules_run_and_change(self, kit: Kit) -> None:
         bundle_id = kit.new_id()
         plan = _restricted(kit, bundle_id, CIDR_RULE)
@@ -44,6 +45,7 @@ class EgressConformance(ConformanceBase):
         opened = BundlePlan(bundle_id=bundle_id, workloads=plan.workloads, isolation=plan.isolation)
         await kit.applied_and_running(opened)
 
+    @since("1.0")
     async def test_egress_host_name_rules_run_or_are_refused_by_path(self, kit: Kit) -> None:
         plan = _restricted(kit, kit.new_id(), CIDR_RULE, HOST_RULE)
         if kit.caps.supports(Capability.EGRESS_HOST_NAMES):
@@ -62,6 +64,7 @@ class EgressConformance(ConformanceBase):
         # The same app with its CIDR rule alone runs.
         await kit.applied_and_running(_restricted(kit, plan.bundle_id, CIDR_RULE))
 
+    @since("1.0")
     @requires(Capability.TRIAL_RUN)
     async def test_egress_trial_is_held_to_the_app_rules(self, kit: Kit) -> None:
         rules = EgressPolicy(allow=(CIDR_RULE, HOST_RULE))
@@ -84,6 +87,7 @@ class EgressConformance(ConformanceBase):
 class EgressRefusalConformance(ConformanceBase):
     """Bad egress rules are invalid everywhere; rules a runtime cannot enforce are refused."""
 
+    @since("1.0")
     async def test_egress_rules_must_be_cidr_blocks_or_host_names(self, kit: Kit) -> None:
         plan = _restricted(
             kit,
@@ -102,6 +106,7 @@ class EgressRefusalConformance(ConformanceBase):
         }
         assert not (await kit.observe(plan)).exists
 
+    @since("1.0")
     async def test_restricted_egress_is_refused_where_it_is_not_enforced(self, kit: Kit) -> None:
         if kit.caps.supports(Capability.EGRESS_RESTRICTION):
             pytest.skip("the adapter enforces egress rules")

@@ -9,7 +9,7 @@ import anyio
 from ..._contract._capabilities import Capability
 from ..._contract._events import BundleEvent, BundleEventKind
 from ..._contract._refs import BundleRef
-from ._base import ConformanceBase, Kit
+from ._base import ConformanceBase, Kit, since
 
 __all__ = ["EventConformance"]
 
@@ -39,6 +39,7 @@ class EventConformance(ConformanceBase):
 
     gate = (Capability.BUNDLE_EVENTS,)
 
+    @since("1.0")
     async def test_first_event_is_watching(self, kit: Kit) -> None:
         async with kit.adapter.watch_bundles() as events:
             with anyio.fail_after(kit.harness.timeout):
@@ -46,6 +47,7 @@ class EventConformance(ConformanceBase):
         assert first.kind is BundleEventKind.WATCHING
         assert first.bundle_id is None
 
+    @since("1.0")
     async def test_start_exit_and_removal_are_reported_once(self, kit: Kit) -> None:
         kit.needs("end_workload")
         plan = kit.plan()
@@ -72,6 +74,7 @@ class EventConformance(ConformanceBase):
             removed = await _next_matching(events, kit, plan.bundle_id, BundleEventKind.REMOVED)
             assert removed.workload == "web"
 
+    @since("1.0")
     async def test_oom_kill_is_reported(self, kit: Kit) -> None:
         kit.needs("oom_kill")
         plan = kit.plan()
@@ -86,6 +89,7 @@ class EventConformance(ConformanceBase):
         observed = await kit.observe(plan)
         assert observed.workloads[0].oom_killed
 
+    @since("1.0")
     async def test_gap_is_reported_as_missed(self, kit: Kit) -> None:
         kit.needs("cause_event_gap")
         async with kit.adapter.watch_bundles() as events:

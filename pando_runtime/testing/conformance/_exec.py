@@ -7,7 +7,7 @@ import anyio
 from ..._contract._capabilities import Capability
 from ..._contract._exec import ExecRequest
 from ..._contract._streams import read_all
-from ._base import ConformanceBase, Kit
+from ._base import ConformanceBase, Kit, since
 
 __all__ = ["ExecConformance"]
 
@@ -17,6 +17,7 @@ class ExecConformance(ConformanceBase):
 
     gate = (Capability.EXEC,)
 
+    @since("1.0")
     async def test_run_reports_the_exit_code(self, kit: Kit) -> None:
         plan = kit.plan()
         await kit.applied_and_running(plan)
@@ -31,6 +32,7 @@ class ExecConformance(ConformanceBase):
         assert passed.exit_code == 0
         assert passed.ok
 
+    @since("1.0")
     async def test_run_feeds_stdin_and_separates_outputs(self, kit: Kit) -> None:
         plan = kit.plan()
         await kit.applied_and_running(plan)
@@ -49,6 +51,7 @@ class ExecConformance(ConformanceBase):
         assert printed.stdout == b"to-out"
         assert printed.stderr == b"to-err"
 
+    @since("1.0")
     async def test_session_streams_stdin_until_closed(self, kit: Kit) -> None:
         plan = kit.plan()
         await kit.applied_and_running(plan)

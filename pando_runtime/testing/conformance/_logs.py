@@ -9,7 +9,7 @@ from ..._contract._errors import NotFound
 from ..._contract._log_options import LogOptions
 from ..._contract._refs import WorkloadRef
 from ..._contract._streams import read_all
-from ._base import ConformanceBase, Kit
+from ._base import ConformanceBase, Kit, since
 
 __all__ = ["LogConformance"]
 
@@ -17,6 +17,7 @@ __all__ = ["LogConformance"]
 class LogConformance(ConformanceBase):
     """``logs``: the newest instance's log, a finished one included."""
 
+    @since("1.0")
     async def test_log_of_a_finished_workload_can_be_read(self, kit: Kit) -> None:
         kit.needs("end_workload", "write_log")
         plan = kit.plan()
@@ -32,6 +33,7 @@ class LogConformance(ConformanceBase):
                 log = await read_all(stream)
         assert b"conformance says hi" in log
 
+    @since("1.0")
     async def test_tail_keeps_the_last_lines(self, kit: Kit) -> None:
         kit.needs("write_log")
         plan = kit.plan()
@@ -43,6 +45,7 @@ class LogConformance(ConformanceBase):
                 log = await read_all(stream)
         assert log.splitlines() == [b"last"]
 
+    @since("1.0")
     async def test_follow_ends_when_the_host_cancels(self, kit: Kit) -> None:
         plan = kit.plan()
         await kit.applied_and_running(plan)
@@ -51,6 +54,7 @@ class LogConformance(ConformanceBase):
                 await read_all(stream)
         assert scope.cancelled_caught, "a followed log stays open until the host closes it"
 
+    @since("1.0")
     async def test_logs_of_unknown_workload_is_not_found(self, kit: Kit) -> None:
         with pytest.raises(NotFound):
             async with kit.adapter.logs(WorkloadRef(kit.new_id("absent"), "web")) as stream:

@@ -6,7 +6,7 @@ import anyio
 
 from ..._contract._capabilities import Capability
 from ..._contract._trial import TrialRequest
-from ._base import ConformanceBase, Kit
+from ._base import ConformanceBase, Kit, since
 
 __all__ = ["TrialConformance"]
 
@@ -16,6 +16,7 @@ class TrialConformance(ConformanceBase):
 
     gate = (Capability.TRIAL_RUN,)
 
+    @since("1.0")
     async def test_trial_runs_the_image(self, kit: Kit) -> None:
         request = TrialRequest(
             trial_id=kit.new_id("trial"),

@@ -12,7 +12,7 @@ from ..._contract._refs import BundleRef
 from ..._contract._streams import BytesReceiveStream, read_all
 from ..._contract._volumes import VolumeHandle, VolumeRequest
 from .._tar import make_tar, read_tar
-from ._base import ConformanceBase, Kit
+from ._base import ConformanceBase, Kit, since
 
 __all__ = ["VolumeConformance"]
 
@@ -36,6 +36,7 @@ class VolumeConformance(ConformanceBase):
         assert again == handle, "create_volume is idempotent"
         return bundle_id, handle
 
+    @since("1.0")
     async def test_restore_then_snapshot_gives_the_same_bytes(self, kit: Kit) -> None:
         _, handle = await self._volume(kit)
         files = {
@@ -49,6 +50,7 @@ class VolumeConformance(ConformanceBase):
                 snapshot = await read_all(stream)
         assert read_tar(snapshot) == files
 
+    @since("1.0")
     async def test_restore_replaces_contents_in_place(self, kit: Kit) -> None:
         _, handle = await self._volume(kit)
         with anyio.fail_after(kit.harness.timeout):
@@ -58,6 +60,7 @@ class VolumeConformance(ConformanceBase):
                 files = read_tar(await read_all(stream))
         assert files == {"new": b"2"}
 
+    @since("1.0")
     async def test_data_outlives_the_app(self, kit: Kit) -> None:
         volume = VolumePlan(volume_id=kit.new_id("vol"), name="data")
         plan = kit.plan(
@@ -77,6 +80,7 @@ class VolumeConformance(ConformanceBase):
             async with kit.adapter.snapshot_volume(handle) as stream:
                 assert read_tar(await read_all(stream)) == {"keep": b"me"}
 
+    @since("1.0")
     async def test_destroy_volume_deletes_it(self, kit: Kit) -> None:
         bundle_id, handle = await self._volume(kit)
         await kit.adapter.destroy_volume(handle)

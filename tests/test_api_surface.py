@@ -151,11 +151,22 @@ def test_a_signature_read_from_code_is_held_to_its_earlier_form() -> None:
     }
 
 
-def test_a_snapshot_is_never_written_over_with_another_surface(tmp_path, capsys) -> None:
+def test_a_released_minors_snapshot_is_never_written_over_with_another_surface(
+    tmp_path, capsys, monkeypatch
+) -> None:
     snapshot = tmp_path / "surface.json"
-    snapshot.write_text('{"api_version": "1.6", "namespaces": {}}\n', encoding="utf-8")
+    stale = '{"api_version": "1.6", "namespaces": {}}\n'
+    snapshot.write_text(stale, encoding="utf-8")
+    changelog = tmp_path / "CHANGELOG.md"
+    monkeypatch.setattr(tool, "CHANGELOG", changelog)
 
+    # Released (not the minor under [Unreleased]): its snapshot is its record.
+    changelog.write_text("## [Unreleased] - adapter API 9.9\n", encoding="utf-8")
     assert tool.main(["--write", "--output", str(snapshot)]) == 1
-
-    assert snapshot.read_text(encoding="utf-8") == '{"api_version": "1.6", "namespaces": {}}\n'
+    assert snapshot.read_text(encoding="utf-8") == stale
     assert "a change of the surface is a new minor" in capsys.readouterr().out
+
+    # The minor still under [Unreleased] grows with what merges before its release.
+    changelog.write_text(f"## [Unreleased] - adapter API {pr.API_VERSION}\n", encoding="utf-8")
+    assert tool.main(["--write", "--output", str(snapshot)]) == 0
+    assert snapshot.read_text(encoding="utf-8") != stale

@@ -5,8 +5,10 @@
     python tools/api_surface.py --print   # the surface on standard output
     python tools/api_surface.py --write --at COMMIT   # the snapshot of an earlier minor
 
-``--write`` never replaces a snapshot that holds another surface (``--force`` does, for a new
-format of this tool): a minor's snapshot is its record.
+``--write`` never replaces the snapshot of a released minor that holds another surface
+(``--force`` does, for a new format of this tool): a released minor's snapshot is its record.
+The minor CHANGELOG.md holds under [Unreleased] grows with each change merged on main until
+its release, and its snapshot with it.
 
 The surface is read from the imported package, not its source: the namespaces resolve their
 names lazily (``_EXPORTS``), attrs makes the fields, the kit's test classes gather their tests
@@ -586,6 +588,21 @@ def _excuses(entry: Mapping[str, str], found: Break, version: str) -> bool:
     )
 
 
+def _unreleased(version: str) -> bool:
+    """Whether ``version`` is the minor CHANGELOG.md holds under [Unreleased]: it may still grow.
+
+    Its number was given on main when its first change merged; later merges before its release
+    add to it, and its snapshot with them. A released minor's snapshot never changes.
+    """
+    heading = re.search(
+        r"^## \[Unreleased\].*$", CHANGELOG.read_text(encoding="utf-8"), re.MULTILINE
+    )
+    return (
+        heading is not None
+        and re.search(rf"\bAPI {re.escape(version)}(?![.\d])", heading.group(0)) is not None
+    )
+
+
 def changelog_section(version: str, text: str) -> str | None:
     """The changelog's section of adapter API ``version`` (its heading on), or ``None``."""
     heading = re.search(
@@ -713,12 +730,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(dumps(surface))
         return 0
     path = arguments.output or snapshot_path(surface["api_version"])
-    if path.exists() and path.read_text(encoding="utf-8") != dumps(surface) and not arguments.force:
-        # A minor's snapshot is its record: a change of the surface is a new minor.
+    changed = path.exists() and path.read_text(encoding="utf-8") != dumps(surface)
+    if changed and not arguments.force and not _unreleased(surface["api_version"]):
+        # A released minor's snapshot is its record: a change of the surface is a new minor.
         print(
-            f"{path} holds another surface of adapter API {surface['api_version']}: a change of "
-            "the surface is a new minor (bump API_VERSION, then --write); --force replaces it "
-            "when this tool's format changed"
+            f"{path} holds another surface of adapter API {surface['api_version']}, a released "
+            "minor: a change of the surface is a new minor (bump API_VERSION, then --write); "
+            "--force replaces it when this tool's format changed"
         )
         return 1
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -102,6 +102,7 @@ class BundleConformance(ConformanceBase):
         assert observed.exists
 
     @since("1.1")
+    @requires(Capability.CONFIRMED_OBSERVE)
     async def test_observe_not_before_answers_state_confirmed_since(self, kit: Kit) -> None:
         plan = kit.plan(kit.workload("web"))
         await kit.applied_and_running(plan)
@@ -115,6 +116,7 @@ class BundleConformance(ConformanceBase):
         assert again.confirmed_at >= first
 
     @since("1.1")
+    @requires(Capability.CONFIRMED_OBSERVE)
     async def test_observe_answers_unconfirmed_state_at_once_and_waits_when_asked(
         self, kit: Kit
     ) -> None:

@@ -14,6 +14,7 @@ import attrs
 import pytest
 from anyio.abc import TaskStatus
 
+from ..._contract._capabilities import Capability
 from ..._contract._errors import StillStopping
 from ..._contract._observed import ObservedBundle, ObservedWorkload
 from ..._contract._plans import BundlePlan
@@ -126,7 +127,13 @@ async def _observe_alongside_destroy(kit: Kit, plan: BundlePlan, instance_id: st
 
 
 class StoppingConformance(ConformanceBase):
-    """What ``stop`` and ``destroy`` promise while an instance ends gracefully."""
+    """What ``stop`` and ``destroy`` promise while an instance ends gracefully.
+
+    Gate ``stopping_observed``: a fleet holding a member written before API 1.3 declares it
+    false (its answers cannot promise that "gone" means ended), and is not held to it here.
+    """
+
+    gate = (Capability.STOPPING_OBSERVED,)
 
     @since("1.3")
     async def test_destroy_reports_stopping_until_the_instance_has_ended(self, kit: Kit) -> None:

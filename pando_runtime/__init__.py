@@ -32,6 +32,12 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from ._adapter._abc import RuntimeAdapter
     from ._adapter._info import AdapterInfo
     from ._adapter._registry import available_adapters, load_adapter
+    from ._lease_stores import (
+        LeaseStoreNotInstalled,
+        UnknownLeaseStore,
+        available_lease_stores,
+        load_lease_store,
+    )
     from ._adapter._versioned import supports_api
     from ._contract._capabilities import (
         Capability,
@@ -186,6 +192,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "_dial": ("connect_upstream",),
     "_adapter._registry": ("available_adapters", "load_adapter"),
+    "_lease_stores": (
+        "LeaseStoreNotInstalled",
+        "UnknownLeaseStore",
+        "available_lease_stores",
+        "load_lease_store",
+    ),
     "_adapter._versioned": ("supports_api",),
     "_contract._streams": ("BytesReceiveStream", "read_all"),
     "_telemetry._instrumented": ("InstrumentedAdapter", "instrument"),
@@ -299,6 +311,7 @@ __all__ = [
     "IncompatibleAdapter",
     "InstrumentedAdapter",
     "InvalidConfig",
+    "LeaseStoreNotInstalled",
     "InvalidInput",
     "InvalidPlan",
     "IsolationClass",
@@ -328,6 +341,7 @@ __all__ = [
     "TrialRequest",
     "TrialResult",
     "UnknownAdapter",
+    "UnknownLeaseStore",
     "Upstream",
     "UpstreamDial",
     "VolumeHandle",
@@ -340,6 +354,7 @@ __all__ = [
     "WorkloadUsage",
     "__version__",
     "available_adapters",
+    "available_lease_stores",
     "check_plan",
     "config_json_schema",
     "connect_upstream",
@@ -347,6 +362,7 @@ __all__ = [
     "instrument",
     "load_adapter",
     "load_bundle_file",
+    "load_lease_store",
     "read_all",
     "rendezvous_owner",
     "structure",

@@ -30,6 +30,7 @@ from ._fake_harness import FakeHarness, scripted_fake
 from ._fleet import FleetHarness
 from ._harness import ConformanceHarness, HarnessCannot
 from ._logs import LogConformance
+from ._lease_stores import LeaseStoreConformance
 from ._lost import LostNodeConformance
 from ._membership import MembershipConformance
 from ._stopping import StoppingConformance
@@ -53,6 +54,7 @@ __all__ = [
     "FleetHarness",
     "HarnessCannot",
     "Kit",
+    "LeaseStoreConformance",
     "LogConformance",
     "LostNodeConformance",
     "MembershipConformance",

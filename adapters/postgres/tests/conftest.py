@@ -1,0 +1,41 @@
+"""Fixtures of the PostgreSQL lease store's tests: the session's cluster, a table per test."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from localstores import PostgresServer
+
+import pando_runtime as pr
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def postgres_settings(postgres_server: PostgresServer) -> dict[str, Any]:
+    """Settings of a store on the session's cluster, with a table no other test uses."""
+    return {
+        "conninfo": postgres_server.conninfo,
+        "table": f"leases_{uuid.uuid4().hex[:12]}",
+        "timeout": 5.0,
+    }
+
+
+@pytest.fixture
+async def lease_stores(
+    postgres_settings: dict[str, Any],
+) -> AsyncIterator[tuple[pr.plugin.LeaseStoreClient, pr.plugin.LeaseStoreClient]]:
+    """Two clients of one table, loaded by name as a host would: two replicas' connections."""
+    a = pr.load_lease_store("postgres", postgres_settings)
+    b = pr.load_lease_store("postgres", postgres_settings)
+    try:
+        yield a, b
+    finally:
+        await a.aclose()
+        await b.aclose()

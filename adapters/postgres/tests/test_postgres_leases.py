@@ -1,0 +1,105 @@
+"""The PostgreSQL lease store against a real PostgreSQL (Debian's, a cluster of its own).
+
+The store rules and the membership kit (the tests the fake and Kubernetes pass), then the
+faults: a server that refuses connections, a server frozen mid-call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+from localstores import PostgresServer, StoreHarness
+from pando_runtime_postgres import PostgresLeaseStore
+
+import pando_runtime as pr
+from pando_runtime.testing import FakeAdapter
+from pando_runtime.testing.conformance import (
+    ConformanceHarness,
+    LeaseStoreConformance,
+    MembershipConformance,
+)
+
+pytestmark = pytest.mark.anyio
+
+HANG = 60.0
+"""Seconds after which a call that should have failed is a hang (a bound, not a timing)."""
+
+
+class TestPostgresRules(LeaseStoreConformance):
+    pass
+
+
+class TestPostgresMembership(MembershipConformance):
+    @pytest.fixture
+    def anyio_backend(self) -> str:
+        return "asyncio"
+
+    @pytest.fixture
+    async def adapter(
+        self, lease_stores: tuple[pr.plugin.LeaseStoreClient, pr.plugin.LeaseStoreClient]
+    ) -> AsyncIterator[FakeAdapter]:
+        async with FakeAdapter(lease_store=lease_stores[0]) as fake:
+            yield fake
+
+    @pytest.fixture
+    def harness(self) -> ConformanceHarness:
+        return StoreHarness()
+
+
+def test_the_store_is_listed_with_its_settings_and_its_password_is_secret() -> None:
+    (info,) = [i for i in pr.available_lease_stores() if i.name == "postgres"]
+    assert info.problem is None
+    assert info.api_version == "1.8"
+    secret = {f.key: f.secret for f in info.config_fields}
+    assert secret["password"] is True
+    assert secret["conninfo"] is False
+    store = pr.load_lease_store("postgres", {"password": "hunter2-secret"})
+    assert isinstance(store, PostgresLeaseStore)
+    assert "hunter2-secret" not in repr(store.config)
+
+
+def test_a_password_in_the_conninfo_or_a_bad_table_is_refused_at_its_path() -> None:
+    with pytest.raises(pr.InvalidConfig) as caught:
+        pr.load_lease_store(
+            "postgres", {"conninfo": "host=db password=hunter2-secret", "table": "x; drop"}
+        )
+    assert sorted(p.path for p in caught.value.problems) == ["conninfo", "table"]
+    assert "hunter2-secret" not in str(caught.value)
+
+
+async def test_a_stopped_server_is_unavailable_and_the_password_never_shown() -> None:
+    from localcluster.net import free_ports  # noqa: PLC0415 - the test harness
+
+    settings = {"conninfo": f"host=127.0.0.1 port={free_ports(1)[0]} user=pando",
+                "password": "hunter2-secret", "timeout": 5.0}
+    store = pr.load_lease_store("postgres", settings)
+    with anyio.fail_after(HANG), pytest.raises(pr.AdapterUnavailable) as caught:
+        await store.list_leases("members")
+    assert "could not be reached" in caught.value.message
+    assert "hunter2-secret" not in str(caught.value.to_dict())
+    await store.aclose()
+
+
+async def test_a_frozen_server_fails_calls_within_the_timeout_then_serves_again(
+    postgres_server: PostgresServer, postgres_settings: dict[str, Any]
+) -> None:
+    store = pr.load_lease_store("postgres", {**postgres_settings, "timeout": 1.0})
+    record = pr.plugin.LeaseRecord(holder="a", renewals=0, duration=10.0)
+    created = await store.write_lease("members", "frozen", record, version=None)
+    postgres_server.freeze()
+    try:
+        with anyio.fail_after(HANG):
+            with pytest.raises(pr.AdapterUnavailable) as caught:
+                await store.list_leases("members")
+            assert "did not answer within 1 s" in caught.value.message
+            with pytest.raises(pr.AdapterUnavailable):
+                await store.write_lease("members", "frozen", record, version=created.version)
+    finally:
+        postgres_server.thaw()
+    with anyio.fail_after(HANG):
+        (lease,) = await store.list_leases("members")
+    assert lease.name == "frozen"  # at either version: a write that timed out may land later
+    await store.aclose()

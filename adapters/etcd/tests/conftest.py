@@ -12,9 +12,10 @@ from localstores import EtcdServer
 import pando_runtime as pr
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """The store rules on both backends; the kit and the faults override it (asyncio)."""
+    return str(request.param)
 
 
 @pytest.fixture

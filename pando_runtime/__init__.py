@@ -32,12 +32,6 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from ._adapter._abc import RuntimeAdapter
     from ._adapter._info import AdapterInfo
     from ._adapter._registry import available_adapters, load_adapter
-    from ._lease_stores import (
-        LeaseStoreNotInstalled,
-        UnknownLeaseStore,
-        available_lease_stores,
-        load_lease_store,
-    )
     from ._adapter._versioned import supports_api
     from ._contract._capabilities import (
         Capability,
@@ -107,6 +101,12 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from ._input._config import config_json_schema, structure_config
     from ._input._convert import from_json, load_bundle_file, structure, to_json, unstructure
     from ._input._validation import check_plan, validate_plan
+    from ._lease_stores import (
+        LeaseStoreNotInstalled,
+        UnknownLeaseStore,
+        available_lease_stores,
+        load_lease_store,
+    )
     from ._replicas._membership import Membership
     from ._replicas._ownership import rendezvous_owner
     from ._replicas._settings import MembershipSettings, OwnershipChange
@@ -311,10 +311,10 @@ __all__ = [
     "IncompatibleAdapter",
     "InstrumentedAdapter",
     "InvalidConfig",
-    "LeaseStoreNotInstalled",
     "InvalidInput",
     "InvalidPlan",
     "IsolationClass",
+    "LeaseStoreNotInstalled",
     "LogOptions",
     "LogRetention",
     "Membership",

@@ -18,8 +18,13 @@ import attrs
 
 from ._contract._errors import NotFound, PandoRuntimeError
 from ._contract._version import API_VERSION, api_compatible, parse_api_version
-from ._input._config import ConfigField, EmptyConfig, config_fields, config_json_schema
-from ._input._config import structure_config
+from ._input._config import (
+    ConfigField,
+    EmptyConfig,
+    config_fields,
+    config_json_schema,
+    structure_config,
+)
 from ._plugins._kinds import PluginKind, install_hint
 from ._replicas._leases import LeaseStore
 
@@ -149,7 +154,9 @@ def available_lease_stores() -> list[LeaseStoreInfo]:
     return listed
 
 
-def load_lease_store(name: str, settings: Mapping[str, Any] | Any | None = None) -> LeaseStoreClient:
+def load_lease_store(
+    name: str, settings: Mapping[str, Any] | Any | None = None
+) -> LeaseStoreClient:
     """Construct the lease store called ``name`` with ``settings``; nothing is called yet.
 
     Raises:

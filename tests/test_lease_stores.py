@@ -8,7 +8,6 @@ own distributions' tests.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from pathlib import Path
 

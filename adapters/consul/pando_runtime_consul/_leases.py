@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote
 
 import httpx
@@ -51,7 +51,7 @@ class ConsulLeaseStore:
         self._client = consul_client(config)
         self._params = datacenter_params(config)
 
-    async def __aenter__(self) -> ConsulLeaseStore:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -73,7 +73,9 @@ class ConsulLeaseStore:
             )
         except httpx.HTTPError as error:
             msg = f"{what}: consul at {self.config.address} did not answer: {type(error).__name__}"
-            raise AdapterUnavailable(msg, remedy=_UNREACHABLE, details={"store": "consul"}) from None
+            raise AdapterUnavailable(
+                msg, remedy=_UNREACHABLE, details={"store": "consul"}
+            ) from None
 
     @staticmethod
     def _refused(
@@ -84,7 +86,9 @@ class ConsulLeaseStore:
         if response.status_code in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN):
             remedy = "Give the 'token' setting an ACL token with key write on the prefix."
         msg = f"{what}: consul refused it ({response.status_code}): {response.text[:300]}"
-        return failed(msg, remedy=remedy, details={"store": "consul", "status": response.status_code})
+        return failed(
+            msg, remedy=remedy, details={"store": "consul", "status": response.status_code}
+        )
 
     async def list_leases(self, group: str) -> tuple[StoredLease, ...]:
         what = f"list the {group} leases"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -60,7 +60,7 @@ class EtcdLeaseStore:
             base_url=config.address.rstrip("/"), timeout=config.timeout, verify=config.verify
         )
 
-    async def __aenter__(self) -> EtcdLeaseStore:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

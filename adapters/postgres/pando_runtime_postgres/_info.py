@@ -19,7 +19,9 @@ def _problems(config: PostgresLeaseConfig) -> list[Problem]:
     problems = []
     if not _IDENTIFIER.fullmatch(config.table):
         problems.append(
-            Problem("table", "must be a lower-case SQL identifier of at most 49 characters", "invalid")
+            Problem(
+                "table", "must be a lower-case SQL identifier of at most 49 characters", "invalid"
+            )
         )
     if _PASSWORD_IN_CONNINFO.search(config.conninfo):
         # the conninfo is not secret and may be logged: the password has a setting of its own

@@ -10,9 +10,10 @@ second of two writers re-checks it after the first commits: one wins). A version
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -84,10 +85,9 @@ class _Connections:
                 "table": sql.Identifier(config.table),
                 "sequence": sql.Identifier(f"{config.table}_versions"),
             }
-            try:
+            # another replica may create them at the same moment
+            with contextlib.suppress(psycopg.errors.UniqueViolation):
                 connection.execute(sql.SQL(_SCHEMA).format(**names))
-            except psycopg.errors.UniqueViolation:
-                pass  # another replica created them at the same moment
             self._schema_ready = True
         return connection
 
@@ -145,7 +145,7 @@ class PostgresLeaseStore:
             "DELETE FROM {table} WHERE lease_group = %s AND name = %s AND version = %s"
         ).format(table=table)
 
-    async def __aenter__(self) -> PostgresLeaseStore:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -155,7 +155,9 @@ class PostgresLeaseStore:
         """Close the idle connections (the table and its leases stay)."""
         await anyio.to_thread.run_sync(self._connections.close, limiter=self._limiter)
 
-    async def _call(self, what: str, work: Callable[[psycopg.Connection[Any]], T], *, write: bool) -> T:
+    async def _call(
+        self, what: str, work: Callable[[psycopg.Connection[Any]], T], *, write: bool
+    ) -> T:
         try:
             with anyio.fail_after(self.config.timeout):
                 return await anyio.to_thread.run_sync(
@@ -163,10 +165,14 @@ class PostgresLeaseStore:
                 )
         except TimeoutError:
             msg = f"{what}: PostgreSQL did not answer within {self.config.timeout:g} s"
-            raise AdapterUnavailable(msg, remedy=_UNREACHABLE, details={"store": "postgres"}) from None
+            raise AdapterUnavailable(
+                msg, remedy=_UNREACHABLE, details={"store": "postgres"}
+            ) from None
         except psycopg.OperationalError as error:
             msg = f"{what}: PostgreSQL could not be reached: {_first_line(error)}"
-            raise AdapterUnavailable(msg, remedy=_UNREACHABLE, details={"store": "postgres"}) from None
+            raise AdapterUnavailable(
+                msg, remedy=_UNREACHABLE, details={"store": "postgres"}
+            ) from None
         except psycopg.Error as error:
             failed = AdapterFailed if write else AdapterUnavailable
             msg = f"{what}: PostgreSQL refused it: {_first_line(error)}"

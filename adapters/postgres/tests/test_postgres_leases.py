@@ -77,8 +77,11 @@ def test_a_password_in_the_conninfo_or_a_bad_table_is_refused_at_its_path() -> N
 async def test_a_stopped_server_is_unavailable_and_the_password_never_shown() -> None:
     from localcluster.net import free_ports  # noqa: PLC0415 - the test harness
 
-    settings = {"conninfo": f"host=127.0.0.1 port={free_ports(1)[0]} user=pando",
-                "password": "hunter2-secret", "timeout": 5.0}
+    settings = {
+        "conninfo": f"host=127.0.0.1 port={free_ports(1)[0]} user=pando",
+        "password": "hunter2-secret",
+        "timeout": 5.0,
+    }
     store = pr.load_lease_store("postgres", settings)
     with anyio.fail_after(HANG), pytest.raises(pr.AdapterUnavailable) as caught:
         await store.list_leases("members")

@@ -29,8 +29,8 @@ from ._exec import ExecConformance
 from ._fake_harness import FakeHarness, scripted_fake
 from ._fleet import FleetHarness
 from ._harness import ConformanceHarness, HarnessCannot
-from ._logs import LogConformance
 from ._lease_stores import LeaseStoreConformance
+from ._logs import LogConformance
 from ._lost import LostNodeConformance
 from ._membership import MembershipConformance
 from ._stopping import StoppingConformance

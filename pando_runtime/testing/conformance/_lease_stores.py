@@ -87,7 +87,9 @@ class LeaseStoreConformance:
         async def take(store: LeaseStore, holder: str) -> None:
             try:
                 won.append(
-                    await store.write_lease("singletons", name, _record(holder), version=start.version)
+                    await store.write_lease(
+                        "singletons", name, _record(holder), version=start.version
+                    )
                 )
             except LeaseConflict:
                 lost.append(holder)

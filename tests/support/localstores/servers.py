@@ -90,7 +90,7 @@ class _Server:
                     os.kill(pid, sig)
 
     def freeze(self) -> None:
-        """SIGSTOP the server and every process it started, by pid: it hangs, its sockets stay open."""
+        """SIGSTOP the server and every process it started: it hangs, its sockets stay open."""
         self._signal_all(signal.SIGSTOP)
 
     def thaw(self) -> None:
@@ -132,13 +132,30 @@ class PostgresServer(_Server):
         self._as_user: list[str] = []
         if os.geteuid() == 0:
             setpriv = _binary("setpriv", "util-linux")
-            self._as_user = [setpriv, f"--reuid={UNPRIVILEGED}", "--regid=nogroup", "--clear-groups"]
+            self._as_user = [
+                setpriv,
+                f"--reuid={UNPRIVILEGED}",
+                "--regid=nogroup",
+                "--clear-groups",
+            ]
             shutil.chown(self.workdir, UNPRIVILEGED)
         initdb = _binary(POSTGRES_BIN / "initdb", "postgresql")
         subprocess.run(
-            [*self._as_user, initdb, "-D", str(self.data), "-U", "pando", "-A", "trust",
-             "--no-sync", "--no-instructions"],
-            check=True, capture_output=True, timeout=120,
+            [
+                *self._as_user,
+                initdb,
+                "-D",
+                str(self.data),
+                "-U",
+                "pando",
+                "-A",
+                "trust",
+                "--no-sync",
+                "--no-instructions",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
 
     @property
@@ -148,9 +165,20 @@ class PostgresServer(_Server):
 
     def _argv(self) -> list[str]:
         return [
-            *self._as_user, _binary(POSTGRES_BIN / "postgres", "postgresql"),
-            "-D", str(self.data), "-h", "127.0.0.1", "-p", str(self.port),
-            "-k", str(self.workdir), "-c", "fsync=off", "-c", "full_page_writes=off",
+            *self._as_user,
+            _binary(POSTGRES_BIN / "postgres", "postgresql"),
+            "-D",
+            str(self.data),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-k",
+            str(self.workdir),
+            "-c",
+            "fsync=off",
+            "-c",
+            "full_page_writes=off",
         ]
 
     def _ready(self) -> bool:
@@ -160,9 +188,18 @@ class PostgresServer(_Server):
         except OSError:
             return False
         check = subprocess.run(
-            [_binary(POSTGRES_BIN / "pg_isready", "postgresql"), "-h", "127.0.0.1",
-             "-p", str(self.port), "-U", "pando"],
-            check=False, capture_output=True, timeout=10,
+            [
+                _binary(POSTGRES_BIN / "pg_isready", "postgresql"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                "pando",
+            ],
+            check=False,
+            capture_output=True,
+            timeout=10,
         )
         return check.returncode == 0
 
@@ -185,19 +222,29 @@ class EtcdServer(_Server):
         peer = f"http://127.0.0.1:{self.peer_port}"
         return [
             _binary("etcd", "etcd-server"),
-            "--name", "pando-test",
-            "--data-dir", str(self.workdir / "data"),
-            "--listen-client-urls", self.address,
-            "--advertise-client-urls", self.address,
-            "--listen-peer-urls", peer,
-            "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"pando-test={peer}",
-            "--log-level", "warn",
+            "--name",
+            "pando-test",
+            "--data-dir",
+            str(self.workdir / "data"),
+            "--listen-client-urls",
+            self.address,
+            "--advertise-client-urls",
+            self.address,
+            "--listen-peer-urls",
+            peer,
+            "--initial-advertise-peer-urls",
+            peer,
+            "--initial-cluster",
+            f"pando-test={peer}",
+            "--log-level",
+            "warn",
         ]
 
     def _ready(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.address}/health", timeout=2) as answer:
+            with urllib.request.urlopen(  # noqa: S310 - a loopback http URL of our own
+                f"{self.address}/health", timeout=2
+            ) as answer:
                 return b'"true"' in answer.read()
         except (OSError, urllib.error.URLError):
             return False

@@ -95,8 +95,7 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
         nodes: the places workloads run; by default ``config.nodes`` equal nodes.
         capabilities: what the fake claims; narrow it to test a host against a
             weaker runtime (methods then raise ``CapabilityUnsupported``).
-        lease_store: where every replica's leases are kept (a real store under test, such
-            as one from ``load_lease_store``); in memory by default. The fake never closes it.
+        lease_store: where the replicas' leases are kept (a real store under test, unclosed).
     """
 
     kind = "fake"

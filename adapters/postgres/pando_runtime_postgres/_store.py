@@ -68,6 +68,7 @@ class _Connections:
         self._idle: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
         self._schema_ready = False
+        self._closed = False
 
     def _connect(self) -> psycopg.Connection[Any]:
         config = self._config
@@ -103,11 +104,15 @@ class _Connections:
             connection.close()
             raise
         with self._lock:
-            self._idle.append(connection)
+            if not self._closed:
+                self._idle.append(connection)
+                return result
+        connection.close()  # a call abandoned at its timeout that returned after aclose
         return result
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             idle, self._idle = self._idle, []
         for connection in idle:
             connection.close()

@@ -97,11 +97,19 @@ class _Server:
         """SIGCONT after :meth:`freeze`."""
         self._signal_all(signal.SIGCONT)
 
+    shutdown = signal.SIGTERM
+    """The signal that stops the server without waiting for its clients."""
+
     def stop(self) -> None:
         """Stop the server (it may be started again on the same port and data)."""
-        if self.component is not None:
+        component = self.component
+        if component is not None and component.running() and component.proc is not None:
             self.thaw()
-            self.component.stop(timeout=10)
+            component.proc.send_signal(self.shutdown)
+            try:
+                component.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                component.kill()
 
     def __enter__(self) -> Self:
         self.start()
@@ -124,6 +132,7 @@ class PostgresServer(_Server):
     """
 
     name = "postgres"
+    shutdown = signal.SIGINT  # "fast": SIGTERM would wait for every client to disconnect
 
     def __init__(self) -> None:
         super().__init__()

@@ -6,11 +6,17 @@ the entry's ``ModifyIndex`` replaces only if unchanged; ``delete-cas``), because
 repeats, even for a key deleted and created again. Reads are ``?consistent``: the leader
 confirms it still leads before answering, so a read sees every write that ended before it.
 No session is attached to a key: expiry is the membership's, never Consul's.
+
+Consul skips a write whose value equals the stored one and keeps its ``ModifyIndex``: two
+writers at one index writing the same record would then both succeed. Each value therefore
+carries a nonce of its write (``write``), so every successful write moves the index.
 """
 
 from __future__ import annotations
 
 import base64
+import json
+import uuid
 from http import HTTPStatus
 from typing import Any, Self
 from urllib.parse import quote
@@ -32,6 +38,12 @@ from ._info import ConsulLeaseConfig
 __all__ = ["ConsulLeaseStore", "consul_lease_store"]
 
 _UNREACHABLE = "Check the store's 'address' and that Consul is up with a leader."
+
+
+def _value(record: LeaseRecord) -> str:
+    """The entry's value: the record's JSON and a nonce of this write, base64."""
+    body = json.loads(encode_lease_record(record)) | {"write": uuid.uuid4().hex}
+    return base64.b64encode(json.dumps(body, separators=(",", ":")).encode()).decode()
 
 
 def consul_lease_store(config: ConsulLeaseConfig) -> ConsulLeaseStore:
@@ -126,7 +138,7 @@ class ConsulLeaseStore:
         operation = {
             "Verb": "cas",
             "Key": self._key(group, name),
-            "Value": base64.b64encode(encode_lease_record(record)).decode(),
+            "Value": _value(record),
             "Index": int(version) if version is not None else 0,  # 0: only if absent
         }
         result = await self._txn(f"write the lease of {name!r}", operation)

@@ -147,7 +147,7 @@ def test_a_factory_that_makes_no_lease_store_is_refused(
 
 def test_the_installed_stores_are_listed_with_how_they_read() -> None:
     listed = {info.name: info for info in pr.available_lease_stores()}
-    assert {"consul", "etcd", "postgres"} <= listed.keys()
+    assert {"consul", "etcd", "kubernetes", "postgres"} <= listed.keys()
     for info in listed.values():
         assert info.problem is None, info
         assert info.reads, f"{info.name} says how its reads see every finished write"

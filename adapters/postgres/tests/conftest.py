@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -40,3 +40,12 @@ async def lease_stores(
     finally:
         await a.aclose()
         await b.aclose()
+
+
+@pytest.fixture(scope="module")
+def toxiproxy_server() -> Iterator[Any]:
+    """One Toxiproxy server on loopback for a module's fault tests (its proxies per test)."""
+    from localcluster import ToxiproxyServer  # noqa: PLC0415 - the test harness
+
+    with ToxiproxyServer() as server:
+        yield server

@@ -1,12 +1,13 @@
 """The PostgreSQL lease store against a real PostgreSQL (Debian's, a cluster of its own).
 
 The store rules and the membership kit (the tests the fake and Kubernetes pass), then the
-faults: a server that refuses connections, a server frozen mid-call.
+faults: a server that refuses connections, a server frozen mid-call, a replica cut from it.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -111,3 +112,43 @@ async def test_a_frozen_server_fails_calls_within_the_timeout_then_serves_again(
         (lease,) = await store.list_leases("members")
     assert lease.name == "frozen"  # at either version: a write that timed out may land later
     await store.aclose()
+
+
+async def _until(check: Callable[[], bool], what: str) -> None:
+    with anyio.fail_after(HANG):
+        while not check():  # noqa: ASYNC110 - ownership changes have no event
+            await anyio.sleep(0.05)
+    assert check(), what
+
+
+@ASYNCIO_ONLY
+async def test_a_replica_cut_from_the_store_stops_owning_and_the_other_takes_over(
+    postgres_server: PostgresServer, postgres_settings: dict[str, Any], toxiproxy_server: Any
+) -> None:
+    """A partition (a proxy that passes no data any more) between one replica and PostgreSQL."""
+    toxiproxy = toxiproxy_server.client
+    proxy = toxiproxy.create(f"pg-{uuid.uuid4().hex[:8]}", f"127.0.0.1:{postgres_server.port}")
+    proxied = postgres_server.conninfo.replace(f"port={postgres_server.port}", f"port={proxy.port}")
+    settings = StoreHarness.membership_settings
+    direct = pr.load_lease_store("postgres", postgres_settings)
+    cut = pr.load_lease_store(
+        "postgres", {**postgres_settings, "conninfo": proxied, "timeout": 1.0}
+    )
+    async with (
+        FakeAdapter(lease_store=direct) as first,
+        FakeAdapter(lease_store=cut) as second,
+        first.membership("a", settings) as a,
+        second.membership("b", settings) as b,
+    ):
+        await _until(lambda: a.members() == b.members() == {"a", "b"}, "both joined")
+        bundle = next(f"app-{n}" for n in range(64) if pr.rendezvous_owner(f"app-{n}", "ab") == "b")
+        await _until(lambda: b.owns(bundle), "b owns what rendezvous hashing gives it")
+        with toxiproxy.toxic(proxy.name, "timeout", timeout=0):
+            await _until(lambda: not b.owns(bundle), "the cut replica stops owning")
+            await _until(lambda: a.members() == {"a"} and a.owns(bundle), "the other takes over")
+            assert not b.owns(bundle)
+        await _until(lambda: a.members() == b.members() == {"a", "b"}, "healed, it rejoins")
+        await _until(lambda: b.owns(bundle), "the bundle goes back to it, drained")
+        assert not a.owns(bundle)
+    await direct.aclose()
+    await cut.aclose()

@@ -64,7 +64,7 @@ class LeaseStoreNotInstalled(PandoRuntimeError, ImportError):
 class LeaseStoreClient(LeaseStore, Protocol):
     """A lease store loaded by name: the three calls of :class:`LeaseStore`, and ``aclose``.
 
-    Use it as ``async with`` or call :meth:`aclose` once done; the host owns it.
+    The host owns it: call :meth:`aclose` once done (``contextlib.aclosing``).
     """
 
     async def aclose(self) -> None:

@@ -79,8 +79,9 @@ class LeaseStoreInfo:
     A plugin points its ``pando_runtime.lease_stores`` entry point at a ``LeaseStoreInfo``
     kept in a light module (attrs only). ``factory`` is the ``"module:attr"`` of a callable
     taking the structured settings and returning a :class:`LeaseStoreClient`. ``api_version``
-    is the adapter API version the store was written for, as an adapter declares it; one
-    declaring another major, or a minor newer than the core's, is refused. ``reads`` says how
+    is the adapter API version the store was written for, as an adapter declares it (by
+    default 1.8, the version the kind came with: no store is older); one declaring another
+    major, or a minor newer than the core's, is refused. ``reads`` says how
     the store's reads see every finished write (the rule every store keeps).
     """
 

@@ -8,7 +8,7 @@ Each can be frozen (SIGSTOP to it and every process it started) and thawed. Cons
 
 from __future__ import annotations
 
-from .kit import StoreHarness
+from .kit import StoreHarness, served_again
 from .servers import EtcdServer, PostgresServer, StoreServerError
 
-__all__ = ["EtcdServer", "PostgresServer", "StoreHarness", "StoreServerError"]
+__all__ = ["EtcdServer", "PostgresServer", "StoreHarness", "StoreServerError", "served_again"]

@@ -81,16 +81,25 @@ class _Connections:
         if config.password is not None:
             extra["password"] = config.password
         connection = psycopg.connect(config.conninfo, autocommit=True, **extra)
-        if not self._schema_ready:
-            names = {
-                "table": sql.Identifier(config.table),
-                "sequence": sql.Identifier(f"{config.table}_versions"),
-            }
-            # another replica may create them at the same moment
-            with contextlib.suppress(psycopg.errors.UniqueViolation):
-                connection.execute(sql.SQL(_SCHEMA).format(**names))
-            self._schema_ready = True
+        try:
+            if not self._schema_ready:
+                self._create_schema(connection)
+                self._schema_ready = True
+        except BaseException:
+            connection.close()
+            raise
         return connection
+
+    def _create_schema(self, connection: psycopg.Connection[Any]) -> None:
+        """The table and its sequence, when missing; a user that may not create needs neither."""
+        table = self._config.table
+        found = connection.execute("SELECT to_regclass(%s)", (table,)).fetchone()
+        if found is not None and found[0] is not None:
+            return  # PostgreSQL checks the right to create before IF NOT EXISTS: skip it
+        names = {"table": sql.Identifier(table), "sequence": sql.Identifier(f"{table}_versions")}
+        # another replica may create them at the same moment
+        with contextlib.suppress(psycopg.errors.UniqueViolation):
+            connection.execute(sql.SQL(_SCHEMA).format(**names))
 
     def run(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
         """``work`` on an idle connection (or a new one); in a worker thread."""

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
+import psycopg
 import pytest
 from localstores import PostgresServer, StoreHarness, served_again
 from pando_runtime_postgres import PostgresLeaseStore
@@ -151,3 +152,30 @@ async def test_a_replica_cut_from_the_store_stops_owning_and_the_other_takes_ove
         assert not a.owns(bundle)
     await direct.aclose()
     await cut.aclose()
+
+
+async def test_a_user_with_the_documented_grants_only_uses_a_table_made_for_it(
+    postgres_settings: dict[str, Any],
+) -> None:
+    """The table made by an administrator; the store's user may not create, only what the docs
+    list: SELECT, INSERT, UPDATE, DELETE on the table, USAGE on its sequence."""
+    table, user = postgres_settings["table"], f"u_{uuid.uuid4().hex[:8]}"
+    admin = pr.load_lease_store("postgres", postgres_settings)
+    await admin.list_leases("members")  # creates the table and its sequence
+    await admin.aclose()
+    grants = [
+        f"CREATE ROLE {user} LOGIN",
+        f"REVOKE CREATE ON SCHEMA public FROM {user}",
+        f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {user}",
+        f"GRANT USAGE ON SEQUENCE {table}_versions TO {user}",
+    ]
+    with psycopg.connect(postgres_settings["conninfo"], autocommit=True) as connection:
+        for statement in grants:
+            connection.execute(statement)
+    conninfo = postgres_settings["conninfo"].replace("user=pando", f"user={user}")
+    store = pr.load_lease_store("postgres", {**postgres_settings, "conninfo": conninfo})
+    record = pr.plugin.LeaseRecord(holder="a", renewals=0, duration=10.0)
+    created = await store.write_lease("members", "granted", record, version=None)
+    assert [lease.name for lease in await store.list_leases("members")] == ["granted"]
+    await store.delete_lease("members", "granted", version=created.version)
+    await store.aclose()

@@ -10,6 +10,7 @@ nox -s docker_apps   # 10, 100 and 500 apps on the tests' Docker Engine (as root
 nox -s docker_fleet  # two Docker Engines as one fleet: placement, observe, a stop (as root)
 nox -s docker_sandbox  # runc against gVisor's runsc on the tests' Docker Engine (as root)
 nox -s docker_agent  # what the Docker agent costs a host's connection (as root; seconds)
+nox -s lease_stores  # each lease store under a membership: latency, calls at rest, takeover
 """
 
 from __future__ import annotations
@@ -282,3 +283,14 @@ def downstream_adapters(session: nox.Session) -> None:
     env = {"PANDO_CONTROLPLANE_BIN": _control_plane_bin()}
     for adapter in ADAPTERS:
         session.run("pytest", f"{adapter}/tests", env=env)
+
+
+@nox.session(python="3.11")
+def lease_stores(session: nox.Session) -> None:
+    """Each lease store (PostgreSQL, Consul, etcd) under a membership: call latency, calls per
+    retry period at rest, takeover after a crash (about a minute).
+
+    nox -s lease_stores -- --stores etcd --rounds 10    (any option of the script)
+    """
+    _install(session, "test")
+    session.run("python", "benchmarks/lease_stores.py", *session.posargs)

@@ -101,6 +101,12 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from ._input._config import config_json_schema, structure_config
     from ._input._convert import from_json, load_bundle_file, structure, to_json, unstructure
     from ._input._validation import check_plan, validate_plan
+    from ._lease_stores import (
+        LeaseStoreNotInstalled,
+        UnknownLeaseStore,
+        available_lease_stores,
+        load_lease_store,
+    )
     from ._replicas._membership import Membership
     from ._replicas._ownership import rendezvous_owner
     from ._replicas._settings import MembershipSettings, OwnershipChange
@@ -186,6 +192,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "_dial": ("connect_upstream",),
     "_adapter._registry": ("available_adapters", "load_adapter"),
+    "_lease_stores": (
+        "LeaseStoreNotInstalled",
+        "UnknownLeaseStore",
+        "available_lease_stores",
+        "load_lease_store",
+    ),
     "_adapter._versioned": ("supports_api",),
     "_contract._streams": ("BytesReceiveStream", "read_all"),
     "_telemetry._instrumented": ("InstrumentedAdapter", "instrument"),
@@ -302,6 +314,7 @@ __all__ = [
     "InvalidInput",
     "InvalidPlan",
     "IsolationClass",
+    "LeaseStoreNotInstalled",
     "LogOptions",
     "LogRetention",
     "Membership",
@@ -328,6 +341,7 @@ __all__ = [
     "TrialRequest",
     "TrialResult",
     "UnknownAdapter",
+    "UnknownLeaseStore",
     "Upstream",
     "UpstreamDial",
     "VolumeHandle",
@@ -340,6 +354,7 @@ __all__ = [
     "WorkloadUsage",
     "__version__",
     "available_adapters",
+    "available_lease_stores",
     "check_plan",
     "config_json_schema",
     "connect_upstream",
@@ -347,6 +362,7 @@ __all__ = [
     "instrument",
     "load_adapter",
     "load_bundle_file",
+    "load_lease_store",
     "read_all",
     "rendezvous_owner",
     "structure",

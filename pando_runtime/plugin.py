@@ -6,7 +6,8 @@ adapter needs: registration under the entry-point group (:data:`ENTRY_POINT_GROU
 :func:`register_adapter`), its settings (:func:`setting`), the base of a wrapper
 (:class:`DelegatingAdapter`) and the check that a class covers the whole contract
 (:func:`missing_contract_methods`), the validation helpers the contract's
-rules are written with, the membership's lease store and write guard, the bundle event hub,
+rules are written with, the membership's lease store and write guard, the lease-store kind of plugin
+(:class:`LeaseStoreInfo`, :data:`LEASE_STORE_ENTRY_POINT_GROUP`), the bundle event hub,
 read scopes, byte streams for logs and exec, the API observer, the egress gateway's
 configuration (:func:`squid_config`), and the lazy names
 (:func:`lazy_attributes`) that keep an adapter's package as light to import as this one. See
@@ -64,7 +65,20 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         validate_volume_request,
     )
     from ._lazy import lazy_attributes
-    from ._replicas._leases import LeaseConflict, LeaseRecord, LeaseStore, StoredLease
+    from ._lease_stores import (
+        LEASE_STORE_ENTRY_POINT_GROUP,
+        LeaseStoreClient,
+        LeaseStoreInfo,
+        register_lease_store,
+    )
+    from ._replicas._leases import (
+        LeaseConflict,
+        LeaseRecord,
+        LeaseStore,
+        StoredLease,
+        decode_lease_record,
+        encode_lease_record,
+    )
     from ._replicas._settings import validate_membership
     from ._replicas._slot import MembershipSlot
 
@@ -90,8 +104,21 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "listening_ports",
         "split_socket_tables",
     ),
-    "_replicas._leases": ("LeaseConflict", "LeaseRecord", "LeaseStore", "StoredLease"),
+    "_replicas._leases": (
+        "LeaseConflict",
+        "LeaseRecord",
+        "LeaseStore",
+        "StoredLease",
+        "decode_lease_record",
+        "encode_lease_record",
+    ),
     "_replicas._slot": ("MembershipSlot",),
+    "_lease_stores": (
+        "LEASE_STORE_ENTRY_POINT_GROUP",
+        "LeaseStoreClient",
+        "LeaseStoreInfo",
+        "register_lease_store",
+    ),
     "_replicas._settings": ("validate_membership",),
     "_adapter._registry": ("ENTRY_POINT_GROUP", "register_adapter"),
     "_adapter._scope": ("in_read_scope", "read_scope", "scoped_read"),
@@ -120,6 +147,7 @@ __all__ = [
     "APP_CAPABILITIES",
     "CONTRACT_DEFAULTS",
     "ENTRY_POINT_GROUP",
+    "LEASE_STORE_ENTRY_POINT_GROUP",
     "MAX_CARRIED_FILES_BYTES",
     "NO_API_OBSERVER",
     "RESTORE_SCRIPT",
@@ -136,6 +164,8 @@ __all__ = [
     "LeaseConflict",
     "LeaseRecord",
     "LeaseStore",
+    "LeaseStoreClient",
+    "LeaseStoreInfo",
     "MembershipSlot",
     "MemoryByteReceiveStream",
     "MemoryByteSendStream",
@@ -146,6 +176,8 @@ __all__ = [
     "bundle_event_channel",
     "byte_stream_pair",
     "contract_methods",
+    "decode_lease_record",
+    "encode_lease_record",
     "in_read_scope",
     "is_valid_image",
     "lazy_attributes",
@@ -154,6 +186,7 @@ __all__ = [
     "raise_problems",
     "read_scope",
     "register_adapter",
+    "register_lease_store",
     "roomiest",
     "scoped_read",
     "setting",

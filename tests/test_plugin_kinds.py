@@ -1,4 +1,4 @@
-"""Adapters and catalog backends are found, listed and refused by one mechanism, alike.
+"""Adapters, catalog backends and lease stores are found, listed and refused by one mechanism.
 
 Each case runs for both kinds through their public functions; the messages, codes and
 remedies are each kind's own, as they were before the two shared one mechanism.
@@ -14,6 +14,7 @@ import attrs
 import pytest
 
 import pando_runtime as pr
+from pando_runtime import _lease_stores
 from pando_runtime._adapter import _registry
 from pando_runtime._plugins._kinds import PluginKind
 from pando_runtime.catalog import _registry as _catalog_registry
@@ -57,12 +58,27 @@ KINDS = {
         expected="is not a CatalogInfo",
         unknown_message="no catalog backend is named 'nothing'; installed: ",
     ),
+    "lease_store": Kind(
+        register=pr.plugin.register_lease_store,
+        available=pr.available_lease_stores,
+        load=pr.load_lease_store,
+        info="LeaseStoreInfo",
+        noun="lease_store",
+        not_installed=pr.LeaseStoreNotInstalled,
+        unknown=pr.UnknownLeaseStore,
+        expected="is not a LeaseStoreInfo",
+        unknown_message="no lease store is named 'nothing'; installed: ",
+    ),
 }
 
 
 @pytest.fixture(autouse=True)
 def _clean_registrations() -> Iterator[None]:
-    kinds: tuple[PluginKind[Any], ...] = (_registry.ADAPTERS, _catalog_registry.CATALOGS)
+    kinds: tuple[PluginKind[Any], ...] = (
+        _registry.ADAPTERS,
+        _catalog_registry.CATALOGS,
+        _lease_stores.LEASE_STORES,
+    )
     saved = [dict(kind.registered) for kind in kinds]
     yield
     for kind, before in zip(kinds, saved, strict=True):
@@ -113,7 +129,8 @@ def test_a_broken_target_is_listed_with_its_problem_and_refused_coded(
 def test_a_missing_factory_is_refused_with_the_install_hint(
     kind: Kind, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    home = "pando_runtime.catalog" if kind.noun == "catalog" else "pando_runtime"
+    homes = {"catalog": "pando_runtime.catalog", "lease_store": "pando_runtime.plugin"}
+    home = homes.get(kind.noun, "pando_runtime")
     (tmp_path / f"light_{kind.noun}_info.py").write_text(
         f"from {home} import {kind.info} as Info\n"
         "INFO = Info(name='x', description='X', factory='not_installed_anywhere:Thing', "

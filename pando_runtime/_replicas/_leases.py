@@ -13,6 +13,7 @@ therefore do not matter; clock *rates* may differ by less than the margin betwee
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -26,6 +27,8 @@ __all__ = [
     "LeaseStore",
     "LeaseWatch",
     "StoredLease",
+    "decode_lease_record",
+    "encode_lease_record",
     "lease_failure",
 ]
 
@@ -67,7 +70,19 @@ class LeaseConflict(PandoRuntimeError):
 class LeaseStore(Protocol):
     """A runtime's coordination engine, as a membership uses it.
 
-    Every call is linearizable (a read sees every write that ended before it began).
+    Every store keeps three rules (``docs/replicas.md`` says how each store does;
+    ``pando_runtime.testing.LeaseStoreRules`` checks them):
+
+    - **Reads see every finished write**: every call is linearizable (a read sees every
+      write that ended before it began, whichever client made it); a store that can read
+      from a replica or a cache reads from its leader or primary instead.
+    - **Versions never repeat** for a ``(group, name)``, even after a delete and a
+      re-create: a holder still writing at an old version must meet a conflict, never a
+      re-created lease that happens to carry the same number.
+    - **No expiry by the store** shorter than the lease's ``duration``: a lease is live
+      until its readers have seen it unchanged for its duration (store-side TTLs, if any,
+      are far longer).
+
     A store that cannot be reached raises :class:`AdapterUnavailable`; one whose runtime
     refused a call raises :class:`AdapterUnavailable` (a read) or :class:`AdapterFailed`
     (a write) whose message says what was refused and whose remedy fits (a missing
@@ -149,3 +164,28 @@ def lease_failure(
         f"{what}: the runtime did not answer within the renew deadline ({deadline:g} s)",
         details=dict(details),
     )
+
+
+def encode_lease_record(record: LeaseRecord) -> bytes:
+    """``record`` as the JSON a key-value store keeps (see :func:`decode_lease_record`)."""
+    body = {
+        "holder": record.holder,
+        "renewals": record.renewals,
+        "duration": record.duration,
+        "view": list(record.view),
+    }
+    return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+
+
+def decode_lease_record(data: bytes | str) -> LeaseRecord | None:
+    """The record :func:`encode_lease_record` wrote; ``None`` for anything else (not ours)."""
+    try:
+        body = json.loads(data)
+        return LeaseRecord(
+            holder=str(body["holder"]),
+            renewals=int(body["renewals"]),
+            duration=float(body["duration"]),
+            view=tuple(str(v) for v in body.get("view") or ()),
+        )
+    except (ValueError, TypeError, KeyError):
+        return None

@@ -49,6 +49,7 @@ from .._input._validation import (
     validate_trial,
     validate_volume_request,
 )
+from .._replicas._leases import LeaseStore
 from .._replicas._membership import Membership
 from .._replicas._settings import MembershipSettings
 from ._clock import FakeClock
@@ -94,6 +95,7 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
         nodes: the places workloads run; by default ``config.nodes`` equal nodes.
         capabilities: what the fake claims; narrow it to test a host against a
             weaker runtime (methods then raise ``CapabilityUnsupported``).
+        lease_store: where the replicas' leases are kept (a real store under test, unclosed).
     """
 
     kind = "fake"
@@ -108,10 +110,12 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
         clock: FakeClock | None = None,
         nodes: Iterable[FakeNode] | None = None,
         capabilities: RuntimeCapabilities | None = None,
+        lease_store: LeaseStore | None = None,
     ) -> None:
         super().__init__(config)
         cfg: FakeConfig = self.config
         world = new_world(cfg, clock=clock, nodes=nodes, capabilities=capabilities)
+        world.leases = lease_store
         state_file = FakeStateFile(cfg.state_file) if cfg.state_file else None
         if state_file is not None:
             state_file.load(world)
@@ -122,7 +126,7 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
     ) -> None:
         """Become a client of ``world``: its ``owner`` (the fake that made it) or a replica."""
         self.world = world
-        self.link = ReplicaLink(world.lease_store)
+        self.link = ReplicaLink(world.leases or world.lease_store)
         """This replica's own path to the runtime's leases (the fake is the first replica)."""
         self.closed = False
         self._owns_world = owner

@@ -15,7 +15,7 @@ import itertools
 from collections.abc import Awaitable, Callable, Iterable
 
 from .._contract._errors import AdapterUnavailable
-from .._replicas._leases import LeaseConflict, LeaseRecord, StoredLease
+from .._replicas._leases import LeaseConflict, LeaseRecord, LeaseStore, StoredLease
 from .._replicas._membership import Membership
 from .._replicas._settings import MembershipSettings
 from .._replicas._slot import MembershipSlot
@@ -60,7 +60,7 @@ class FakeLeaseStore:
 class ReplicaLink:
     """One replica's path to the leases; a test cuts it to partition the replica."""
 
-    def __init__(self, store: FakeLeaseStore) -> None:
+    def __init__(self, store: LeaseStore) -> None:
         self.store = store
         self.cut = False
         self.slot = MembershipSlot()

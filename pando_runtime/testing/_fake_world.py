@@ -36,6 +36,7 @@ from .._contract._observed import ObservedVolume, ObservedWorkload, WorkloadProb
 from .._contract._plans import BundlePlan, EgressPolicy, Port, WorkloadPlan
 from .._contract._refs import WorkloadRef
 from .._contract._volumes import VolumeHandle, VolumeRequest
+from .._replicas._leases import LeaseStore
 from .._util._log import logger
 from ._clock import FakeClock
 from ._fake_exec import ExecHandler, command_not_found
@@ -185,6 +186,8 @@ class FakeWorld:
     faults: Faults = attrs.field(factory=Faults)
     """The runtime's faults: scripted through any of its adapters, suffered by all."""
     lease_store: FakeLeaseStore = attrs.field(factory=FakeLeaseStore)
+    leases: LeaseStore | None = None
+    """Where the replicas' leases are kept instead of ``lease_store`` (a real store under test)."""
     bundles: dict[str, Bundle] = attrs.field(factory=dict)
     leaving: dict[str, Bundle] = attrs.field(factory=dict)
     """Destroyed bundles whose instances are still stopping (gone once they have ended)."""

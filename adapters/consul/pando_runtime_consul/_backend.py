@@ -31,6 +31,7 @@ from pando_runtime.catalog import (
     CatalogWrite,
 )
 
+from ._http import consul_client, datacenter_params
 from ._info import ConsulConfig
 from ._txn import (
     EXTERNAL_SOURCE,
@@ -69,14 +70,8 @@ class ConsulCatalog:
         self.config = structure_config(
             ConsulConfig, config or ConsulConfig(), what="consul catalog config"
         )
-        headers = {"X-Consul-Token": self.config.token} if self.config.token else {}
-        self._client = httpx.AsyncClient(
-            base_url=self.config.address.rstrip("/"),
-            headers=headers,
-            timeout=self.config.timeout,
-            verify=self.config.verify,
-        )
-        self._params = {"dc": self.config.datacenter} if self.config.datacenter else {}
+        self._client = consul_client(self.config)
+        self._params = datacenter_params(self.config)
         self.requests: Counter[str] = Counter()
         self._present_nodes: set[str] = set()
         self._absent_nodes: set[str] = set()

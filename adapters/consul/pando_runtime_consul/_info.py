@@ -8,9 +8,15 @@ import attrs
 
 from pando_runtime import InvalidConfig, Problem
 from pando_runtime.catalog import CatalogInfo
-from pando_runtime.plugin import setting
+from pando_runtime.plugin import LeaseStoreInfo, setting
 
-__all__ = ["CONSUL", "SOCKET_TIMEOUT_MAX", "ConsulConfig"]
+__all__ = [
+    "CONSUL",
+    "CONSUL_LEASES",
+    "SOCKET_TIMEOUT_MAX",
+    "ConsulConfig",
+    "ConsulLeaseConfig",
+]
 
 
 SOCKET_TIMEOUT_MAX = 86_400
@@ -18,15 +24,17 @@ SOCKET_TIMEOUT_MAX = 86_400
 timeouts not far above."""
 
 
-def _problems(config: ConsulConfig) -> list[Problem]:
-    problems = []
-    parts = urlsplit(config.address)
+def _address_problems(address: str) -> list[Problem]:
+    parts = urlsplit(address)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        problems.append(
-            Problem("address", f"{config.address!r} is not an http(s)://host:port URL", "invalid")
-        )
-    elif parts.path not in ("", "/") or parts.query:
-        problems.append(Problem("address", "must not have a path or query", "invalid"))
+        return [Problem("address", f"{address!r} is not an http(s)://host:port URL", "invalid")]
+    if parts.path not in ("", "/") or parts.query:
+        return [Problem("address", "must not have a path or query", "invalid")]
+    return []
+
+
+def _problems(config: ConsulConfig) -> list[Problem]:
+    problems = _address_problems(config.address)
     if not config.node_address:
         problems.append(Problem("node_address", "must not be empty", "required"))
     return problems
@@ -69,5 +77,52 @@ CONSUL = CatalogInfo(
     description="Consul's catalog, written through its HTTP API on a synthetic node.",
     factory="pando_runtime_consul._backend:consul_catalog",
     config_class=ConsulConfig,
+    distribution="pando-runtime-consul",
+)
+
+
+def _lease_problems(config: ConsulLeaseConfig) -> list[Problem]:
+    problems = _address_problems(config.address)
+    if config.prefix.startswith("/") or not config.prefix.endswith("/"):
+        problems.append(Problem("prefix", "must not start and must end with '/'", "invalid"))
+    return problems
+
+
+@attrs.frozen(kw_only=True)
+class ConsulLeaseConfig:
+    """Settings of the Consul lease store (leases as KV entries).
+
+    Checked on creation: an address that is no http(s) URL or a prefix that starts with, or
+    does not end in, ``/`` raises :class:`~pando_runtime.InvalidConfig` naming it.
+    """
+
+    address: str = setting(
+        default="http://127.0.0.1:8500", help="Consul's HTTP API: http(s)://host:port"
+    )
+    token: str | None = setting(
+        default=None, secret=True, help="ACL token (sent as X-Consul-Token); none: anonymous"
+    )
+    datacenter: str | None = setting(default=None, help="datacenter; none: the agent's own")
+    prefix: str = setting(default="pando/leases/", help="the KV keys' prefix, ending in '/'")
+    timeout: float = setting(
+        default=10.0,
+        exclusive_minimum=0,
+        maximum=SOCKET_TIMEOUT_MAX,
+        help="seconds per HTTP call",
+    )
+    verify: bool = setting(default=True, help="verify the TLS certificate of an https address")
+
+    def __attrs_post_init__(self) -> None:
+        if problems := _lease_problems(self):
+            raise InvalidConfig("the consul lease store settings are not valid", problems)
+
+
+CONSUL_LEASES = LeaseStoreInfo(
+    name="consul",
+    description="Leases as Consul KV entries, written by transactions on their ModifyIndex.",
+    factory="pando_runtime_consul._leases:consul_lease_store",
+    config_class=ConsulLeaseConfig,
+    api_version="1.8",
+    reads="every list is ?consistent (the leader confirms it still leads before answering)",
     distribution="pando-runtime-consul",
 )

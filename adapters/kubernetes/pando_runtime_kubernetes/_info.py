@@ -12,11 +12,12 @@ from typing import Any
 import attrs
 
 from pando_runtime import AdapterInfo
-from pando_runtime.plugin import setting
+from pando_runtime.plugin import LeaseStoreInfo, setting
 
 __all__ = [
     "ADAPTER",
     "DESCRIPTION",
+    "LEASE_STORE",
     "MULTI_ADAPTER",
     "MULTI_DESCRIPTION",
     "SOCKET_TIMEOUT_MAX",
@@ -343,5 +344,16 @@ MULTI_ADAPTER = AdapterInfo(
     factory="pando_runtime_kubernetes._multi:MultiClusterAdapter",
     api_version="1.7",
     config_class=MultiClusterConfig,
+    distribution="pando-runtime-kubernetes",
+)
+
+
+LEASE_STORE = LeaseStoreInfo(
+    name="kubernetes",
+    description="Leases as coordination.k8s.io Leases in the host's namespace (the adapter's own).",
+    factory="pando_runtime_kubernetes.features._membership:kube_lease_store",
+    api_version="1.8",
+    config_class=KubernetesConfig,
+    reads="the API server reads a list from etcd by quorum (no resourceVersion is given)",
     distribution="pando-runtime-kubernetes",
 )

@@ -19,7 +19,11 @@ from pando_runtime_kubernetes import Cluster, KubernetesAdapter, KubeTransport
 from pando_runtime_kubernetes.features._membership import LABEL_GROUP
 
 import pando_runtime as pr
-from pando_runtime.testing.conformance import ConformanceHarness, MembershipConformance
+from pando_runtime.testing.conformance import (
+    ConformanceHarness,
+    LeaseStoreConformance,
+    MembershipConformance,
+)
 
 pytestmark = [pytest.mark.kube, pytest.mark.anyio]
 
@@ -47,6 +51,26 @@ class TestKubernetesMembershipConformance(MembershipConformance):
     @pytest.fixture
     def harness(self, harness: ReplicaHarness) -> ConformanceHarness:
         return harness
+
+
+class TestKubernetesLeaseStoreRules(LeaseStoreConformance):
+    """The Leases loaded by name as a lease store keep the store rules, as the restricted user."""
+
+    @pytest.fixture
+    def anyio_backend(self) -> str:
+        return "asyncio"
+
+    @pytest.fixture
+    async def lease_stores(
+        self, adapter_config: dict[str, Any]
+    ) -> AsyncIterator[tuple[pr.plugin.LeaseStoreClient, pr.plugin.LeaseStoreClient]]:
+        a = pr.load_lease_store("kubernetes", adapter_config)
+        b = pr.load_lease_store("kubernetes", adapter_config)
+        try:
+            yield a, b
+        finally:
+            await a.aclose()
+            await b.aclose()
 
 
 def _leases(admin_api: Any) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from ._exec import ExecConformance
 from ._fake_harness import FakeHarness, scripted_fake
 from ._fleet import FleetHarness
 from ._harness import ConformanceHarness, HarnessCannot
+from ._lease_stores import LeaseStoreConformance
 from ._logs import LogConformance
 from ._lost import LostNodeConformance
 from ._membership import MembershipConformance
@@ -53,6 +54,7 @@ __all__ = [
     "FleetHarness",
     "HarnessCannot",
     "Kit",
+    "LeaseStoreConformance",
     "LogConformance",
     "LostNodeConformance",
     "MembershipConformance",

@@ -40,7 +40,7 @@ from ..session._errors import WriteConflict
 from ..session._session import ClusterSession
 from ._fencing import Fences
 
-__all__ = ["KubeLeases", "KubeMembership"]
+__all__ = ["KubeLeases", "KubeMembership", "SessionLeases", "kube_lease_store"]
 
 _LOG = logger("membership")
 
@@ -147,6 +147,38 @@ class KubeLeases:
                 await self._session.writer.delete(
                     self._namespace, "leases", _PREFIX[group] + name, GROUP, version=version
                 )
+
+
+class SessionLeases:
+    """The Leases as a lease store loaded by name (``load_lease_store("kubernetes", ...)``).
+
+    It takes the adapter's settings and opens a cluster session of its own; what it writes is
+    what the adapter's membership writes, and the adapter keeps using its own store.
+    """
+
+    def __init__(self, config: KubernetesConfig) -> None:
+        self._session = ClusterSession(config)
+        self._leases = KubeLeases(self._session, config.server_namespace)
+
+    async def list_leases(self, group: str) -> tuple[StoredLease, ...]:
+        return await self._leases.list_leases(group)
+
+    async def write_lease(
+        self, group: str, name: str, record: LeaseRecord, *, version: str | None
+    ) -> StoredLease:
+        return await self._leases.write_lease(group, name, record, version=version)
+
+    async def delete_lease(self, group: str, name: str, *, version: str) -> None:
+        await self._leases.delete_lease(group, name, version=version)
+
+    async def aclose(self) -> None:
+        """Close the session's connections (the Leases stay)."""
+        await self._session.close()
+
+
+def kube_lease_store(config: KubernetesConfig) -> SessionLeases:
+    """The factory ``load_lease_store("kubernetes", ...)`` calls."""
+    return SessionLeases(config)
 
 
 class KubeMembership:

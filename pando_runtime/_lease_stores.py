@@ -1,0 +1,182 @@
+"""Lease stores loaded by name: the lease-store kind of plugin.
+
+A lease store keeps the leases a :class:`~pando_runtime.Membership` needs where the runtime
+has no lease API of its own (PostgreSQL, Consul KV, etcd, a plugin). Stores come from the
+entry-point group ``pando_runtime.lease_stores`` and :func:`register_lease_store`, later ones
+winning; each target names a light :class:`LeaseStoreInfo`, resolved on use, so listing stores
+imports no database driver. The mechanism is every plugin kind's (:class:`PluginKind`); what is
+the stores' own is here: the declared API version and the settings, checked before the
+store's code is imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from ._contract._errors import NotFound, PandoRuntimeError
+from ._contract._version import API_VERSION, api_compatible, parse_api_version
+from ._input._config import (
+    ConfigField,
+    EmptyConfig,
+    config_fields,
+    config_json_schema,
+    structure_config,
+)
+from ._plugins._kinds import PluginKind, install_hint
+from ._replicas._leases import LeaseStore
+
+__all__ = [
+    "LEASE_STORE_ENTRY_POINT_GROUP",
+    "LeaseStoreClient",
+    "LeaseStoreInfo",
+    "LeaseStoreNotInstalled",
+    "UnknownLeaseStore",
+    "available_lease_stores",
+    "load_lease_store",
+    "register_lease_store",
+]
+
+LEASE_STORE_ENTRY_POINT_GROUP = "pando_runtime.lease_stores"
+
+LEASE_STORE_API_VERSION = "1.8"
+"""The adapter API minor the lease-store kind came with. A store declares at least this; the
+core's own ``API_VERSION`` takes over once it reaches it (the number is given on merging)."""
+
+
+class UnknownLeaseStore(NotFound):
+    """No lease store of that name is installed or registered."""
+
+    code = "LEASE_STORE_NOT_FOUND"
+    default_remedy = "Install the store's distribution or pick one of the installed lease stores."
+
+
+class LeaseStoreNotInstalled(PandoRuntimeError, ImportError):
+    """The lease store is registered but cannot load: its code, a dependency, its API version."""
+
+    code = "LEASE_STORE_NOT_INSTALLED"
+    default_remedy = "Install the distribution that provides the lease store."
+
+
+@runtime_checkable
+class LeaseStoreClient(LeaseStore, Protocol):
+    """A lease store loaded by name: the three calls of :class:`LeaseStore`, and ``aclose``.
+
+    The host owns it: call :meth:`aclose` once done (``contextlib.aclosing``).
+    """
+
+    async def aclose(self) -> None:
+        """Release its connections; the store's leases stay."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class LeaseStoreInfo:
+    """A lease store's name, description, API version, settings and where its code lives.
+
+    A plugin points its ``pando_runtime.lease_stores`` entry point at a ``LeaseStoreInfo``
+    kept in a light module (attrs only). ``factory`` is the ``"module:attr"`` of a callable
+    taking the structured settings and returning a :class:`LeaseStoreClient`. ``api_version``
+    is the adapter API version the store was written for, as an adapter declares it (by
+    default 1.8, the version the kind came with: no store is older); one declaring another
+    major, or a minor newer than the core's, is refused. ``reads`` says how
+    the store's reads see every finished write (the rule every store keeps).
+    """
+
+    name: str
+    description: str
+    factory: str
+    config_class: type[Any] = attrs.field(default=EmptyConfig, eq=False)
+    api_version: str = LEASE_STORE_API_VERSION
+    reads: str = ""
+    distribution: str | None = None
+    problem: str | None = None
+    """Set by ``available_lease_stores`` when the store is listed but cannot load."""
+
+    @property
+    def config_fields(self) -> tuple[ConfigField, ...]:
+        """The store's settings (key, type, help, default, required, secret)."""
+        return config_fields(self.config_class)
+
+    def config_schema(self) -> dict[str, Any]:
+        """A JSON Schema of the store's settings, for host UIs."""
+        return config_json_schema(self.config_class, title=f"{self.name} lease store settings")
+
+    @property
+    def hint(self) -> str:
+        """What to run to install this store's code."""
+        return install_hint(self.distribution, "lease store")
+
+
+LEASE_STORES = PluginKind(
+    kind="lease_store",
+    group=LEASE_STORE_ENTRY_POINT_GROUP,
+    builtin={},
+    info_type=LeaseStoreInfo,
+    info_of=lambda value: value if isinstance(value, LeaseStoreInfo) else None,
+    expected="not a LeaseStoreInfo",
+    unknown="no lease store is named {name!r}; installed: {installed}",
+    not_installed=LeaseStoreNotInstalled,
+    unknown_error=UnknownLeaseStore,
+)
+
+
+def _core_version() -> str:
+    core, kind = parse_api_version(API_VERSION), parse_api_version(LEASE_STORE_API_VERSION)
+    return API_VERSION if core >= kind else LEASE_STORE_API_VERSION
+
+
+def _incompatibility(info: LeaseStoreInfo) -> str | None:
+    if api_compatible(info.api_version, _core_version()):
+        return None
+    return (
+        f"lease store {info.name!r} was written for API {info.api_version!r}; this "
+        f"pando-runtime speaks {_core_version()}"
+    )
+
+
+def register_lease_store(name: str, target: str, *, clobber: bool = False) -> None:
+    """Make a lease store loadable by ``name``; ``target`` names a :class:`LeaseStoreInfo`.
+
+    Nothing is imported now. Registering a taken name raises ``ValueError`` unless
+    ``clobber`` is true.
+    """
+    LEASE_STORES.register(name, target, clobber=clobber)
+
+
+def available_lease_stores() -> list[LeaseStoreInfo]:
+    """Every lease store that can be named, sorted by name (``problem`` set if it cannot load)."""
+    listed = []
+    for info in LEASE_STORES.available():
+        why = None if info.problem else _incompatibility(info)
+        listed.append(attrs.evolve(info, problem=why) if why else info)
+    return listed
+
+
+def load_lease_store(
+    name: str, settings: Mapping[str, Any] | Any | None = None
+) -> LeaseStoreClient:
+    """Construct the lease store called ``name`` with ``settings``; nothing is called yet.
+
+    Raises:
+        UnknownLeaseStore: no store has that name; the message lists those installed.
+        LeaseStoreNotInstalled: its code or a dependency is missing, or it was written for an
+            API this core does not speak.
+        InvalidConfig: ``settings`` have unknown keys, wrong types or numbers out of range;
+            each is named (a secret's value never is).
+    """
+    info = LEASE_STORES.find(name)
+    if why := _incompatibility(info):
+        raise LeaseStoreNotInstalled(
+            why,
+            remedy="Install a version of the store's distribution for this pando-runtime.",
+            details={"lease_store": name, "api_version": info.api_version},
+        )
+    structured = structure_config(info.config_class, settings, what=f"{name} lease store settings")
+    store = LEASE_STORES.import_factory(name, info)(structured)
+    if not isinstance(store, LeaseStoreClient):
+        msg = f"{info.factory!r} did not return a lease store (list, write, delete, aclose)"
+        raise LeaseStoreNotInstalled(msg, details={"lease_store": name})
+    return store

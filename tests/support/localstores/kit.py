@@ -1,0 +1,36 @@
+"""The membership kit over a real lease store: the fake runtime, its leases in the store.
+
+The conformance kit's membership tests need an adapter with replicas; the fake gives them
+and keeps every replica's leases in the store under test (``FakeAdapter(lease_store=...)``),
+so the tests the fake and Kubernetes pass run unchanged against each store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+import pando_runtime as pr
+from pando_runtime.plugin import LeaseStore
+from pando_runtime.testing.conformance import FakeHarness
+
+__all__ = ["StoreHarness", "served_again"]
+
+
+class StoreHarness(FakeHarness):
+    """The fake's hooks, waiting longer: every lease call is a real round trip."""
+
+    timeout = 30.0
+
+
+async def served_again(store: LeaseStore, group: str, *, hang: float = 60.0) -> Sequence[Any]:
+    """The leases of ``group`` once ``store`` answers again (after a thaw it may be catching up:
+    a call may still time out); a hang after ``hang`` seconds."""
+    with anyio.fail_after(hang):
+        while True:
+            try:
+                return await store.list_leases(group)
+            except pr.AdapterUnavailable:
+                await anyio.sleep(0.1)

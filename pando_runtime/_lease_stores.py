@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from ._contract._errors import NotFound, PandoRuntimeError
-from ._contract._version import API_VERSION, api_compatible, parse_api_version
+from ._contract._version import API_VERSION, api_compatible
 from ._input._config import (
     ConfigField,
     EmptyConfig,
@@ -41,9 +41,9 @@ __all__ = [
 
 LEASE_STORE_ENTRY_POINT_GROUP = "pando_runtime.lease_stores"
 
-LEASE_STORE_API_VERSION = "1.8"
-"""The adapter API minor the lease-store kind came with. A store declares at least this; the
-core's own ``API_VERSION`` takes over once it reaches it (the number is given on merging)."""
+LEASE_STORE_API_VERSION = "1.7"
+"""The adapter API minor the lease-store kind came with: a store that declares nothing is
+taken as written for it (no store is older)."""
 
 
 class UnknownLeaseStore(NotFound):
@@ -80,7 +80,7 @@ class LeaseStoreInfo:
     kept in a light module (attrs only). ``factory`` is the ``"module:attr"`` of a callable
     taking the structured settings and returning a :class:`LeaseStoreClient`. ``api_version``
     is the adapter API version the store was written for, as an adapter declares it (by
-    default 1.8, the version the kind came with: no store is older); one declaring another
+    default 1.7, the version the kind came with: no store is older); one declaring another
     major, or a minor newer than the core's, is refused. ``reads`` says how
     the store's reads see every finished write (the rule every store keeps).
     """
@@ -123,17 +123,12 @@ LEASE_STORES = PluginKind(
 )
 
 
-def _core_version() -> str:
-    core, kind = parse_api_version(API_VERSION), parse_api_version(LEASE_STORE_API_VERSION)
-    return API_VERSION if core >= kind else LEASE_STORE_API_VERSION
-
-
 def _incompatibility(info: LeaseStoreInfo) -> str | None:
-    if api_compatible(info.api_version, _core_version()):
+    if api_compatible(info.api_version):
         return None
     return (
         f"lease store {info.name!r} was written for API {info.api_version!r}; this "
-        f"pando-runtime speaks {_core_version()}"
+        f"pando-runtime speaks {API_VERSION}"
     )
 
 

@@ -122,7 +122,7 @@ CONSUL_LEASES = LeaseStoreInfo(
     description="Leases as Consul KV entries, written by transactions on their ModifyIndex.",
     factory="pando_runtime_consul._leases:consul_lease_store",
     config_class=ConsulLeaseConfig,
-    api_version="1.8",
+    api_version="1.7",
     reads="every list is ?consistent (the leader confirms it still leads before answering)",
     distribution="pando-runtime-consul",
 )

@@ -51,7 +51,7 @@ ETCD = LeaseStoreInfo(
     description="Leases as etcd v3 keys, written by transactions on their mod_revision.",
     factory="pando_runtime_etcd._store:etcd_lease_store",
     config_class=EtcdLeaseConfig,
-    api_version="1.8",
+    api_version="1.7",
     reads="ranges are linearizable (etcd's default; never 'serializable'), served by the leader",
     distribution="pando-runtime-etcd",
 )

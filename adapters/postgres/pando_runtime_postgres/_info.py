@@ -71,7 +71,7 @@ POSTGRES = LeaseStoreInfo(
     description="Leases in a PostgreSQL table, versions from one sequence, on the primary.",
     factory="pando_runtime_postgres._store:postgres_lease_store",
     config_class=PostgresLeaseConfig,
-    api_version="1.8",
+    api_version="1.7",
     reads=(
         "every call runs on the primary (target_session_attrs=read-write) in its own "
         "transaction; a read is linearizable on one primary, or with synchronous replication"

@@ -57,7 +57,7 @@ class TestPostgresMembership(MembershipConformance):
 def test_the_store_is_listed_with_its_settings_and_its_password_is_secret() -> None:
     (info,) = [i for i in pr.available_lease_stores() if i.name == "postgres"]
     assert info.problem is None
-    assert info.api_version == "1.8"
+    assert info.api_version == "1.7"
     secret = {f.key: f.secret for f in info.config_fields}
     assert secret["password"] is True
     assert secret["conninfo"] is False

@@ -41,7 +41,7 @@ async def _read(store: LeaseStore, group: str, name: str) -> StoredLease | None:
 class LeaseStoreConformance:
     """A lease store's rules: conditional writes, versions that never repeat, fresh reads."""
 
-    @since("1.8")
+    @since("1.7")
     async def test_a_lease_is_created_once_and_read_back_whole(
         self, lease_stores: tuple[LeaseStore, LeaseStore]
     ) -> None:
@@ -56,7 +56,7 @@ class LeaseStoreConformance:
             await b.write_lease("members", name, _record("b"), version=None)
         assert await _read(a, "members", name) == created
 
-    @since("1.8")
+    @since("1.7")
     async def test_a_write_or_delete_at_an_old_version_changes_nothing(
         self, lease_stores: tuple[LeaseStore, LeaseStore]
     ) -> None:
@@ -74,7 +74,7 @@ class LeaseStoreConformance:
         assert await _read(a, "singletons", name) is None
         await a.delete_lease("singletons", name, version=second.version)  # gone: no error
 
-    @since("1.8")
+    @since("1.7")
     async def test_of_two_writers_at_one_version_one_wins(
         self, lease_stores: tuple[LeaseStore, LeaseStore]
     ) -> None:
@@ -101,7 +101,7 @@ class LeaseStoreConformance:
         assert len(lost) == 1, (won, lost)
         assert await _read(b, "singletons", name) == won[0]
 
-    @since("1.8")
+    @since("1.7")
     async def test_a_version_never_repeats_after_a_delete_and_a_re_create(
         self, lease_stores: tuple[LeaseStore, LeaseStore]
     ) -> None:
@@ -123,7 +123,7 @@ class LeaseStoreConformance:
             seen.extend(versions)
             await a.delete_lease("members", name, version=renewed.version)
 
-    @since("1.8")
+    @since("1.7")
     async def test_every_read_sees_every_finished_write_of_another_client(
         self, lease_stores: tuple[LeaseStore, LeaseStore]
     ) -> None:

@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -362,6 +363,21 @@ class DockerEngine:
             records.kill_processes(self._record, outside_too=False)
         if self._daemon is not None:
             self._daemon.kill()
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """dockerd hung while the block runs: SIGSTOP, then SIGCONT (also when the block fails).
+
+        As a deadlocked daemon or a stalled machine: its socket still accepts connections and
+        every connection stays open, but nothing answers. Its containerd, shims and containers
+        run on (the apps are up; only the engine is silent).
+        """
+        pid = int(self.files.pidfile.read_text().strip())
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
     def restart(self) -> None:
         """:meth:`stop`, then :meth:`start`."""

@@ -30,6 +30,8 @@ GUARD = 60.0
 FAST = {"cache_max_staleness": 2.0, "cache_probe_interval": 0.5, "answer_timeout": 0.5}
 """Short bounds, so that the test waits seconds, not the defaults' half minute."""
 
+pytestmark = pytest.mark.anyio
+
 
 @pytest.fixture
 def anyio_backend() -> str:
@@ -86,7 +88,8 @@ async def test_a_frozen_engine_is_refused_within_the_bound_and_found_again(
             async def follow() -> None:
                 try:
                     async with adapter.watch_bundles() as stream:
-                        events.extend([event async for event in stream])
+                        async for event in stream:
+                            events.append(event)  # noqa: PERF401 - kept as it ends
                 except pr.AdapterUnavailable as error:
                     ended.append(error)
 
@@ -110,7 +113,7 @@ async def test_a_frozen_engine_is_refused_within_the_bound_and_found_again(
                     )
             assert stale.details["host"] == _host(docker_engine)
             assert stale.details["cause"] == "not_answering"
-            assert stale.details["stale_for"] > FAST["cache_max_staleness"]
+            assert stale.details["stale_for"] >= FAST["cache_max_staleness"]
             assert datetime.fromisoformat(stale.details["confirmed_at"]) < datetime.now(UTC)
             assert docker_engine.socket_path.name in stale.message
             assert isinstance(ended[0], pr.AdapterUnavailable)

@@ -29,6 +29,7 @@ from ._exec import ExecConformance
 from ._fake_harness import FakeHarness, scripted_fake
 from ._fleet import FleetHarness
 from ._harness import ConformanceHarness, HarnessCannot
+from ._hung import HungRuntimeConformance
 from ._logs import LogConformance
 from ._lost import LostNodeConformance
 from ._membership import MembershipConformance
@@ -52,6 +53,7 @@ __all__ = [
     "FakeHarness",
     "FleetHarness",
     "HarnessCannot",
+    "HungRuntimeConformance",
     "Kit",
     "LogConformance",
     "LostNodeConformance",
@@ -82,5 +84,6 @@ class ConformanceSuite(
     MembershipConformance,
     StoppingConformance,
     LostNodeConformance,
+    HungRuntimeConformance,
 ):
     """Every conformance test; subclass it and provide an ``adapter`` fixture."""

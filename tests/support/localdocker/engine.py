@@ -364,20 +364,28 @@ class DockerEngine:
         if self._daemon is not None:
             self._daemon.kill()
 
+    def freeze(self) -> None:
+        """Hang dockerd (SIGSTOP): as a deadlocked daemon or a stalled machine, its socket
+        still accepts connections and every connection stays open, but nothing answers. Its
+        containerd, shims and containers run on (the apps are up; only the engine is silent).
+        :meth:`thaw` ends it."""
+        os.kill(self._dockerd_pid(), signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """Undo :meth:`freeze` (SIGCONT; a no-op on a daemon that runs)."""
+        os.kill(self._dockerd_pid(), signal.SIGCONT)
+
     @contextlib.contextmanager
     def frozen(self) -> Iterator[None]:
-        """dockerd hung while the block runs: SIGSTOP, then SIGCONT (also when the block fails).
-
-        As a deadlocked daemon or a stalled machine: its socket still accepts connections and
-        every connection stays open, but nothing answers. Its containerd, shims and containers
-        run on (the apps are up; only the engine is silent).
-        """
-        pid = int(self.files.pidfile.read_text().strip())
-        os.kill(pid, signal.SIGSTOP)
+        """:meth:`freeze` while the block runs, then :meth:`thaw` (also when it fails)."""
+        self.freeze()
         try:
             yield
         finally:
-            os.kill(pid, signal.SIGCONT)
+            self.thaw()
+
+    def _dockerd_pid(self) -> int:
+        return int(self.files.pidfile.read_text().strip())
 
     def restart(self) -> None:
         """:meth:`stop`, then :meth:`start`."""

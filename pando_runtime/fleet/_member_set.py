@@ -47,12 +47,18 @@ class MemberSet:
     """The members a source makes, made on first use; ``noun`` names one in errors.
 
     Members made already (a :class:`FleetMembers`) are there at once, before any I/O.
-    ``deadline``: seconds a member has to answer a question (``None``: no deadline).
+    ``deadline``: the seconds a member has to answer a question, read at each question (the
+    fleet's settings may change after it is made); ``None``: no deadline.
     """
 
-    def __init__(self, source: MemberSource, noun: str, deadline: float | None = None) -> None:
+    def __init__(
+        self,
+        source: MemberSource,
+        noun: str,
+        deadline: Callable[[], float | None] = lambda: None,
+    ) -> None:
         self._source = source
-        self.deadline = deadline
+        self._deadline = deadline
         self._made = source if isinstance(source, FleetMembers) else None
         self._opening = anyio.Lock()
         self.noun = noun
@@ -192,7 +198,7 @@ class MemberSet:
 
     async def in_time(self, name: str, question: Awaitable[T]) -> T:
         """Member ``name``'s answer to ``question``; past the deadline, it is silent (named)."""
-        deadline = self.deadline
+        deadline = self._deadline()
         if deadline is None:
             return await question
         with anyio.move_on_after(deadline):

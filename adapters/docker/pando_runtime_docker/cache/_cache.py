@@ -44,6 +44,8 @@ _LOG = logger("cache")
 _ACTIONS = ["create", "start", "die", "oom", "destroy", "health_status"]
 _RETRY_FIRST = 0.1
 _RETRY_MOST = 2.0
+_SILENT_PROBE = 1.0
+"""Seconds between probes while the daemon does not answer."""
 
 
 @attrs.frozen(kw_only=True)
@@ -175,8 +177,11 @@ class ContainerCache:
         self._transport.answering.check()
 
     async def answers_now(self) -> None:
-        """The view is within its bound and the daemon answers now (one probe)."""
-        self.confirmed_at()
+        """The view is within its bound and the daemon answers now (one probe).
+
+        At once while the daemon is silent: the background probe finds it back.
+        """
+        self.check_answers()
         await self._transport.answers_now()
 
     async def confirmed_since(self, wanted: datetime) -> datetime:
@@ -357,7 +362,8 @@ class ContainerCache:
             self._connected = False
             self._notify()
             self._end_watches_when_stale()
-            await anyio.sleep(delay)
+            # Woken early by a probe: a daemon that answers again is followed at once.
+            await self._wait_changed(delay)
             delay = min(delay * 2, _RETRY_MOST)
 
     def _end_watches_when_stale(self) -> AdapterUnavailable | None:
@@ -442,7 +448,10 @@ class ContainerCache:
         the daemon silent (every call fails at once), and past the bound the stream is dropped.
         """
         while True:
-            with anyio.move_on_after(self._probe_interval):
+            # While silent, every second: the moment it answers again ends the refusals.
+            silent = self._transport.answering.silent
+            interval = min(self._probe_interval, _SILENT_PROBE) if silent else self._probe_interval
+            with anyio.move_on_after(interval):
                 await self._probe_now.wait()
             self._probe_now = anyio.Event()
             asked = datetime.now(UTC)

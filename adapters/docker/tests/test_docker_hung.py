@@ -1,4 +1,5 @@
-"""An engine that hangs: dockerd frozen (SIGSTOP) with its socket and connections open.
+"""An engine that hangs: dockerd frozen (SIGSTOP) with its socket and connections open, or a
+remote engine behind a link that drops every packet (iptables in its namespace).
 
 Unlike a stopped or killed daemon (connections refused at once), a frozen one answers nothing
 and closes nothing, as a deadlocked daemon, a stalled machine or a partition that drops
@@ -18,7 +19,8 @@ from typing import Any
 import anyio
 import pytest
 from _docker_harness import DockerHarness
-from _docker_tests import adapter_config, workload
+from _docker_tests import adapter_config, tls_settings, workload
+from _socket_proxy import SocketProxy
 from pando_runtime_docker import DockerAdapter
 
 import pando_runtime as pr
@@ -130,6 +132,43 @@ async def test_a_frozen_engine_is_refused_within_the_bound_and_found_again(
             assert adapter.stats.writes == writes  # the app ran on: nothing to redo
         finally:
             await DockerHarness(_host(docker_engine)).remove_owned(owner)
+
+
+def _dropping(engine: Any, port: int, action: str) -> None:
+    """Insert (``-I``) or delete (``-D``) the rules that drop every packet to and from ``port``
+    in the engine's namespace: its connections stay open, nothing gets through either way."""
+    for chain, match in (("INPUT", "--dport"), ("OUTPUT", "--sport")):
+        place = ["1"] if action == "-I" else []
+        rule = ["-p", "tcp", match, str(port), "-j", "DROP"]
+        done = engine.run_in_netns(["iptables", "-w", action, chain, *place, *rule])
+        assert done.returncode == 0, done.stderr
+
+
+async def test_a_remote_engine_behind_a_link_that_drops_packets_is_refused_and_found_again(
+    engine: Any, tls_proxy: SocketProxy, owner: str
+) -> None:
+    """Over TLS (``tcp://``), the engine's port dropping every packet: as a partition."""
+    plan = pr.BundlePlan(bundle_id="cut-off-app", workloads=(workload("web"),))
+    settings = adapter_config(**tls_settings(engine, tls_proxy), owner=owner, **FAST)
+    async with DockerAdapter(settings) as adapter:
+        try:
+            await adapter.apply(plan)
+            await _running_again(adapter, plan.bundle_id)
+            _dropping(engine, engine.tls.port, "-I")
+            try:
+                stale = await _stale(adapter, plan.bundle_id)
+                again = await _refused(adapter.apply(plan))
+            finally:
+                _dropping(engine, engine.tls.port, "-D")
+            assert stale.details["cause"] == "not_answering"
+            assert stale.details["host"] == tls_proxy.host
+            assert "does not answer" in again.message
+            healed = datetime.now(UTC)
+            observed = await _running_again(adapter, plan.bundle_id)  # the stream was reopened
+            assert observed.confirmed_at is not None
+            assert observed.confirmed_at >= healed
+        finally:
+            await DockerHarness(_host(engine)).remove_owned(owner)
 
 
 # -- a fleet of two, one frozen ---------------------------------------------------------------

@@ -277,7 +277,8 @@ class DockerConfig:
         default=5.0,
         exclusive_minimum=0,
         help="Seconds between the cache's probes of the daemon (GET /_ping): 60 / this probes "
-        "a minute per engine. Less than cache_max_staleness.",
+        "a minute per engine. Keep it well under cache_max_staleness: an idle view is "
+        "confirmed by these probes alone.",
     )
 
 

@@ -103,6 +103,7 @@ def benchmarks(session: nox.Session) -> None:
     session.run("python", "benchmarks/fake_lifecycle.py", *session.posargs)
     session.run("python", "benchmarks/catalog_sync.py")  # starts Consul (tools/consul/build.sh)
     session.run("python", "benchmarks/docker_engine.py")  # the tests' Docker Engine (as root)
+    session.run("python", "benchmarks/hung_member.py")  # a fleet beside a frozen dockerd (root)
     for script in sorted(ROOT.glob("adapters/*/benchmarks/*.py")):
         if script.name in SLOW_BENCHMARKS or script.name.startswith("_"):
             continue  # slow (a session of its own), or a part of another benchmark

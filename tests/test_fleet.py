@@ -264,6 +264,25 @@ async def test_a_silent_members_apps_are_unavailable_never_absent_nor_placed_twi
         assert "on-a" not in b.bundle_ids()
 
 
+async def test_a_member_that_hangs_holds_up_no_decision_past_the_deadline() -> None:
+    hung, up = _fake(64), _fake(8)  # the hung one the roomier: room alone would choose it
+    fleet = FleetAdapter(source=_members({"hung": hung, "up": up}))
+    fleet.configure({"members": {}, "answer_deadline": 0.2})
+    asked = ("holds", "largest_fit_for", "observe")
+    async with fleet:
+        for method in asked:  # asked, it never answers (its connections open)
+            hung.faults.add_latency(method, 3600)
+        assert (await fleet.apply(_plan("first"))).details["member"] == "up"
+        with pytest.raises(AdapterUnavailable) as caught:  # it may be on the hung member
+            await fleet.apply(_plan("unknown", first_deploy=False))
+        assert caught.value.details["member"] == "hung"
+        assert caught.value.details["cause"] == "deadline"
+        for method in asked:
+            hung.faults.add_latency(method, 0)
+        assert (await fleet.apply(_plan("second"))).details["member"] == "hung", "the roomier"
+        assert hung.bundle_ids() == ["second"]
+
+
 class _SlowToStart(FakeAdapter):
     """A member whose runtime is silent when the fleet starts, and answers from the third try."""
 

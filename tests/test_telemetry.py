@@ -272,6 +272,14 @@ class UnwrappingHarness(FakeHarness):
         assert isinstance(adapter, pr.InstrumentedAdapter)
         await super().cache_recovers(adapter.adapter)
 
+    async def runtime_hangs(self, adapter: pr.RuntimeAdapter) -> None:
+        assert isinstance(adapter, pr.InstrumentedAdapter)
+        await super().runtime_hangs(adapter.adapter)
+
+    async def runtime_answers(self, adapter: pr.RuntimeAdapter) -> None:
+        assert isinstance(adapter, pr.InstrumentedAdapter)
+        await super().runtime_answers(adapter.adapter)
+
     async def unpullable_image(self, adapter: pr.RuntimeAdapter) -> str:
         assert isinstance(adapter, pr.InstrumentedAdapter)
         return await super().unpullable_image(adapter.adapter)

@@ -86,7 +86,7 @@ class FleetAdapter(RuntimeAdapter):
         else:
             made = ConfiguredMembers(self.config).members
         self._source = made
-        self.member_set = MemberSet(made, noun)
+        self.member_set = MemberSet(made, noun, lambda: self.config.answer_deadline)
         self.placer = Placer(self.member_set)
         self.noun = noun
         self._entered: contextlib.AsyncExitStack | None = None

@@ -45,6 +45,15 @@ class FleetConfig:
         help="The member that runs the edge (and the trial runs it can run) and answers for "
         "images; unset: the first member.",
     )
+    answer_deadline: float = setting(
+        default=10.0,
+        exclusive_minimum=0,
+        maximum=3600,
+        help="Seconds a member has to answer a question of the fleet (whether it holds an "
+        "app, its room, its capabilities, its capacity or use): one that has not answered by "
+        "then counts as silent for that decision (a new app goes to another member; an app "
+        "found nowhere else is refused).",
+    )
     events_retry: tuple[float, ...] = setting(
         default=(0.5, 1.0, 2.0, 5.0, 10.0),
         help="Seconds between attempts to reopen a silent member's event stream, the last "

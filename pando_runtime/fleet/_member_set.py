@@ -1,4 +1,9 @@
-"""A fleet's members as one object: made once, asked all at once, a silent one named."""
+"""A fleet's members as one object: made once, asked all at once, a silent one named.
+
+Every question has a deadline (``answer_deadline``): a member that has not answered by then
+is silent for that decision, as one whose runtime refuses at once. A member that hangs (its
+connections open, nothing answering) holds up no decision for longer than the deadline.
+"""
 
 from __future__ import annotations
 
@@ -42,10 +47,18 @@ class MemberSet:
     """The members a source makes, made on first use; ``noun`` names one in errors.
 
     Members made already (a :class:`FleetMembers`) are there at once, before any I/O.
+    ``deadline``: the seconds a member has to answer a question, read at each question (the
+    fleet's settings may change after it is made); ``None``: no deadline.
     """
 
-    def __init__(self, source: MemberSource, noun: str) -> None:
+    def __init__(
+        self,
+        source: MemberSource,
+        noun: str,
+        deadline: Callable[[], float | None] = lambda: None,
+    ) -> None:
         self._source = source
+        self._deadline = deadline
         self._made = source if isinstance(source, FleetMembers) else None
         self._opening = anyio.Lock()
         self.noun = noun
@@ -171,7 +184,7 @@ class MemberSet:
 
         async def one(name: str) -> None:
             try:
-                answers[name] = await ask(name, await self.member(name))
+                answers[name] = await self.in_time(name, ask(name, await self.member(name)))
             except AdapterUnavailable as error:
                 silent.append(self.named(error, name))
 
@@ -182,6 +195,23 @@ class MemberSet:
         rank = {n: i for i, n in enumerate(order)}  # a member that left meanwhile: last
         silent.sort(key=lambda e: rank.get(self.name_of(e), len(rank)))
         return Answers({n: answers[n] for n in order if n in answers}, silent)
+
+    async def in_time(self, name: str, question: Awaitable[T]) -> T:
+        """Member ``name``'s answer to ``question``; past the deadline, it is silent (named)."""
+        deadline = self._deadline()
+        if deadline is None:
+            return await question
+        with anyio.move_on_after(deadline):
+            return await question
+        raise self.named(
+            AdapterUnavailable(
+                f"it did not answer within {deadline:g} s",
+                remedy=f"The {self.noun}'s runtime may be hung or cut off: check it. It counts "
+                "as silent until it answers in time (answer_deadline sets the wait).",
+                details={"cause": "deadline", "deadline": deadline},
+            ),
+            name,
+        )
 
     async def all_answer(self, ask: Callable[[str, RuntimeAdapter], Awaitable[T]]) -> dict[str, T]:
         """``ask`` every member; the first silent one raises (named)."""

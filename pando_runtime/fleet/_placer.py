@@ -113,7 +113,8 @@ class Placer:
         known = self.placed.get(bundle_id)
         if known is not None and known in adapters:
             try:
-                if await self._holds(await self.members.member(known), bundle_id):
+                member = await self.members.member(known)
+                if await self.members.in_time(known, self._holds(member, bundle_id)):
                     return known, []
             except AdapterUnavailable as error:
                 raise self.members.named(error, known) from error

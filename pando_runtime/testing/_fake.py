@@ -171,6 +171,7 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
         LOG.debug("fake %s", method, extra={"operation": method})
         self._check_open()
         await self.world.faults.enter(method)
+        self._refuse_when_hung(method)
 
     def _confirmed_at(self) -> datetime:
         cfg: FakeConfig = self.config

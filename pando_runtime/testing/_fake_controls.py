@@ -24,6 +24,11 @@ from ._faults import Faults
 
 __all__ = ["FakeControls"]
 
+_ANSWERED_FROM_THE_VIEW = frozenset(
+    {"observe", "holds", "held_bundles", "capabilities", "check_plan", "watch_bundles"}
+)
+"""What a hung fake still answers, from what was confirmed (within its bound)."""
+
 
 class FakeControls:
     """Test controls and inspection over :attr:`world` (a part of the fake adapter)."""
@@ -144,6 +149,32 @@ class FakeControls:
         An ``observe(..., not_before=...)`` waiting for a confirmation then answers.
         """
         self.world.cache_up()
+
+    def simulate_hang(self) -> None:
+        """The runtime hangs, its connections open: it answers nothing and closes nothing.
+
+        As a deadlocked daemon or a partition that drops packets, found out by the adapter at
+        once: every call that needs the runtime raises ``AdapterUnavailable`` ("does not
+        answer"), while ``observe``, ``holds`` and ``held_bundles`` answer from what was
+        confirmed until ``max_staleness`` passes on the clock (as
+        :meth:`simulate_cache_down`). :meth:`simulate_answer` ends it.
+        """
+        self.world.hung = True
+        self.world.cache_down()
+
+    def simulate_answer(self) -> None:
+        """The runtime answers again (after :meth:`simulate_hang`)."""
+        self.world.hung = False
+        self.world.cache_up()
+
+    def _refuse_when_hung(self, method: str) -> None:
+        """Raise while the runtime hangs, unless ``method`` answers from what was confirmed."""
+        if self.world.hung and method not in _ANSWERED_FROM_THE_VIEW:
+            raise AdapterUnavailable(
+                "the fake runtime does not answer",
+                remedy="simulate_answer() ends the hang.",
+                details={"cause": "not_answering"},
+            )
 
     def drop_event_streams(self) -> None:
         """Cut every open event stream: each raises ``AdapterUnavailable`` when read."""

@@ -206,6 +206,8 @@ class FakeWorld:
     healthy: bool = True
     unconfirmed_since: datetime | None = None
     confirmed_again: anyio.Event = attrs.field(factory=anyio.Event)
+    hung: bool = False
+    """The runtime answers nothing (``simulate_hang``): calls that need it are refused."""
     closed: bool = False
     """Set when the adapter that made the world closes: the runtime is gone for all."""
     lost_nodes: set[str] = attrs.field(factory=set)

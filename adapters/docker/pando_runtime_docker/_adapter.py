@@ -185,6 +185,7 @@ class DockerAdapter(RuntimeAdapter):
             EngineLink(endpoint, connect_timeout=cfg.connect_timeout),
             connect_timeout=cfg.connect_timeout,
             read_timeout=cfg.read_timeout,
+            answer_timeout=cfg.answer_timeout,
         )
         self.cache = ContainerCache(
             self.transport,

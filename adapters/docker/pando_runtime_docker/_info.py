@@ -240,6 +240,15 @@ class DockerConfig:
         maximum=86_400,
         help="Seconds to wait for an answer (streams that follow have no read timeout).",
     )
+    answer_timeout: float = setting(
+        default=5.0,
+        exclusive_minimum=0,
+        maximum=3600,
+        help="Seconds the daemon has to answer the cache's probe (GET /_ping, every "
+        "cache_probe_interval) and a placement's room read. Unanswered, the engine counts as "
+        "not answering (hung, or cut off by a link that drops packets): every call, those in "
+        "flight included, raises AdapterUnavailable at once until it answers again.",
+    )
     stop_timeout: int = setting(
         default=2,
         minimum=0,
@@ -260,13 +269,16 @@ class DockerConfig:
     cache_max_staleness: float = setting(
         default=30.0,
         exclusive_minimum=0,
-        help="Seconds the cache may go unconfirmed while the daemon cannot be reached "
-        "before observe raises AdapterUnavailable.",
+        help="Seconds the view may go unconfirmed (no event, no probe answered while the "
+        "event stream is open) before observe and the room reads raise AdapterUnavailable, "
+        "open watches end and the event stream is opened again.",
     )
     cache_probe_interval: float = setting(
         default=5.0,
         exclusive_minimum=0,
-        help="Seconds of event silence after which the cache pings the daemon.",
+        help="Seconds between the cache's probes of the daemon (GET /_ping): 60 / this probes "
+        "a minute per engine. Keep it well under cache_max_staleness: an idle view is "
+        "confirmed by these probes alone.",
     )
 
 

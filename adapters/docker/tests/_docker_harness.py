@@ -62,9 +62,22 @@ class DockerHarness(ConformanceHarness):
     poll_interval = 0.1
     quiet_period = 1.5
 
-    def __init__(self, host: str, proxy: SocketProxy | None = None) -> None:
+    def __init__(self, host: str, proxy: SocketProxy | None = None, engine: Any = None) -> None:
         self.host = host
         self.proxy = proxy
+        self.engine = engine
+        """The harness's engine (``localdocker``), whose daemon the hang hooks freeze."""
+
+    def _engine(self) -> Any:
+        if self.engine is None:
+            raise HarnessCannot("freeze the daemon (not the harness's own engine)")
+        return self.engine
+
+    async def runtime_hangs(self, adapter: RuntimeAdapter) -> None:
+        self._engine().freeze()
+
+    async def runtime_answers(self, adapter: RuntimeAdapter) -> None:
+        self._engine().thaw()
 
     def _proxy(self) -> SocketProxy:
         if self.proxy is None:

@@ -17,12 +17,13 @@ that the rest raise ``CapabilityUnsupported``.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from _docker_harness import DockerHarness
-from _docker_tests import adapter_config
+from _docker_tests import ENV_HOST, adapter_config
 from _socket_proxy import SocketProxy
 from pando_runtime_docker import DockerAdapter
 
@@ -79,9 +80,16 @@ class TestDockerConformance(ConformanceSuite):
 
     @pytest.fixture
     def harness(
-        self, docker_host: str, engine_proxy: SocketProxy | None, sandbox: dict[str, str]
+        self,
+        docker_host: str,
+        engine_proxy: SocketProxy | None,
+        sandbox: dict[str, str],
+        request: pytest.FixtureRequest,
     ) -> ConformanceHarness:
-        harness = DockerHarness(docker_host, engine_proxy)
+        # The harness's own engine can be frozen (the hang hooks); an engine of one's own not.
+        own = os.environ.get(ENV_HOST)
+        engine = None if own else request.getfixturevalue("docker_engine")
+        harness = DockerHarness(docker_host, engine_proxy, engine)
         if sandbox:
             harness.plan_isolation = IsolationClass.SANDBOXED
         return harness

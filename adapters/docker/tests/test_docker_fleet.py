@@ -123,7 +123,7 @@ class _TwoEngines:
     def harness(
         self, engines: dict[str, Any], proxies: dict[str, SocketProxy]
     ) -> ConformanceHarness:
-        members = {n: DockerHarness(_host(e), proxies[n]) for n, e in engines.items()}
+        members = {n: DockerHarness(_host(e), proxies[n], e) for n, e in engines.items()}
         return FleetHarness(members, primary="one")
 
 
@@ -172,7 +172,7 @@ class TestDockerAndFakeFleetConformance(ConformanceSuite):
     def harness(
         self, engines: dict[str, Any], proxies: dict[str, SocketProxy]
     ) -> ConformanceHarness:
-        engine = DockerHarness(_host(engines["one"]), proxies["one"])
+        engine = DockerHarness(_host(engines["one"]), proxies["one"], engines["one"])
         return FleetHarness({"engine": engine, "fake": FakeHarness()}, primary="engine")
 
 

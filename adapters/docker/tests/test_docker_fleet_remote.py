@@ -105,5 +105,5 @@ class TestRemoteDockerFleetConformance(ConformanceSuite):
     def harness(
         self, engines: dict[str, Any], proxies: dict[str, SocketProxy]
     ) -> ConformanceHarness:
-        members = {n: DockerHarness(e.base_url, proxies[n]) for n, e in engines.items()}
+        members = {n: DockerHarness(e.base_url, proxies[n], e) for n, e in engines.items()}
         return FleetHarness(members, primary="ssh")

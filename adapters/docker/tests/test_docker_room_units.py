@@ -78,6 +78,7 @@ def _cache() -> ContainerCache:
             EngineLink(Endpoint(host="unix:///nowhere.sock", origin="a test"), connect_timeout=1),
             connect_timeout=1,
             read_timeout=1,
+            answer_timeout=1,
         ),
         NAMING,
         max_staleness=1,

@@ -25,7 +25,9 @@ from pando_runtime import AdapterUnavailable, MembershipSettings, RuntimeAdapter
 from pando_runtime.testing.conformance import ConformanceHarness
 
 EXIT_CODE = "test.pando.dev/exit-code"
-CACHE_HOOKS = ("cache_goes_stale", "cache_recovers")
+CACHE_HOOKS = ("cache_goes_stale", "cache_recovers", "runtime_hangs", "runtime_answers")
+HANG_TOXICS = ("hang_downstream", "hang_upstream")
+"""Toxiproxy ``timeout`` toxics of no timeout: every byte dropped, each way, connections open."""
 STALE_MARGIN = 15.0
 """Seconds past the adapter's ``cache_max_staleness`` within which its cache must refuse."""
 
@@ -94,6 +96,30 @@ class KubeHarness(ConformanceHarness):
     async def cache_recovers(self, adapter: RuntimeAdapter) -> None:
         """Let the adapter reach its API servers again (the kit waits for observe to answer)."""
         await self._set_proxies(enabled=True)
+
+    async def runtime_hangs(self, adapter: RuntimeAdapter) -> None:
+        """Every API server behind a link that drops every byte: as a partition (or a paused
+        server), connections stay open and nothing answers."""
+        for hooks in self.clusters.values():
+            for name in HANG_TOXICS:
+                stream = name.removeprefix("hang_")
+                await anyio.to_thread.run_sync(
+                    lambda p=hooks.proxy, n=name, s=stream: p.toxiproxy.add_toxic(
+                        p.proxy.name, "timeout", name=n, stream=s, timeout=0
+                    )
+                )
+
+    async def runtime_answers(self, adapter: RuntimeAdapter) -> None:
+        """The links pass bytes again (a no-op where none was dropping)."""
+        for hooks in self.clusters.values():
+            present = await anyio.to_thread.run_sync(
+                lambda p=hooks.proxy: {t["name"] for t in p.toxiproxy.toxics(p.proxy.name)}
+            )
+            for name in HANG_TOXICS:
+                if name in present:
+                    await anyio.to_thread.run_sync(
+                        lambda p=hooks.proxy, n=name: p.toxiproxy.remove_toxic(p.proxy.name, n)
+                    )
 
     async def _where(
         self, adapter: RuntimeAdapter, bundle_id: str

@@ -29,6 +29,7 @@ from ._exec import ExecConformance
 from ._fake_harness import FakeHarness, scripted_fake
 from ._fleet import FleetHarness
 from ._harness import ConformanceHarness, HarnessCannot
+from ._hung import HungRuntimeConformance
 from ._lease_stores import LeaseStoreConformance
 from ._logs import LogConformance
 from ._lost import LostNodeConformance
@@ -53,6 +54,7 @@ __all__ = [
     "FakeHarness",
     "FleetHarness",
     "HarnessCannot",
+    "HungRuntimeConformance",
     "Kit",
     "LeaseStoreConformance",
     "LogConformance",
@@ -84,5 +86,6 @@ class ConformanceSuite(
     MembershipConformance,
     StoppingConformance,
     LostNodeConformance,
+    HungRuntimeConformance,
 ):
     """Every conformance test; subclass it and provide an ``adapter`` fixture."""

@@ -93,6 +93,15 @@ class FakeHarness(ConformanceHarness):
         assert isinstance(adapter, FakeAdapter)
         adapter.simulate_cache_up()
 
+    async def runtime_hangs(self, adapter: RuntimeAdapter) -> None:
+        assert isinstance(adapter, FakeAdapter)
+        adapter.simulate_hang()
+        adapter.clock.advance(adapter.config.max_staleness + 1)
+
+    async def runtime_answers(self, adapter: RuntimeAdapter) -> None:
+        assert isinstance(adapter, FakeAdapter)
+        adapter.simulate_answer()
+
     async def lose_node(self, adapter: RuntimeAdapter, ref: WorkloadRef) -> None:
         assert isinstance(adapter, FakeAdapter)
         node = adapter.placement(ref)

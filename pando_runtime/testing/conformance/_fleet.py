@@ -143,6 +143,14 @@ class FleetHarness(ConformanceHarness):
         """Every member's view recovers."""
         await self._each(adapter, "cache_recovers")
 
+    async def runtime_hangs(self, adapter: RuntimeAdapter) -> None:
+        """Every member's runtime hangs."""
+        await self._each(adapter, "runtime_hangs")
+
+    async def runtime_answers(self, adapter: RuntimeAdapter) -> None:
+        """Every member's runtime answers again."""
+        await self._each(adapter, "runtime_answers")
+
     async def lose_node(self, adapter: RuntimeAdapter, ref: WorkloadRef) -> None:
         """The member's harness cuts off the workload's node."""
         harness, member = await self._of(adapter, ref)

@@ -117,6 +117,19 @@ class ConformanceHarness:
         """Undo :meth:`cache_goes_stale`: the runtime confirms the adapter's view again."""
         raise HarnessCannot("let the adapter's cache recover")
 
+    async def runtime_hangs(self, adapter: RuntimeAdapter) -> None:
+        """Freeze the runtime with its connections open: nothing answers, nothing closes.
+
+        As a deadlocked daemon, a paused API server or a link that drops packets (unlike
+        :meth:`cache_goes_stale`, whose cut may close connections): an adapter must find it out
+        by itself. :meth:`runtime_answers` ends it.
+        """
+        raise HarnessCannot("freeze the runtime with its connections open")
+
+    async def runtime_answers(self, adapter: RuntimeAdapter) -> None:
+        """Undo :meth:`runtime_hangs`: the runtime answers again (a no-op when it does)."""
+        raise HarnessCannot("let a frozen runtime answer again")
+
     async def lose_node(self, adapter: RuntimeAdapter, ref: WorkloadRef) -> None:
         """Cut off the place (node) that runs the workload's instance.
 

@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -362,6 +363,29 @@ class DockerEngine:
             records.kill_processes(self._record, outside_too=False)
         if self._daemon is not None:
             self._daemon.kill()
+
+    def freeze(self) -> None:
+        """Hang dockerd (SIGSTOP): as a deadlocked daemon or a stalled machine, its socket
+        still accepts connections and every connection stays open, but nothing answers. Its
+        containerd, shims and containers run on (the apps are up; only the engine is silent).
+        :meth:`thaw` ends it."""
+        os.kill(self._dockerd_pid(), signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """Undo :meth:`freeze` (SIGCONT; a no-op on a daemon that runs)."""
+        os.kill(self._dockerd_pid(), signal.SIGCONT)
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """:meth:`freeze` while the block runs, then :meth:`thaw` (also when it fails)."""
+        self.freeze()
+        try:
+            yield
+        finally:
+            self.thaw()
+
+    def _dockerd_pid(self) -> int:
+        return int(self.files.pidfile.read_text().strip())
 
     def restart(self) -> None:
         """:meth:`stop`, then :meth:`start`."""

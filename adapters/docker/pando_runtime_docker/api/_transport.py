@@ -7,7 +7,9 @@ stdin can be half-closed (see ``docs/docker.md``). Where it connects is the
 :class:`~..endpoint.EngineLink`'s, which also explains a failed connection (TLS, ssh). The
 API version is negotiated with the daemon on first use (``GET /_ping``, which also tells a
 Docker Engine from another server) and prefixed to every route. Each call is counted by
-method and route template (``calls_by_kind``), for tests and benchmarks.
+method and route template (``calls_by_kind``), for tests and benchmarks; the cache's probes apart
+(``probes``). Whether the daemon answers is :class:`~._answering.Answering`'s: while it does
+not, every call fails at once.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ import anyio
 import attrs
 import httpx
 
+from pando_runtime import AdapterUnavailable, PandoRuntimeError
+
 from .._log import logger
 from ..endpoint import EngineLink, refused
+from ._answering import Answering, not_answering
 from ._errors import EngineError, unreachable
 from ._hijack import HijackedStream
 from ._version import negotiate_version
@@ -41,20 +46,31 @@ class TransportStats:
 
     ``calls``: every request, opened stream and upgrade (``calls_by_kind`` by method and
     route template, ``GET /containers/{id}/json`` say); ``writes``: those that are not
-    ``GET`` or ``HEAD``.
+    ``GET`` or ``HEAD``; ``probes``: the cache's probes (``GET /_ping``), not in ``calls``.
     """
 
     calls: int
     writes: int
     calls_by_kind: dict[str, int]
+    probes: int = 0
 
 
 class EngineTransport:
     """The adapter's one door to a daemon."""
 
-    def __init__(self, link: EngineLink, *, connect_timeout: float, read_timeout: float) -> None:
+    def __init__(
+        self,
+        link: EngineLink,
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+        answer_timeout: float,
+    ) -> None:
         self.link = link
         self.host = link.host
+        self.answering = Answering(link.host, answer_timeout)
+        """Whether the daemon answers: while it does not, every call fails at once."""
+        self._probes = 0
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
         self._connect_timeout = connect_timeout
         self._client: httpx.AsyncClient | None = None
@@ -69,7 +85,9 @@ class EngineTransport:
         """The counts now."""
         kinds = dict(self._calls)
         writes = sum(n for kind, n in kinds.items() if not kind.startswith(("GET ", "HEAD ")))
-        return TransportStats(calls=sum(kinds.values()), writes=writes, calls_by_kind=kinds)
+        return TransportStats(
+            calls=sum(kinds.values()), writes=writes, calls_by_kind=kinds, probes=self._probes
+        )
 
     def _new_client(self, timeout: httpx.Timeout | None = None) -> httpx.AsyncClient:
         link = self.link
@@ -112,6 +130,36 @@ class EngineTransport:
         version: str | None = response.headers.get("API-Version")
         return version
 
+    async def answers_now(self) -> None:
+        """``GET /_ping`` within the answer timeout; raises ``AdapterUnavailable`` when it fails.
+
+        No answer in time marks the daemon silent (:attr:`answering`: every call fails at once
+        until a probe is answered); a refused connection raises as any call's would. Counted
+        in ``probes``, not ``calls``; asked even while the daemon is silent.
+        """
+        answering = self.answering
+        try:
+            with anyio.fail_after(answering.timeout):
+                await self._send(
+                    "GET", "/_ping", "/_ping", probe=True, timeout=httpx.Timeout(answering.timeout)
+                )
+        except TimeoutError:
+            answering.unanswered()
+            raise answering.error() from None
+        except AdapterUnavailable as error:
+            if isinstance(error.__cause__, httpx.TimeoutException):
+                answering.unanswered()
+                raise answering.error() from error
+            raise
+
+    async def probe(self) -> bool:
+        """:meth:`answers_now`, as a bool: whether the daemon answered."""
+        try:
+            await self.answers_now()
+        except PandoRuntimeError:
+            return False
+        return True
+
     async def version(self) -> str:
         """The API version spoken with this daemon (negotiated once)."""
         if self._version is None:
@@ -137,20 +185,30 @@ class EngineTransport:
         *,
         client: httpx.AsyncClient | None = None,
         stream: bool = False,
+        probe: bool = False,
         **kwargs: Any,
     ) -> httpx.Response:
         kind = f"{method} {template}"
-        self._calls[kind] += 1
-        await self.link.ready()
+        if probe:
+            self._probes += 1
+        else:
+            self._calls[kind] += 1
         client = client or self._shared()
         request = client.build_request(method, url, **kwargs)
         started = time.monotonic()
+        # A call is cut short if the daemon stops answering; the probe is what finds it out.
+        bound = contextlib.nullcontext() if probe else self.answering.bounded()
         try:
-            response = await client.send(request, stream=stream)
+            with bound:
+                await self.link.ready()
+                response = await client.send(request, stream=stream)
+        except httpx.ReadTimeout as error:
+            raise not_answering(self.host, time.monotonic() - started) from error
         except httpx.TimeoutException as error:
             raise self.link.explain(error) or unreachable(self.host, f"{kind} timed out") from error
         except (httpx.TransportError, OSError) as error:
             raise self.link.explain(error) or unreachable(self.host, _cause(error)) from error
+        self.answering.answered()
         _LOG.debug(
             "%s -> %s",
             kind,

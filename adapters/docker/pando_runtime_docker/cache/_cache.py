@@ -5,8 +5,11 @@ inspects what exists, then applies every event as it arrives: ``observe`` answer
 with no call to the daemon. The daemon keeps few events and drops slow readers, so a lost
 stream is reconnected, relisted, and reported to watchers as ``MISSED`` after the relist
 (never a silent gap). ``confirmed_at`` is the last time the open stream was proved current
-(an event, or a ping answered during silence); past ``max_staleness`` without one, reads
-raise ``AdapterUnavailable``.
+(an event, or a probe answered while it was open). The probe runs every ``probe_interval``
+whatever the stream does: a hung daemon leaves its stream open and quiet, so an open stream
+proves nothing by itself. Past ``max_staleness`` unconfirmed, reads raise
+``AdapterUnavailable``, open watches end with it, and the stream is dropped and opened again
+(a healed partition is found by the next attempt).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -41,6 +44,8 @@ _LOG = logger("cache")
 _ACTIONS = ["create", "start", "die", "oom", "destroy", "health_status"]
 _RETRY_FIRST = 0.1
 _RETRY_MOST = 2.0
+_SILENT_PROBE = 1.0
+"""Seconds between probes while the daemon does not answer."""
 
 
 @attrs.frozen(kw_only=True)
@@ -95,6 +100,8 @@ class ContainerCache:
         self._probe_now = anyio.Event()
         self._last_error: PandoRuntimeError | None = None
         self._group: TaskGroup | None = None
+        self._stream_scope: anyio.CancelScope | None = None
+        self._dropped: AdapterUnavailable | None = None
         self.relists = 0
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -132,39 +139,74 @@ class ContainerCache:
     # -- reads ---------------------------------------------------------------------------------
 
     def confirmed_at(self) -> datetime:
-        """When the view was last proved current; raises when that is too long ago."""
-        now = datetime.now(UTC)
+        """When the view was last proved current; raises when that is too long ago.
+
+        Whether the stream looks connected or not: a hung daemon's stream looks connected.
+        """
         confirmed = self._confirmed
         if confirmed is None:
             raise self._last_error or AdapterUnavailable("the cache has not synced yet")
-        if not self._connected and now - confirmed > timedelta(seconds=self._max_staleness):
-            raise AdapterUnavailable(
-                "the Docker daemon has confirmed nothing for "
-                f"{(now - confirmed).total_seconds():.1f} s",
-                remedy="Check that the Docker daemon runs and its socket is reachable.",
-                details={
-                    "confirmed_at": confirmed.isoformat(),
-                    "stale_for": (now - confirmed).total_seconds(),
-                    "host": self._transport.host,
-                },
-            )
+        stale = self._stale_error(confirmed)
+        if stale is not None:
+            raise stale
         return confirmed
+
+    def _stale_error(self, confirmed: datetime) -> AdapterUnavailable | None:
+        """Why a view confirmed at ``confirmed`` must not answer (``None``: it may)."""
+        stale_for = (datetime.now(UTC) - confirmed).total_seconds()
+        if stale_for <= self._max_staleness:
+            return None
+        answering = self._transport.answering
+        why = "it does not answer" if answering.silent else "its event stream is lost"
+        return AdapterUnavailable(
+            f"the Docker daemon at {self._transport.host} has confirmed nothing for "
+            f"{stale_for:.1f} s ({why}; the bound is {self._max_staleness:g} s)",
+            remedy="Check that the Docker daemon runs and answers, and the link to it; "
+            "observe answers again as soon as it does.",
+            details={
+                "confirmed_at": confirmed.isoformat(),
+                "stale_for": round(stale_for, 1),
+                "host": self._transport.host,
+                "cause": "not_answering" if answering.silent else "stream_lost",
+            },
+        )
+
+    def check_answers(self) -> None:
+        """Raise unless the view is within its bound and the daemon was not found silent."""
+        self.confirmed_at()
+        self._transport.answering.check()
+
+    async def answers_now(self) -> None:
+        """The view is within its bound and the daemon answers now (one probe).
+
+        At once while the daemon is silent: the background probe finds it back.
+        """
+        self.check_answers()
+        await self._transport.answers_now()
 
     async def confirmed_since(self, wanted: datetime) -> datetime:
         """A confirmation at or after ``wanted`` (pings the daemon at once when needed)."""
         wanted = min(wanted, datetime.now(UTC))
+        answering = self._transport.answering
+        silent = False
         with anyio.move_on_after(self._read_timeout):
-            while True:
+            while not silent:
                 confirmed = self._confirmed
                 if self._connected and confirmed is not None and confirmed >= wanted:
                     return confirmed
                 self._probe_now.set()
                 await self._wait_changed(0.05)
+                silent = answering.silent  # the probe went unanswered: no point waiting
         confirmed = self._confirmed or wanted
+        why = f"; {answering.error().message}" if silent else ""
         raise AdapterUnavailable(
-            f"the Docker daemon has confirmed nothing since {confirmed.isoformat()}",
+            f"the Docker daemon has confirmed nothing since {confirmed.isoformat()}{why}",
             remedy="Retry when the daemon answers, or observe without 'not_before'.",
-            details={"confirmed_at": confirmed.isoformat(), "not_before": wanted.isoformat()},
+            details={
+                "confirmed_at": confirmed.isoformat(),
+                "not_before": wanted.isoformat(),
+                "host": self._transport.host,
+            },
         )
 
     @property
@@ -285,11 +327,16 @@ class ContainerCache:
     # -- the stream ----------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._probe)
+            await self._follow_again_and_again()
+
+    async def _follow_again_and_again(self) -> None:
         delay = _RETRY_FIRST
         first = True
         while True:
             try:
-                await self._follow(first)
+                dropped = await self._follow(first)
                 first = False
                 delay = _RETRY_FIRST
             except PandoRuntimeError as error:
@@ -306,7 +353,7 @@ class ContainerCache:
                     details={"host": self._transport.host},
                 )
             else:
-                self._last_error = AdapterUnavailable(
+                self._last_error = dropped or AdapterUnavailable(
                     "the Docker daemon ended the event stream",
                     details={"host": self._transport.host},
                 )
@@ -315,28 +362,42 @@ class ContainerCache:
             self._connected = False
             self._notify()
             self._end_watches_when_stale()
-            await anyio.sleep(delay)
+            # Woken early by a probe: a daemon that answers again is followed at once.
+            await self._wait_changed(delay)
             delay = min(delay * 2, _RETRY_MOST)
 
-    def _end_watches_when_stale(self) -> None:
-        """Past the bound, open watches end with the error: the host opens new ones."""
+    def _end_watches_when_stale(self) -> AdapterUnavailable | None:
+        """Past the bound, open watches end with the error (the host opens new ones)."""
         confirmed = self._confirmed
-        if confirmed is None or len(self.hub) == 0:
-            return
-        if datetime.now(UTC) - confirmed > timedelta(seconds=self._max_staleness):
-            self.hub.fail(
-                self._last_error or AdapterUnavailable("the Docker daemon's event stream is lost")
-            )
+        stale = None if confirmed is None else self._stale_error(confirmed)
+        if stale is not None and len(self.hub) > 0:
+            self.hub.fail(stale)
+        return stale
 
-    async def _follow(self, first: bool) -> None:
+    def _drop_when_stale(self) -> None:
+        """Past the bound, end the watches and drop the stream (it is opened again)."""
+        stale = self._end_watches_when_stale()
+        scope = self._stream_scope
+        if stale is not None and scope is not None and not scope.cancel_called:
+            _LOG.warning("dropping the event stream: %s", stale.message)
+            self._dropped = stale
+            scope.cancel()
+
+    async def _follow(self, first: bool) -> AdapterUnavailable | None:
+        """Follow one stream until it ends; the error it was dropped with, if it was."""
+        self._dropped = None
         try:
-            await self._follow_stream(first)
+            with anyio.CancelScope() as self._stream_scope:
+                await self._follow_stream(first)
         except BaseExceptionGroup as group:
             # The stream's tasks fail as a group: raise the first real error alone.
             errors = [e for e in group.exceptions if isinstance(e, Exception)]
             if errors:
                 raise errors[0] from group
             raise
+        finally:
+            self._stream_scope = None
+        return self._dropped
 
     async def _follow_stream(self, first: bool) -> None:
         filters = {"type": ["container"], "label": [self._naming.owner_filter], "event": _ACTIONS}
@@ -367,7 +428,6 @@ class ContainerCache:
             self._notify()
             if not first:
                 self.hub.publish(BundleEvent(kind=BundleEventKind.MISSED, at=self._confirmed))
-            group.start_soon(self._probe)
             async with receive:
                 async for data in receive:
                     await self._on_event(data)
@@ -382,19 +442,24 @@ class ContainerCache:
             ) from broken[0]
 
     async def _probe(self) -> None:
-        """Ping during silence: the open stream is current while the daemon answers."""
+        """Probe the daemon every interval (or when asked), stream or no stream.
+
+        An answer while the stream is open proves the view current; no answer in time makes
+        the daemon silent (every call fails at once), and past the bound the stream is dropped.
+        """
         while True:
-            with anyio.move_on_after(self._probe_interval):
+            # While silent, every second: the moment it answers again ends the refusals.
+            silent = self._transport.answering.silent
+            interval = min(self._probe_interval, _SILENT_PROBE) if silent else self._probe_interval
+            with anyio.move_on_after(interval):
                 await self._probe_now.wait()
             self._probe_now = anyio.Event()
             asked = datetime.now(UTC)
-            try:
-                await self._transport.ping()
-            except (PandoRuntimeError, EngineError):
-                continue  # the stream's own end reports the loss
-            if self._connected:
+            answered = await self._transport.probe()
+            if answered and self._connected:
                 self._confirmed = max(self._confirmed or asked, asked)
-                self._notify()
+            self._notify()
+            self._drop_when_stale()
 
     async def _relist(self) -> None:
         filters = {"label": [self._naming.owner_filter]}

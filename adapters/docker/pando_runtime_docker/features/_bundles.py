@@ -156,6 +156,9 @@ class Bundles:
         ``internal``: a network made now has no route out; ``dns``: the workloads' resolvers
         (both for restricted egress).
         """
+        # Compared with a view past its bound (or of a daemon found silent), "nothing to
+        # write" would be a guess: refuse instead.
+        self._cache.check_answers()
         requests = self.requests(plan, dns)
         view = self._cache.bundle(plan.bundle_id)
         current = view.newest()

@@ -95,7 +95,9 @@ class EngineCapacity:
     async def largest_fit_for(self, bundle_id: str) -> Fit:
         """The engine's room for ``bundle_id``, its own containers' limits counted free."""
         total = await self.totals()
-        self._cache.confirmed_at()
+        # Asked to place an app: the view within its bound, and the daemon answers now
+        # (one probe), else an engine that hangs would be given apps it never runs.
+        await self._cache.answers_now()
         return engine_room(total, self._cache.limits_by_bundle(), bundle_id)
 
     def requests_by_bundle(self) -> dict[str, BundleRequests]:

@@ -16,7 +16,14 @@ from typing import Any
 
 import anyio
 
-from pando_runtime import BundleUsage, InUse, NotFound, VolumeUsage, WorkloadUsage
+from pando_runtime import (
+    BundleUsage,
+    InUse,
+    NotFound,
+    PandoRuntimeError,
+    VolumeUsage,
+    WorkloadUsage,
+)
 
 from .._log import logger
 from ..api import EngineError, EngineTransport, write_failed
@@ -118,9 +125,15 @@ class EngineUsage:
             async with limiter:
                 results[index] = await self._workload(container)
 
-        async with anyio.create_task_group() as group:
-            for index, container in enumerate(listed):
-                group.start_soon(one, index, container)
+        try:
+            async with anyio.create_task_group() as group:
+                for index, container in enumerate(listed):
+                    group.start_soon(one, index, container)
+        except BaseExceptionGroup as errors:  # the daemon's refusal as itself, not a group
+            coded = [e for e in errors.exceptions if isinstance(e, PandoRuntimeError)]
+            if coded:
+                raise coded[0] from errors
+            raise
         return [r for r in results if r is not None]
 
     async def _volume_bytes(self, volume_names: Mapping[str, str]) -> dict[str, int]:

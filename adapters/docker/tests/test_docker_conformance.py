@@ -44,7 +44,8 @@ async def kit_adapter(
     config = adapter_config(
         **reach,
         owner=owner,
-        cache_max_staleness=2.0,
+        # A bound 2.5 s above the probe's interval: a ping slowed by a busy machine is no outage.
+        cache_max_staleness=3.0,
         cache_probe_interval=0.5,
         egress_gateway_image=gateway_image,
         **more,

@@ -79,7 +79,7 @@ async def proxies(engines: dict[str, Any]) -> AsyncIterator[dict[str, SocketProx
 
 
 def _member(host: str, owner: str, **more: Any) -> dict[str, Any]:
-    settings = adapter_config(host, owner, cache_max_staleness=2.0, cache_probe_interval=0.5)
+    settings = adapter_config(host, owner, cache_max_staleness=3.0, cache_probe_interval=0.5)
     return {"adapter": "docker", "settings": {**settings, **more}}
 
 

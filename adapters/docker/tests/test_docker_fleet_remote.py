@@ -87,7 +87,7 @@ class TestRemoteDockerFleetConformance(ConformanceSuite):
                 "settings": adapter_config(
                     **way,
                     owner=owner,
-                    cache_max_staleness=2.0,
+                    cache_max_staleness=3.0,
                     cache_probe_interval=0.5,
                     egress_gateway_image=str(SQUID),
                 ),

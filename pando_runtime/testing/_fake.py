@@ -138,18 +138,6 @@ class FakeAdapter(FakeControls, RuntimeAdapter):
         """Another host replica's adapter over this runtime, for membership tests."""
         return FakeReplica(self)
 
-    def kill(self) -> None:
-        """Crash this replica's membership: it stops renewing and releases nothing."""
-        self.link.kill()
-
-    def cut_off(self) -> None:
-        """Every lease call of this replica fails (``AdapterUnavailable``) until reconnected."""
-        self.link.cut = True
-
-    def reconnect(self) -> None:
-        """Undo :meth:`cut_off`."""
-        self.link.cut = False
-
     def membership(
         self, replica: str, settings: MembershipSettings | None = None
     ) -> contextlib.AbstractAsyncContextManager[Membership]:

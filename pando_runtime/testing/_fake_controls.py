@@ -2,8 +2,9 @@
 
 :class:`FakeControls` is the part of :class:`~pando_runtime.testing.FakeAdapter` that
 no real runtime has: scripting images and exec commands, ending workloads, changing
-health and usage, losing events, taking the watch cache down, and reading the world
-back (plans, placements, volume files, what egress and ingress allow). Every control
+health and usage, losing events, taking the watch cache down, crashing or cutting off a
+replica's membership, and reading the world back (plans, placements, volume files, what
+egress and ingress allow). Every control
 acts on the adapter's world, so a control used through one replica is seen by all.
 """
 
@@ -18,7 +19,7 @@ from .._contract._plans import BundlePlan, EgressPolicy, Port, PortProtocol
 from .._contract._refs import BundleRef, WorkloadRef
 from ._clock import FakeClock
 from ._fake_exec import ExecHandler
-from ._fake_membership import FakeLeaseStore
+from ._fake_membership import FakeLeaseStore, ReplicaLink
 from ._fake_world import LOG, FakeNode, FakeWorld, ImageBehaviour
 from ._faults import Faults
 
@@ -34,6 +35,22 @@ class FakeControls:
     """Test controls and inspection over :attr:`world` (a part of the fake adapter)."""
 
     world: FakeWorld
+    link: ReplicaLink
+    """This replica's own path to the runtime's leases."""
+
+    # -- this replica's membership ------------------------------------------------------------
+
+    def kill(self) -> None:
+        """Crash this replica's membership: it stops renewing and releases nothing."""
+        self.link.kill()
+
+    def cut_off(self) -> None:
+        """Every lease call of this replica fails (``AdapterUnavailable``) until reconnected."""
+        self.link.cut = True
+
+    def reconnect(self) -> None:
+        """Undo :meth:`cut_off`."""
+        self.link.cut = False
     """The fake runtime this adapter talks to, shared with its replicas."""
 
     # -- the world's parts, for inspection ------------------------------------------------

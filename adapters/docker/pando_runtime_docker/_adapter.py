@@ -7,8 +7,6 @@ daemon's event stream and one relist); observe, events, logs and exec read from 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
-import re
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -39,7 +37,6 @@ from pando_runtime import (
     LogOptions,
     LogRetention,
     ObservedBundle,
-    Problem,
     RuntimeAdapter,
     RuntimeCapabilities,
     TrialRequest,
@@ -59,9 +56,10 @@ from pando_runtime.plugin import (
 )
 
 from ._info import ADAPTER, DESCRIPTION, DockerConfig, UpstreamMode
+from ._settings_checks import config_problems
 from .api import EngineTransport, TransportStats
 from .cache import ContainerCache
-from .endpoint import Endpoint, EngineLink, resolve_endpoint
+from .endpoint import EngineLink
 from .features import (
     AgentService,
     AgentSettings,
@@ -83,80 +81,16 @@ from .features import (
     open_exec,
     open_logs,
     runtime_key,
-    runtime_problems,
 )
 from .manifests import (
     GRANTABLE_CAPABILITIES,
     AgentNames,
-    Authority,
     EdgeNames,
     LogCap,
     Naming,
-    certificates_in,
 )
 
 __all__ = ["DockerAdapter"]
-
-_OWNER = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
-_PREFIX = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,60}[a-z0-9])?$")
-_DNS_NAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.?)+$")
-
-
-def _is_address(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return bool(_DNS_NAME.match(text))
-    return True
-
-
-def _agent_problems(config: DockerConfig) -> list[Problem]:
-    """What upstream_mode 'agent' needs: an image, an address, readable PEM settings."""
-    problems = []
-    if config.upstream_mode == UpstreamMode.AGENT:
-        if not config.agent_image:
-            problems.append(Problem("agent_image", "upstream_mode 'agent' needs the agent's image"))
-        if not config.agent_address:
-            problems.append(
-                Problem("agent_address", "upstream_mode 'agent' needs the engine's address")
-            )
-    if config.agent_address and not _is_address(config.agent_address):
-        problems.append(
-            Problem(
-                "agent_address",
-                "an IP address or a DNS name, without scheme or port",
-                "bad_address",
-            )
-        )
-    if config.agent_ca is not None:
-        try:
-            Authority.from_pem(config.agent_ca)
-        except ValueError as error:  # the message never quotes the key
-            problems.append(Problem("agent_ca", str(error), "bad_authority"))
-    if config.agent_trusted_cas is not None:
-        try:
-            certificates_in(config.agent_trusted_cas)
-        except ValueError as error:
-            problems.append(Problem("agent_trusted_cas", str(error), "bad_certificate"))
-    return problems
-
-
-def _config_problems(config: DockerConfig) -> tuple[Endpoint | None, list[Problem]]:
-    endpoint, problems = resolve_endpoint(config)
-    if not _OWNER.match(config.owner):
-        problems.append(Problem("owner", "lowercase letters, digits and '-' (32 at most)"))
-    if not _PREFIX.match(config.label_prefix):
-        problems.append(Problem("label_prefix", "a reverse-DNS label prefix such as io.pando"))
-    if config.upstream_mode not in {m.value for m in UpstreamMode}:
-        problems.append(
-            Problem("upstream_mode", "one of " + ", ".join(m.value for m in UpstreamMode))
-        )
-    elif config.upstream_mode == UpstreamMode.PROXY_CONTAINER and not config.proxy_container:
-        problems.append(
-            Problem("proxy_container", "upstream_mode 'proxy_container' needs a container name")
-        )
-    problems += runtime_problems(config.oci_runtime, config.sandbox_runtime)
-    return endpoint, problems + _agent_problems(config)
 
 
 class DockerAdapter(RuntimeAdapter):
@@ -170,7 +104,7 @@ class DockerAdapter(RuntimeAdapter):
     def __init__(self, config: Mapping[str, Any] | DockerConfig | None = None) -> None:
         super().__init__(config)
         cfg: DockerConfig = self.config
-        endpoint, problems = _config_problems(cfg)
+        endpoint, problems = config_problems(cfg)
         if problems or endpoint is None:
             raise InvalidConfig(
                 "invalid Docker adapter settings",

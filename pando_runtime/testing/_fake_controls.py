@@ -51,6 +51,7 @@ class FakeControls:
     def reconnect(self) -> None:
         """Undo :meth:`cut_off`."""
         self.link.cut = False
+
     """The fake runtime this adapter talks to, shared with its replicas."""
 
     # -- the world's parts, for inspection ------------------------------------------------

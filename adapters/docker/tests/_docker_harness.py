@@ -68,6 +68,12 @@ class DockerHarness(ConformanceHarness):
         self.engine = engine
         """The harness's engine (``localdocker``), whose daemon the hang hooks freeze."""
 
+    def can(self, hook: str) -> bool:
+        """The hang hooks only with the harness's own engine, whose daemon they freeze."""
+        if hook in ("runtime_hangs", "runtime_answers"):
+            return self.engine is not None
+        return super().can(hook)
+
     def _engine(self) -> Any:
         if self.engine is None:
             raise HarnessCannot("freeze the daemon (not the harness's own engine)")

@@ -63,7 +63,8 @@ class KubeHarness(ConformanceHarness):
     def can(self, hook: str) -> bool:
         """The cache hooks only where the adapter reaches every cluster through a proxy."""
         if hook in CACHE_HOOKS:
-            return all(h.proxy is not None for h in self.clusters.values())
+            proxied = all(h.proxy is not None for h in self.clusters.values())
+            return proxied and super().can(hook)
         return super().can(hook)
 
     def _members(self, adapter: RuntimeAdapter) -> list[KubernetesAdapter]:

@@ -12,14 +12,11 @@ from typing import Any
 
 import anyio
 import pytest
-from localstores import StoreHarness, served_again
+from localstores import StoreMembershipConformance, served_again
 
 import pando_runtime as pr
-from pando_runtime.testing import FakeAdapter
 from pando_runtime.testing.conformance import (
-    ConformanceHarness,
     LeaseStoreConformance,
-    MembershipConformance,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.consul]
@@ -55,21 +52,8 @@ class TestConsulRules(LeaseStoreConformance):
     pass
 
 
-class TestConsulMembership(MembershipConformance):
-    @pytest.fixture
-    def anyio_backend(self) -> str:
-        return "asyncio"
-
-    @pytest.fixture
-    async def adapter(
-        self, lease_stores: tuple[pr.plugin.LeaseStoreClient, pr.plugin.LeaseStoreClient]
-    ) -> AsyncIterator[FakeAdapter]:
-        async with FakeAdapter(lease_store=lease_stores[0]) as fake:
-            yield fake
-
-    @pytest.fixture
-    def harness(self) -> ConformanceHarness:
-        return StoreHarness()
+class TestConsulMembership(StoreMembershipConformance):
+    pass
 
 
 def test_the_token_is_secret_and_a_bad_prefix_is_refused_at_its_path() -> None:

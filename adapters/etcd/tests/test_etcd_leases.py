@@ -6,19 +6,15 @@ faults: an address nothing listens on, an etcd frozen mid-call.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import pytest
-from localstores import EtcdServer, StoreHarness, served_again
+from localstores import EtcdServer, StoreMembershipConformance, served_again
 
 import pando_runtime as pr
-from pando_runtime.testing import FakeAdapter
 from pando_runtime.testing.conformance import (
-    ConformanceHarness,
     LeaseStoreConformance,
-    MembershipConformance,
 )
 
 pytestmark = pytest.mark.anyio
@@ -34,21 +30,8 @@ class TestEtcdRules(LeaseStoreConformance):
     pass
 
 
-class TestEtcdMembership(MembershipConformance):
-    @pytest.fixture
-    def anyio_backend(self) -> str:
-        return "asyncio"
-
-    @pytest.fixture
-    async def adapter(
-        self, lease_stores: tuple[pr.plugin.LeaseStoreClient, pr.plugin.LeaseStoreClient]
-    ) -> AsyncIterator[FakeAdapter]:
-        async with FakeAdapter(lease_store=lease_stores[0]) as fake:
-            yield fake
-
-    @pytest.fixture
-    def harness(self) -> ConformanceHarness:
-        return StoreHarness()
+class TestEtcdMembership(StoreMembershipConformance):
+    pass
 
 
 def test_a_bad_address_or_prefix_is_refused_at_its_path() -> None:

@@ -7,21 +7,19 @@ faults: a server that refuses connections, a server frozen mid-call, a replica c
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 import psycopg
 import pytest
-from localstores import PostgresServer, StoreHarness, served_again
+from localstores import PostgresServer, StoreHarness, StoreMembershipConformance, served_again
 from pando_runtime_postgres import PostgresLeaseStore
 
 import pando_runtime as pr
 from pando_runtime.testing import FakeAdapter
 from pando_runtime.testing.conformance import (
-    ConformanceHarness,
     LeaseStoreConformance,
-    MembershipConformance,
 )
 
 pytestmark = pytest.mark.anyio
@@ -37,21 +35,8 @@ class TestPostgresRules(LeaseStoreConformance):
     pass
 
 
-class TestPostgresMembership(MembershipConformance):
-    @pytest.fixture
-    def anyio_backend(self) -> str:
-        return "asyncio"
-
-    @pytest.fixture
-    async def adapter(
-        self, lease_stores: tuple[pr.plugin.LeaseStoreClient, pr.plugin.LeaseStoreClient]
-    ) -> AsyncIterator[FakeAdapter]:
-        async with FakeAdapter(lease_store=lease_stores[0]) as fake:
-            yield fake
-
-    @pytest.fixture
-    def harness(self) -> ConformanceHarness:
-        return StoreHarness()
+class TestPostgresMembership(StoreMembershipConformance):
+    pass
 
 
 def test_the_store_is_listed_with_its_settings_and_its_password_is_secret() -> None:

@@ -8,7 +8,14 @@ Each can be frozen (SIGSTOP to it and every process it started) and thawed. Cons
 
 from __future__ import annotations
 
-from .kit import StoreHarness, served_again
+from .kit import StoreHarness, StoreMembershipConformance, served_again
 from .servers import EtcdServer, PostgresServer, StoreServerError
 
-__all__ = ["EtcdServer", "PostgresServer", "StoreHarness", "StoreServerError", "served_again"]
+__all__ = [
+    "EtcdServer",
+    "PostgresServer",
+    "StoreHarness",
+    "StoreMembershipConformance",
+    "StoreServerError",
+    "served_again",
+]

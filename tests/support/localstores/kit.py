@@ -7,22 +7,47 @@ so the tests the fake and Kubernetes pass run unchanged against each store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
+import pytest
 
 import pando_runtime as pr
-from pando_runtime.plugin import LeaseStore
-from pando_runtime.testing.conformance import FakeHarness
+from pando_runtime.plugin import LeaseStore, LeaseStoreClient
+from pando_runtime.testing import FakeAdapter
+from pando_runtime.testing.conformance import (
+    ConformanceHarness,
+    FakeHarness,
+    MembershipConformance,
+)
 
-__all__ = ["StoreHarness", "served_again"]
+__all__ = ["StoreHarness", "StoreMembershipConformance", "served_again"]
 
 
 class StoreHarness(FakeHarness):
     """The fake's hooks, waiting longer: every lease call is a real round trip."""
 
     timeout = 30.0
+
+
+class StoreMembershipConformance(MembershipConformance):
+    """The membership kit over the store of a ``lease_stores`` fixture (two of its clients)."""
+
+    @pytest.fixture
+    def anyio_backend(self) -> str:
+        return "asyncio"
+
+    @pytest.fixture
+    async def adapter(
+        self, lease_stores: tuple[LeaseStoreClient, LeaseStoreClient]
+    ) -> AsyncIterator[FakeAdapter]:
+        async with FakeAdapter(lease_store=lease_stores[0]) as fake:
+            yield fake
+
+    @pytest.fixture
+    def harness(self) -> ConformanceHarness:
+        return StoreHarness()
 
 
 async def served_again(store: LeaseStore, group: str, *, hang: float = 60.0) -> Sequence[Any]:

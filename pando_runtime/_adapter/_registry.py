@@ -88,6 +88,7 @@ def _loaded_version(info: AdapterInfo, factory: type[RuntimeAdapter]) -> Adapter
     declared = [v for v in (info.api_version, own) if declares_api_version(v)]
     if not declared:
         return _listed_version(info)
+    oldest = min(declared, key=_version_key)
     if len(set(declared)) > 1:
         _warn_once(
             info,
@@ -95,9 +96,9 @@ def _loaded_version(info: AdapterInfo, factory: type[RuntimeAdapter]) -> Adapter
             info.name,
             info.api_version,
             own,
-            min(declared, key=_version_key),
+            oldest,
         )
-    return attrs.evolve(info, api_version=min(declared, key=_version_key))
+    return attrs.evolve(info, api_version=oldest)
 
 
 def _version_key(version: str) -> tuple[int, int]:

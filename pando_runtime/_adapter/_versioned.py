@@ -73,8 +73,11 @@ class VersionedAdapter(DelegatingAdapter):
     def __init__(self, adapter: RuntimeAdapter, info: AdapterInfo) -> None:
         super().__init__(adapter)
         self._info = info
-        self._has = functools.partial(api_at_least, info.api_version)
         self._observe_takes_not_before = declares_parameter(adapter.observe, "not_before")
+        # What the plugin's minor could say, decided once (observe is a hot path).
+        self._confirms = self._observe_takes_not_before and api_at_least(info.api_version, "1.1")
+        self._reports_stopping = api_at_least(info.api_version, "1.3")
+        self._knows_isolation = api_at_least(info.api_version, "1.5")
 
     @property
     def info(self) -> AdapterInfo:
@@ -85,11 +88,11 @@ class VersionedAdapter(DelegatingAdapter):
         """The plugin's capabilities, less what its minor could not promise."""
         caps = await self.adapter.capabilities()
         changes: dict[str, Any] = {}
-        if not (self._has("1.1") and self._observe_takes_not_before):
+        if not self._confirms:
             changes["confirmed_observe"] = False
-        if not self._has("1.3"):
+        if not self._reports_stopping:
             changes["stopping_observed"] = False
-        if not self._has("1.5") and caps.isolation_class is IsolationClass.CONTAINER:
+        if not self._knows_isolation and caps.isolation_class is IsolationClass.CONTAINER:
             changes["isolation_class"] = IsolationClass.PROCESS
         return attrs.evolve(caps, **changes) if changes else caps
 
@@ -97,22 +100,25 @@ class VersionedAdapter(DelegatingAdapter):
 
     async def check_plan(self, plan: BundlePlan) -> None:
         """The contract's rules against the adapted capabilities, then the plugin's own."""
-        if not self._has("1.5"):
-            check_plan(plan, await self.capabilities())
+        await self._check_floor(plan)
         await self.adapter.check_plan(plan)
 
     async def apply(self, plan: BundlePlan) -> BundleHandle:
         """The plugin's apply, after the checks it could not make itself."""
-        if not self._has("1.5"):
-            check_plan(plan, await self.capabilities())
+        await self._check_floor(plan)
         return await self.adapter.apply(plan)
+
+    async def _check_floor(self, plan: BundlePlan) -> None:
+        """The plan against the adapted capabilities, for a plugin that never knew the floor."""
+        if not self._knows_isolation:
+            check_plan(plan, await self.capabilities())
 
     async def trial(self, request: TrialRequest) -> TrialResult:
         """The plugin's trial, after the isolation floor is checked against what it runs.
 
         A plugin that runs no trials says so itself (``CapabilityUnsupported``, ``trial_run``).
         """
-        if not self._has("1.5"):
+        if not self._knows_isolation:
             caps = await self.capabilities()
             if caps.trial_run:
                 raise_problems(validate_trial(request, caps), "trial")
@@ -124,7 +130,7 @@ class VersionedAdapter(DelegatingAdapter):
         self, ref: BundleRef, *, not_before: datetime | None = None
     ) -> ObservedBundle:
         """The plugin's answer, handed only what it declares, marked with what it cannot say."""
-        if not_before is not None and not (self._has("1.1") and self._observe_takes_not_before):
+        if not_before is not None and not self._confirms:
             raise CapabilityUnsupported(
                 Capability.CONFIRMED_OBSERVE,
                 f"adapter {self._info.name!r} was written for adapter API "
@@ -138,7 +144,7 @@ class VersionedAdapter(DelegatingAdapter):
             observed = await self.adapter.observe(ref, not_before=not_before)
         else:
             observed = await self.adapter.observe(ref)
-        if self._has("1.3"):
+        if self._reports_stopping:
             return observed
         return attrs.evolve(observed, stopping_reported=False)
 

@@ -15,7 +15,7 @@ from ..._contract._errors import PandoRuntimeError
 from ..._contract._observed import ObservedBundle
 from ..._contract._plans import BundlePlan, VolumePlan, WorkloadPlan
 from ..._contract._refs import BundleHandle, BundleRef, DestroyOptions, WorkloadRef
-from ..._contract._version import API_VERSION
+from ..._contract._version import API_VERSION, parse_api_version
 from ..._contract._volumes import VolumeHandle
 from ._harness import ConformanceHarness, HarnessCannot
 
@@ -50,10 +50,6 @@ def _gate_of(cls: type, test_name: str) -> tuple[Capability, ...]:
     return ()
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
-
-
 def _target_version(declared: str, asked: str | None) -> str:
     """The kit version a suite runs: ``asked`` (its ``conformance_version``) or ``declared``.
 
@@ -62,7 +58,7 @@ def _target_version(declared: str, asked: str | None) -> str:
     """
     if asked is None:
         return declared
-    if _version_key(asked) > _version_key(declared):
+    if parse_api_version(asked) > parse_api_version(declared):
         pytest.fail(
             f"conformance_version {asked} is above the adapter API version the adapter "
             f"declares ({declared}): it cannot promise what came later; lower "
@@ -265,7 +261,7 @@ class ConformanceBase:
         if name in self.xfail:
             request.applymarker(pytest.mark.xfail(reason=self.xfail[name], strict=True))
         marker = request.node.get_closest_marker("pando_since")
-        if marker and _version_key(marker.args[0]) > _version_key(target):
+        if marker and parse_api_version(marker.args[0]) > parse_api_version(target):
             pytest.skip(f"added in conformance {marker.args[0]}; the adapter targets {target}")
         caps = await adapter.capabilities()
         needed = [c for mark in request.node.iter_markers("pando_requires") for c in mark.args]

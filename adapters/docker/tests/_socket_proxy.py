@@ -8,19 +8,23 @@ test dials the proxy; :meth:`SocketProxy.cut` closes every open connection (the 
 or the SSH connection, really ends) and refuses new ones until :meth:`restore`, while the
 server keeps serving every other client. Half-closes are passed on, so exec's end of stdin
 crosses it. ``rewrite`` changes what the client sends on its way (an engine that ignores part
-of a request, as seen by the adapter).
+of a request, as seen by the adapter). Its unix connections are the adapter's own
+(``api/_unix.py``), and it accepts its own the same way: anyio's unix stream trips on a read
+cancelled as data arrives, which a cut does.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import anyio
-from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
+from anyio.abc import SocketStream, TaskGroup
+from pando_runtime_docker.api._unix import connect_unix
 
 
 class SocketProxy:
@@ -42,7 +46,7 @@ class SocketProxy:
         self.port = 0
         """The loopback port it listens on (TCP), once running."""
         self._scopes: set[anyio.CancelScope] = set()
-        self._dial = target if callable(target) else functools.partial(anyio.connect_unix, target)
+        self._dial = target if callable(target) else functools.partial(connect_unix, target)
 
     @classmethod
     def into_namespace(cls, engine: Any, address: str, port: int) -> SocketProxy:
@@ -88,16 +92,15 @@ class SocketProxy:
                 with contextlib.suppress(OSError, anyio.BrokenResourceError):
                     await client.aclose()
 
-    async def _listener(self) -> SocketListener:
+    def _listener(self) -> _Listener:
         if self.listen is not None:
-            return await anyio.create_unix_listener(self.listen)
-        multi = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        listener = multi.listeners[0]  # one address, so one listener (it can accept())
-        self.port = int(listener.extra(SocketAttribute.local_port))  # noqa: S610 - anyio
+            return _Listener(socket.AF_UNIX, str(self.listen))
+        listener = _Listener(socket.AF_INET, ("127.0.0.1", 0))
+        self.port = listener.port
         return listener
 
     async def _serve(self, group: TaskGroup, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        listener = await self._listener()
+        listener = self._listener()
         task_status.started()
         async with listener:
             while True:
@@ -126,3 +129,34 @@ async def _pump(
         pass
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         await sink.send_eof()
+
+
+class _Listener:
+    """A listening socket whose connections are streams as :func:`connect_unix` makes them."""
+
+    def __init__(self, family: socket.AddressFamily, address: str | tuple[str, int]) -> None:
+        self._socket = socket.socket(family, socket.SOCK_STREAM)
+        self._socket.setblocking(False)  # noqa: FBT003 - accepted after waiting
+        self._socket.bind(address)
+        self._socket.listen()
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (TCP)."""
+        return int(self._socket.getsockname()[1])
+
+    async def accept(self) -> SocketStream:
+        while True:
+            await anyio.wait_readable(self._socket)
+            try:
+                client, _ = self._socket.accept()
+            except BlockingIOError:  # another waiter took it
+                continue
+            client.setblocking(False)  # noqa: FBT003 - the stream wrapper wants it
+            return await SocketStream.from_socket(client)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self._socket.close()

@@ -1,6 +1,6 @@
 """Every Engine API call of one adapter: counted, versioned, with timeouts, on anyio.
 
-A thin layer over ``httpx`` (its ``AsyncHTTPTransport(uds=...)`` for a unix socket, an SSH
+A thin layer over ``httpx`` (over :mod:`._unix`'s connections for a unix socket, an SSH
 tunnel's included, and its TLS for ``tcp://``): it runs natively on asyncio and trio, so a
 cancelled call is really cancelled, a followed stream has no read timeout, and an exec's
 stdin can be half-closed (see ``docs/docker.md``). Where it connects is the
@@ -33,6 +33,7 @@ from ..endpoint import EngineLink, refused
 from ._answering import Answering, not_answering
 from ._errors import EngineError, unreachable
 from ._hijack import HijackedStream
+from ._unix import unix_transport
 from ._version import negotiate_version
 
 __all__ = ["EngineTransport", "TransportStats"]
@@ -91,8 +92,10 @@ class EngineTransport:
 
     def _new_client(self, timeout: httpx.Timeout | None = None) -> httpx.AsyncClient:
         link = self.link
-        transport = httpx.AsyncHTTPTransport(
-            uds=link.uds, verify=link.ssl_context, retries=0, trust_env=False
+        transport = (
+            unix_transport(link.uds, link.ssl_context)
+            if link.uds is not None
+            else httpx.AsyncHTTPTransport(verify=link.ssl_context, retries=0, trust_env=False)
         )
         return httpx.AsyncClient(
             transport=transport,

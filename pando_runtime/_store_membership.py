@@ -14,7 +14,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
 from ._contract._capabilities import Capability
 from ._contract._errors import CapabilityUnsupported, Problem
-from ._lease_stores import LeaseStoreSetting, lease_store_problems, load_lease_store
+from ._lease_stores import (
+    LeaseStoreClient,
+    LeaseStoreSetting,
+    lease_store_problems,
+    load_lease_store,
+)
 from ._replicas._membership import Membership
 from ._replicas._settings import MembershipSettings
 from ._replicas._slot import MembershipSlot
@@ -37,6 +42,8 @@ class StoreMembership:
         """The store the settings name; ``None``: no membership is offered."""
         self.slot = MembershipSlot()
         """The write guard: checks nothing until a membership is joined."""
+        self.store: LeaseStoreClient | None = None
+        """The store while a membership is joined (an adapter may keep more records there)."""
 
     def problems(self, where: str = "lease_store") -> list[Problem]:
         """What is wrong with the named store and its settings, each at its path under ``where``.
@@ -75,7 +82,11 @@ class StoreMembership:
         store = load_lease_store(named.kind, named.settings)
         joined = self.slot.join(store, replica, settings, bundles=bundles)
         async with contextlib.aclosing(store), joined as membership:
-            yield membership
+            self.store = store
+            try:
+                yield membership
+            finally:
+                self.store = None
 
     def writing(self, bundle_id: str) -> contextlib.AbstractAsyncContextManager[None]:
         """A write of ``bundle_id``: refused (:class:`NotOwner`) unless this replica owns it."""

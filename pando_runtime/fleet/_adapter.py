@@ -53,6 +53,7 @@ from ._member_set import MemberSet
 from ._members import BundleRecords, ConfiguredMembers, MemberSource, fleet_capabilities
 from ._members_file import MembersFile
 from ._placer import NewBundle, Placer
+from ._records import PlacementRecords
 
 __all__ = ["FleetAdapter"]
 
@@ -96,6 +97,9 @@ class FleetAdapter(RuntimeAdapter):
         self._source = made
         self.member_set = MemberSet(made, noun, lambda: self.config.answer_deadline)
         self.placer = Placer(self.member_set)
+        self.records = PlacementRecords(self.replicas)
+        """Where each app was first placed, in the store, while the membership is joined."""
+        self.placer.claim = self.records.claim
         self.noun = noun
         self._entered: contextlib.AsyncExitStack | None = None
         self.live: LiveFleet | None = None
@@ -273,6 +277,7 @@ class FleetAdapter(RuntimeAdapter):
                 await (await self.member_set.member(name)).destroy(ref, options)
                 if options is not None and not options.keep_volumes:
                     self.placer.forget(ref.bundle_id)  # nothing of it is left there
+                    await self.records.forget(ref.bundle_id)
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         """The workload's upstream from its member, computed (no I/O, as the contract says).

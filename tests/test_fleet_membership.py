@@ -20,7 +20,7 @@ import pytest
 from localstores import EtcdServer
 
 import pando_runtime as pr
-from pando_runtime.fleet import FleetAdapter, FleetMembers
+from pando_runtime.fleet import FLEET, FleetAdapter, FleetMembers
 from pando_runtime.plugin import DelegatingAdapter
 from pando_runtime.testing import FakeAdapter
 from pando_runtime.testing.conformance import (
@@ -97,6 +97,15 @@ def test_a_fleets_bad_store_is_refused_with_its_members_problems() -> None:
     paths = sorted(p.path for p in caught.value.problems)
     assert paths == ["lease_store.settings.table", "members['a'].settings.no_such_setting"]
     assert SECRET not in str(caught.value) + repr(caught.value.to_dict())
+
+
+
+def test_the_store_setting_is_described_to_host_uis_with_its_settings_write_only() -> None:
+    (store,) = [f for f in FLEET.config_fields if f.key == "lease_store"]
+    assert store.type == "object"
+    schema = FLEET.config_schema()["properties"]["lease_store"]["anyOf"][0]
+    assert schema["required"] == ["kind"]
+    assert schema["properties"]["settings"]["writeOnly"] is True
 
 
 class Gate(DelegatingAdapter):

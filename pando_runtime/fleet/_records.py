@@ -12,6 +12,7 @@ that removes the app's volumes deletes it.
 
 from __future__ import annotations
 
+from .._contract._errors import PandoRuntimeError
 from .._replicas._leases import LeaseConflict, LeaseRecord, LeaseStore, StoredLease
 from .._store_membership import StoreMembership
 from .._util._log import logger
@@ -79,13 +80,25 @@ class PlacementRecords:
         return found
 
     async def forget(self, bundle_id: str) -> None:
-        """Delete the record of ``bundle_id`` (destroyed with its volumes), if one is known."""
+        """Delete the record of ``bundle_id`` (destroyed with its volumes), if there is one.
+
+        A store that fails it fails no destroy (the app is gone from its member): a record
+        left behind only sends the app's next first deploy to the member it names.
+        """
         store = self._replicas.store
         if store is None:
             return
-        version = self._versions.pop(bundle_id, None)
-        if version is None:
-            found = await self._read(store, bundle_id)
-            version = self._versions.pop(bundle_id, None) if found else None
-        if version is not None:
-            await store.delete_lease(PLACEMENTS, bundle_id, version=version)
+        try:
+            version = self._versions.pop(bundle_id, None)
+            if version is None:
+                found = await self._read(store, bundle_id)
+                version = self._versions.pop(bundle_id, None) if found else None
+            if version is not None:
+                await store.delete_lease(PLACEMENTS, bundle_id, version=version)
+        except PandoRuntimeError as error:
+            log.warning(
+                "the placement record of %s stays in the store: %s",
+                bundle_id,
+                error.message,
+                extra={"bundle_id": bundle_id},
+            )

@@ -16,13 +16,14 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from ._contract._errors import NotFound, PandoRuntimeError
+from ._contract._errors import InvalidConfig, NotFound, PandoRuntimeError, Problem
 from ._contract._version import API_VERSION, api_compatible
 from ._input._config import (
     ConfigField,
     EmptyConfig,
     config_fields,
     config_json_schema,
+    setting,
     structure_config,
 )
 from ._plugins._kinds import PluginKind, install_hint
@@ -33,8 +34,10 @@ __all__ = [
     "LeaseStoreClient",
     "LeaseStoreInfo",
     "LeaseStoreNotInstalled",
+    "LeaseStoreSetting",
     "UnknownLeaseStore",
     "available_lease_stores",
+    "lease_store_problems",
     "load_lease_store",
     "register_lease_store",
 ]
@@ -162,6 +165,12 @@ def load_lease_store(
         InvalidConfig: ``settings`` have unknown keys, wrong types or numbers out of range;
             each is named (a secret's value never is).
     """
+    info, structured = _structured(name, settings)
+    return _made(name, info, structured)
+
+
+def _structured(name: str, settings: Mapping[str, Any] | Any | None) -> tuple[LeaseStoreInfo, Any]:
+    """The store's info and its settings structured (its factory not imported yet)."""
     info = LEASE_STORES.find(name)
     if why := _incompatibility(info):
         raise LeaseStoreNotInstalled(
@@ -170,8 +179,47 @@ def load_lease_store(
             details={"lease_store": name, "api_version": info.api_version},
         )
     structured = structure_config(info.config_class, settings, what=f"{name} lease store settings")
+    return info, structured
+
+
+def _made(name: str, info: LeaseStoreInfo, structured: Any) -> LeaseStoreClient:
     store = LEASE_STORES.import_factory(name, info)(structured)
     if not isinstance(store, LeaseStoreClient):
         msg = f"{info.factory!r} did not return a lease store (list, write, delete, aclose)"
         raise LeaseStoreNotInstalled(msg, details={"lease_store": name})
     return store
+
+
+@attrs.frozen(kw_only=True)
+class LeaseStoreSetting:
+    """A lease store named in an adapter's settings: its kind and the store's own settings.
+
+    An adapter whose runtime has no lease API of its own (Docker, a fleet) takes one as its
+    ``lease_store`` setting and offers ``membership`` over it (:class:`StoreMembership`).
+    ``settings`` are masked in ``repr``: they may hold a password.
+    """
+
+    kind: str = setting(help="The lease store, by its registered name ('postgres', 'etcd'...).")
+    settings: dict[str, Any] = setting(
+        factory=dict,
+        secret=True,
+        help="The store's own settings, as load_lease_store takes them.",
+    )
+
+
+def lease_store_problems(named: LeaseStoreSetting, where: str = "lease_store") -> list[Problem]:
+    """What is wrong with a store named in settings, each problem at its path under ``where``.
+
+    No I/O, and no store code imported beyond its light :class:`LeaseStoreInfo`. A setting's
+    value is never quoted (the store's checks name a secret's path, never its value).
+    """
+    try:
+        _structured(named.kind, named.settings)
+    except (UnknownLeaseStore, LeaseStoreNotInstalled) as error:
+        return [Problem(f"{where}.kind", error.message, "unknown")]
+    except InvalidConfig as error:
+        base = f"{where}.settings"
+        return [
+            attrs.evolve(p, path=f"{base}.{p.path}" if p.path else base) for p in error.problems
+        ]
+    return []

@@ -69,6 +69,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         LEASE_STORE_ENTRY_POINT_GROUP,
         LeaseStoreClient,
         LeaseStoreInfo,
+        LeaseStoreSetting,
         register_lease_store,
     )
     from ._replicas._leases import (
@@ -81,6 +82,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     )
     from ._replicas._settings import validate_membership
     from ._replicas._slot import MembershipSlot
+    from ._store_membership import StoreMembership
 
 # Every public name of this namespace, by the private module that defines it.
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -117,8 +119,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "LEASE_STORE_ENTRY_POINT_GROUP",
         "LeaseStoreClient",
         "LeaseStoreInfo",
+        "LeaseStoreSetting",
         "register_lease_store",
     ),
+    "_store_membership": ("StoreMembership",),
     "_replicas._settings": ("validate_membership",),
     "_adapter._registry": ("ENTRY_POINT_GROUP", "register_adapter"),
     "_adapter._scope": ("in_read_scope", "read_scope", "scoped_read"),
@@ -166,10 +170,12 @@ __all__ = [
     "LeaseStore",
     "LeaseStoreClient",
     "LeaseStoreInfo",
+    "LeaseStoreSetting",
     "MembershipSlot",
     "MemoryByteReceiveStream",
     "MemoryByteSendStream",
     "ObservableApi",
+    "StoreMembership",
     "StoredLease",
     "VersionedAdapter",
     "api_compatible",

@@ -177,8 +177,8 @@ def _json_type(annotation: Any) -> dict[str, Any]:
             return {"anyOf": [schema, {"type": "null"}]}
         return schema
     simple = {str: "string", int: "integer", float: "number", bool: "boolean"}
-    if annotation in simple:
-        return {"type": simple[annotation]}
+    if annotation in simple or (isinstance(annotation, type) and attrs.has(annotation)):
+        return _leaf_type(annotation, simple)
     if origin in (list, tuple, set, frozenset, typing.Sequence):
         return {"type": "array", "items": _json_type(args[0]) if args else {}}
     if origin in (dict, Mapping, typing.Mapping):
@@ -187,6 +187,14 @@ def _json_type(annotation: Any) -> dict[str, Any]:
             "additionalProperties": _json_type(args[1]) if len(args) > 1 else {},
         }
     return {}
+
+
+def _leaf_type(annotation: Any, simple: Mapping[Any, str]) -> dict[str, Any]:
+    """A plain type's schema, or a nested settings class's (``LeaseStoreSetting``)."""
+    if annotation in simple:
+        return {"type": simple[annotation]}
+    nested = config_json_schema(annotation)
+    return {k: v for k, v in nested.items() if k not in ("$schema", "title")}
 
 
 def _type_name(schema: Mapping[str, Any]) -> str:

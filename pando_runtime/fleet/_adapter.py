@@ -28,6 +28,7 @@ from .._contract._edge import EdgePlan, EdgeState
 from .._contract._errors import (
     AdapterUnavailable,
     CapabilityUnsupported,
+    InvalidConfig,
     InvalidInput,
     NotFound,
     Problem,
@@ -41,6 +42,9 @@ from .._contract._refs import BundleHandle, BundleRef, DestroyOptions, Upstream,
 from .._contract._trial import TrialRequest, TrialResult
 from .._contract._volumes import VolumeHandle, VolumeRequest
 from .._input._validation import check_plan, validate_trial
+from .._replicas._membership import Membership
+from .._replicas._settings import MembershipSettings
+from .._store_membership import StoreMembership
 from .._util._log import logger
 from ._events import merged_events
 from ._info import FLEET, FLEET_DESCRIPTION, FleetConfig
@@ -49,6 +53,7 @@ from ._member_set import MemberSet
 from ._members import BundleRecords, ConfiguredMembers, MemberSource, fleet_capabilities
 from ._members_file import MembersFile
 from ._placer import NewBundle, Placer
+from ._records import PlacementRecords
 
 __all__ = ["FleetAdapter"]
 
@@ -78,8 +83,12 @@ class FleetAdapter(RuntimeAdapter):
         noun: str = "member",
     ) -> None:
         super().__init__({"members": {}} if config is None and source is not None else config)
+        self.replicas = StoreMembership(self.config.lease_store)
+        """Host replicas over the lease store the settings name, and the write guard."""
         made: MemberSource
         if source is not None:
+            if problems := self.replicas.problems():  # the settings' members check it otherwise
+                raise InvalidConfig("the fleet's settings are not valid", problems)
             made = source
         elif self.config.members_file is not None:
             made = MembersFile(self.config)
@@ -88,6 +97,9 @@ class FleetAdapter(RuntimeAdapter):
         self._source = made
         self.member_set = MemberSet(made, noun, lambda: self.config.answer_deadline)
         self.placer = Placer(self.member_set)
+        self.records = PlacementRecords(self.replicas)
+        """Where each app was first placed, in the store, while the membership is joined."""
+        self.placer.claim = self.records.claim
         self.noun = noun
         self._entered: contextlib.AsyncExitStack | None = None
         self.live: LiveFleet | None = None
@@ -153,6 +165,15 @@ class FleetAdapter(RuntimeAdapter):
         """The member of each new bundle this process placed and still holds room for."""
         return self.placer.placements_in_flight()
 
+    def membership(
+        self, replica: str, settings: MembershipSettings | None = None
+    ) -> contextlib.AbstractAsyncContextManager[Membership]:
+        """Join the host's replicas over the ``lease_store`` setting's store (gate: ``membership``).
+
+        One membership for every member, guarding the fleet's writes (``docs/replicas.md``).
+        """
+        return self.replicas.join(replica, settings, bundles=self.held_bundles)
+
     # -- identity & health ------------------------------------------------------------------
 
     async def capabilities(self) -> RuntimeCapabilities:
@@ -164,9 +185,12 @@ class FleetAdapter(RuntimeAdapter):
         fleet = await self.member_set.fleet()
         each = await self.member_set.capabilities()
         if len(fleet.adapters) == 1:
-            return next(iter(each.values()))
-        placing = [n for n in fleet.adapters if n not in fleet.closed and n in each]
-        return fleet_capabilities(each, fleet.control, placing)
+            found = next(iter(each.values()))
+        else:
+            placing = [n for n in fleet.adapters if n not in fleet.closed and n in each]
+            found = fleet_capabilities(each, fleet.control, placing)
+        # the fleet's own: its members' memberships are not joined through it
+        return attrs.evolve(found, membership=self.replicas.named is not None)
 
     async def health_check(self) -> None:
         """Every member's health check; a failure names each member that failed."""
@@ -203,7 +227,8 @@ class FleetAdapter(RuntimeAdapter):
     async def apply(self, plan: BundlePlan) -> BundleHandle:
         """Converge the bundle on its member; a new one is placed first (see the module)."""
         await self.check_plan(plan)
-        name, handle = await self.placer.write(NewBundle.of(plan), lambda m: m.apply(plan))
+        async with self.replicas.writing(plan.bundle_id):
+            name, handle = await self.placer.write(NewBundle.of(plan), lambda m: m.apply(plan))
         return BundleHandle(
             bundle_id=plan.bundle_id,
             handle=f"{name}/{handle.handle}",
@@ -241,15 +266,18 @@ class FleetAdapter(RuntimeAdapter):
 
     async def stop(self, ref: BundleRef) -> None:
         """Stop the bundle on its member."""
-        await (await self.placer.member_of(ref.bundle_id)).stop(ref)
+        async with self.replicas.writing(ref.bundle_id):
+            await (await self.placer.member_of(ref.bundle_id)).stop(ref)
 
     async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
         """Remove the bundle from its member (nothing to do when it is nowhere)."""
-        name = await self.placer.locate(ref.bundle_id)
-        if name is not None:
-            await (await self.member_set.member(name)).destroy(ref, options)
-            if options is not None and not options.keep_volumes:
-                self.placer.forget(ref.bundle_id)  # nothing of it is left there
+        async with self.replicas.writing(ref.bundle_id):
+            name = await self.placer.locate(ref.bundle_id)
+            if name is not None:
+                await (await self.member_set.member(name)).destroy(ref, options)
+                if options is not None and not options.keep_volumes:
+                    self.placer.forget(ref.bundle_id)  # nothing of it is left there
+                    await self.records.forget(ref.bundle_id)
 
     def upstream(self, ref: WorkloadRef, port: int) -> Upstream:
         """The workload's upstream from its member, computed (no I/O, as the contract says).

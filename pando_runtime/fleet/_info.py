@@ -9,6 +9,7 @@ import attrs
 from .._adapter._info import AdapterInfo
 from .._contract._version import API_VERSION
 from .._input._config import setting
+from .._lease_stores import LeaseStoreSetting
 
 __all__ = ["FLEET", "FLEET_DESCRIPTION", "FleetConfig", "MemberConfig"]
 
@@ -75,6 +76,13 @@ class FleetConfig:
         exclusive_minimum=0,
         help="Seconds a member that joins (or a member's new definition) has to start before "
         "it counts as silent (joined) or is dropped (a replacement: the old one serves on).",
+    )
+
+    lease_store: LeaseStoreSetting | None = setting(
+        default=None,
+        help="A lease store for several host replicas of the fleet ({kind: 'postgres' | "
+        "'etcd' | 'consul' | a plugin, settings: the store's own}): the fleet then offers "
+        "membership over it, one for every member. Unset: no membership.",
     )
 
 

@@ -26,6 +26,7 @@ from .._contract._errors import (
     Problem,
     UnknownAdapter,
 )
+from .._lease_stores import lease_store_problems
 from ._info import FleetConfig
 from ._placement import BundleRequests
 
@@ -154,14 +155,7 @@ class ConfiguredMembers:
             except (UnknownAdapter, AdapterNotInstalled, IncompatibleAdapter) as error:
                 problems.append(Problem(f"{where}.adapter", error.message, "unknown"))
                 remedies.append(error.remedy)
-        problems += _same_runtime(adapters)
-        if config.control is not None and config.control not in config.members:
-            names = ", ".join(config.members) or "none"
-            problems.append(Problem("control", f"not a member (members: {names})", "unknown"))
-        if not any(m.place_new_apps for m in config.members.values()) and config.members:
-            problems.append(
-                Problem("members", "no member takes new apps (place_new_apps)", "invalid")
-            )
+        problems += _same_runtime(adapters) + _fleet_problems(config)
         if problems:
             remedies = list(dict.fromkeys(remedies))
             raise InvalidConfig(
@@ -174,6 +168,19 @@ class ConfiguredMembers:
             control=config.control or next(iter(adapters)),
             closed=frozenset(n for n, m in config.members.items() if not m.place_new_apps),
         )
+
+
+def _fleet_problems(config: FleetConfig) -> list[Problem]:
+    """What is wrong with the fleet's own settings: its control member, its lease store."""
+    problems = []
+    if config.control is not None and config.control not in config.members:
+        names = ", ".join(config.members) or "none"
+        problems.append(Problem("control", f"not a member (members: {names})", "unknown"))
+    if not any(m.place_new_apps for m in config.members.values()) and config.members:
+        problems.append(Problem("members", "no member takes new apps (place_new_apps)", "invalid"))
+    if config.lease_store is not None:
+        problems += lease_store_problems(config.lease_store)
+    return problems
 
 
 def _same_runtime(adapters: Mapping[str, RuntimeAdapter]) -> list[Problem]:

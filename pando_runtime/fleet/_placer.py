@@ -98,6 +98,9 @@ class Placer:
         self._deciding = anyio.Lock()
         """One placement decision at a time: each sees the ones before it reserved."""
         self.reservations = Reservations()
+        self.claim: Callable[[str, str, frozenset[str]], Awaitable[str]] | None = None
+        """Where a bundle found nowhere goes, given the member chosen for it and the fleet's
+        members: the chosen one, or another replica's earlier choice (``PlacementRecords``)."""
 
     # -- finding ----------------------------------------------------------------------------
 
@@ -248,7 +251,7 @@ class Placer:
             name, silent = await self.find(bundle_id)
             placing = name is None
             if name is None:
-                name = await self.home_for_new(new, silent)
+                name = await self._claimed(bundle_id, await self.home_for_new(new, silent))
             try:
                 member = await self.members.member(name)
                 written = await write(member)
@@ -263,6 +266,20 @@ class Placer:
             if placing and not isinstance(member, RequestsView):
                 self.reservations.release(bundle_id)  # its room counts it from now on
         return name, written
+
+    async def _claimed(self, bundle_id: str, chosen: str) -> str:
+        """``chosen``, or the member another replica recorded first (its room released here)."""
+        if self.claim is None:
+            return chosen
+        try:
+            adapters = (await self.members.fleet()).adapters
+            name = await self.claim(bundle_id, chosen, frozenset(adapters))
+        except BaseException:
+            self.reservations.release(bundle_id)
+            raise
+        if name != chosen:
+            self.reservations.release(bundle_id)  # its member counts it once it holds it
+        return name
 
     def placements_in_flight(self) -> dict[str, str]:
         """The member of each new bundle this process placed and still holds room for.

@@ -36,6 +36,8 @@ from pando_runtime import (
     InvalidConfig,
     LogOptions,
     LogRetention,
+    Membership,
+    MembershipSettings,
     ObservedBundle,
     RuntimeAdapter,
     RuntimeCapabilities,
@@ -50,6 +52,7 @@ from pando_runtime import (
 from pando_runtime.fleet import BundleRequests
 from pando_runtime.plugin import (
     APP_CAPABILITIES,
+    StoreMembership,
     raise_problems,
     validate_exec_request,
     validate_trial,
@@ -104,7 +107,10 @@ class DockerAdapter(RuntimeAdapter):
     def __init__(self, config: Mapping[str, Any] | DockerConfig | None = None) -> None:
         super().__init__(config)
         cfg: DockerConfig = self.config
+        self.replicas = StoreMembership(cfg.lease_store)
+        """Host replicas over the lease store the settings name, and the write guard."""
         endpoint, problems = config_problems(cfg)
+        problems += self.replicas.problems()
         if problems or endpoint is None:
             raise InvalidConfig(
                 "invalid Docker adapter settings",
@@ -301,6 +307,7 @@ class DockerAdapter(RuntimeAdapter):
             private_network=self.private is not None,
             default_capabilities=APP_CAPABILITIES,
             grantable_capabilities=GRANTABLE_CAPABILITIES,
+            membership=self.replicas.named is not None,
         )
 
     # -- bundles -------------------------------------------------------------------------------
@@ -314,11 +321,12 @@ class DockerAdapter(RuntimeAdapter):
         """Converge the daemon onto ``plan``: re-applying the same plan makes no call."""
         await self.check_plan(plan)
         await self._ready()
-        await self._capacity.check_fits(plan)
-        await self._volumes.ensure_for_plan(plan)
-        handle = await self.egress.apply(plan)
-        if self.private is not None:
-            await self.private.sync(plan)
+        async with self.replicas.writing(plan.bundle_id):
+            await self._capacity.check_fits(plan)
+            await self._volumes.ensure_for_plan(plan)
+            handle = await self.egress.apply(plan)
+            if self.private is not None:
+                await self.private.sync(plan)
         return handle
 
     async def observe(
@@ -336,17 +344,31 @@ class DockerAdapter(RuntimeAdapter):
     async def stop(self, ref: BundleRef) -> None:
         """Stop every running workload; containers, logs and the network are kept."""
         await self._ready()
-        await self._bundles.stop(ref)
+        async with self.replicas.writing(ref.bundle_id):
+            await self._bundles.stop(ref)
 
     async def destroy(self, ref: BundleRef, options: DestroyOptions | None = None) -> None:
         """Remove the bundle's containers and network; its volumes only when asked."""
         await self._ready()
         options = options or DestroyOptions()
-        await self.egress.destroy(ref, options)
-        if self.private is not None:
-            await self.private.release(ref.bundle_id)
-        if not options.keep_volumes:
-            await self._volumes.destroy_bundle_volumes(ref.bundle_id)
+        async with self.replicas.writing(ref.bundle_id):
+            await self.egress.destroy(ref, options)
+            if self.private is not None:
+                await self.private.release(ref.bundle_id)
+            if not options.keep_volumes:
+                await self._volumes.destroy_bundle_volumes(ref.bundle_id)
+
+    # -- host replicas -------------------------------------------------------------------------
+
+    def membership(
+        self, replica: str, settings: MembershipSettings | None = None
+    ) -> contextlib.AbstractAsyncContextManager[Membership]:
+        """Join the host's replicas over the ``lease_store`` setting's store (``docs/replicas.md``).
+
+        Every replica's adapter names the same engine, owner and store; the engine fences
+        nothing, so a write is refused in the replica that does not own the bundle.
+        """
+        return self.replicas.join(replica, settings, bundles=self.held_bundles)
 
     # -- where bundles are (what a fleet asks of its members) ---------------------------------
 

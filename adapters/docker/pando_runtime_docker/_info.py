@@ -12,7 +12,7 @@ import enum
 import attrs
 
 from pando_runtime import AdapterInfo
-from pando_runtime.plugin import setting
+from pando_runtime.plugin import LeaseStoreSetting, setting
 
 __all__ = [
     "ADAPTER",
@@ -279,6 +279,15 @@ class DockerConfig:
         help="Seconds between the cache's probes of the daemon (GET /_ping): 60 / this probes "
         "a minute per engine. Keep it well under cache_max_staleness: an idle view is "
         "confirmed by these probes alone.",
+    )
+
+    # -- host replicas (docs/replicas.md) --------------------------------------------------
+    lease_store: LeaseStoreSetting | None = setting(
+        default=None,
+        help="A lease store for several host replicas ({kind: 'postgres' | 'etcd' | 'consul' "
+        "| a plugin, settings: the store's own}): the adapter then offers membership over it. "
+        "The engine fences nothing: a replica's writes are refused in the replica, never by "
+        "the engine. Unset: no membership (one host process per owner).",
     )
 
 

@@ -50,7 +50,11 @@ ANN_NAME = "pando.dev/lease-name"
 ANN_RENEWALS = "pando.dev/renewals"
 ANN_DURATION = "pando.dev/lease-duration"
 ANN_VIEW = "pando.dev/members"
-_PREFIX = {"members": "pando-replica-", "singletons": "pando-singleton-"}
+_PREFIX = {
+    "members": "pando-replica-",
+    "singletons": "pando-singleton-",
+    "placements": "pando-placement-",  # a fleet's placement records, when this is its store
+}
 
 
 def lease_object(namespace: str, group: str, name: str, record: LeaseRecord) -> dict[str, Any]:

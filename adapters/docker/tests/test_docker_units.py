@@ -1,5 +1,5 @@
-"""Pure logic of the Docker adapter: version rules, frames, the spec hash, names, events, the
-image streams' errors (as newer engines and the containerd image store write them)."""
+"""Pure logic of the Docker adapter: version rules, frames, the spec hash, names, events, pull
+errors and image IDs (as newer engines and the containerd image store write them)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from pando_runtime_docker.api import (
     progress_error,
 )
 from pando_runtime_docker.cache import parse_event, parse_time, view_from_inspect
-from pando_runtime_docker.features._image_import import loaded_references
 from pando_runtime_docker.manifests import (
     LogCap,
     Naming,
@@ -346,20 +345,6 @@ def test_a_progress_error_is_read_from_error_detail_first(
     message: dict[str, object], reason: str | None
 ) -> None:
     assert progress_error(message) == reason
-
-
-def test_a_load_that_could_not_unpack_fails_inside_a_successful_answer() -> None:
-    # As the containerd image store answers (200, one stream line for the failure).
-    answer = (
-        '{"stream":"Loaded image: pando.test/app:1\\n"}\r\n'
-        '{"stream":"Error unpacking image pando.test/app:1: failed to extract layer '
-        'sha256:5b21fa92fbc3: permission denied\\n"}\r\n'
-    )
-    with pytest.raises(pr.AdapterFailed) as caught:
-        loaded_references(answer, 1024)
-    assert "permission denied" in caught.value.message
-    assert caught.value.details["loaded"] == ["pando.test/app:1"]
-    assert loaded_references(answer.splitlines()[0], 1024) == ["pando.test/app:1"]
 
 
 def test_image_ids_have_one_form_whatever_the_store_wrote() -> None:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from ._adapter._scope import in_read_scope, read_scope, scoped_read
     from ._adapter._squid import squid_config
     from ._adapter._versioned import VersionedAdapter
+    from ._contract._capabilities import runtime_sandbox
     from ._contract._capacity import roomiest
     from ._contract._privileges import APP_CAPABILITIES
     from ._contract._streams import (
@@ -93,6 +94,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ApiStateSource",
         "ObservableApi",
     ),
+    "_contract._capabilities": ("runtime_sandbox",),
     "_contract._capacity": ("roomiest",),
     "_input._config": ("ConfigField", "EmptyConfig", "setting"),
     "_adapter._coverage": ("CONTRACT_DEFAULTS", "contract_methods", "missing_contract_methods"),
@@ -194,6 +196,7 @@ __all__ = [
     "register_adapter",
     "register_lease_store",
     "roomiest",
+    "runtime_sandbox",
     "scoped_read",
     "setting",
     "split_socket_tables",

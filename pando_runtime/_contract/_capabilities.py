@@ -8,6 +8,7 @@ capability it lacks raises :class:`CapabilityUnsupported` naming it.
 from __future__ import annotations
 
 import enum
+from typing import Literal
 
 import attrs
 
@@ -20,6 +21,7 @@ __all__ = [
     "IsolationClass",
     "LogRetention",
     "RuntimeCapabilities",
+    "runtime_sandbox",
 ]
 
 
@@ -34,6 +36,26 @@ class IsolationClass(enum.IntEnum):
     SANDBOXED = 20
     VM = 30
     DEDICATED_HOST = 40
+
+
+def runtime_sandbox(name: str | None) -> Literal["gvisor", "kata"] | None:
+    """The sandbox an app gets from the runtime of this name: ``"gvisor"``, ``"kata"`` or None.
+
+    One rule for every adapter, read from the name alone: a Docker OCI runtime (``runsc``,
+    ``runsc-kvm``, ``kata-fc``), a Kubernetes RuntimeClass handler (``gvisor``, ``kata-qemu``) or
+    a containerd shim (``io.containerd.runsc.v1``, ``io.containerd.kata-qemu.v2``); case is
+    ignored. gVisor is ``runsc``, ``runsc-*`` or ``gvisor*``; Kata is ``kata*``. An app run under
+    such a runtime is :attr:`IsolationClass.SANDBOXED`; under any other (``None``: the
+    default), a container.
+    """
+    base = (name or "").lower()
+    if base.startswith("io.containerd."):  # a shim: io.containerd.<runtime>.<version>
+        base = base.removeprefix("io.containerd.").rpartition(".")[0]
+    if base == "runsc" or base.startswith(("runsc-", "gvisor")):
+        return "gvisor"
+    if base.startswith("kata"):
+        return "kata"
+    return None
 
 
 class ImageDelivery(enum.StrEnum):

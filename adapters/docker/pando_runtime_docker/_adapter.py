@@ -72,6 +72,7 @@ from .features import (
     EgressBundles,
     EgressGuard,
     EngineCapacity,
+    EngineFirewall,
     EngineUsage,
     HeldBundles,
     ImageImport,
@@ -143,6 +144,10 @@ class DockerAdapter(RuntimeAdapter):
             if cfg.egress_guard_image
             else None
         )
+        self.firewall = EngineFirewall(
+            self.transport, self.egress_guard, gateway=cfg.egress_gateway_image is not None
+        )
+        """Which firewall the engine has, as far as the guard and restricted egress need it."""
         # Exposed ports alone are open to the host (its namespace) and the edges: rules the
         # guard's helper writes; a proxy_container on the bundle networks would pass them.
         self.private = (
@@ -276,10 +281,15 @@ class DockerAdapter(RuntimeAdapter):
     # -- identity & health ---------------------------------------------------------------------
 
     async def health_check(self) -> None:
-        """The daemon answers, speaks API 1.41 or newer, and has the runtimes named."""
+        """The daemon answers, speaks API 1.41 or newer, and has the runtimes named.
+
+        And a firewall the egress guard can write its rules with, when ``egress_guard_image``
+        is set (``EngineFirewall.check``).
+        """
         await self.transport.version()
         await self.transport.ping()
         await self.runtimes.check_listed()
+        await self.firewall.check()
 
     async def capabilities(self) -> RuntimeCapabilities:
         """What this adapter does today; everything else is declared unsupported.
@@ -287,6 +297,7 @@ class DockerAdapter(RuntimeAdapter):
         The class and the trials' observation follow the runtimes (``OciRuntimes.sandboxes``).
         """
         observes = not self.runtimes.sandboxes
+        ruled = not self.firewall.refuses_rules
         return RuntimeCapabilities(
             isolation_class=self.runtimes.isolation_class,
             exec=True,
@@ -301,10 +312,10 @@ class DockerAdapter(RuntimeAdapter):
             write_observation=observes,
             image_delivery=(ImageDelivery.IMPORT, ImageDelivery.REGISTRY),
             log_retention=LogRetention(supports_size_cap=True, min_bytes=1024),
-            egress_restriction=self.egress.enabled,
-            egress_host_names=self.egress.enabled,
+            egress_restriction=self.egress.enabled and ruled,
+            egress_host_names=self.egress.enabled and ruled,
             edge=True,
-            private_network=self.private is not None,
+            private_network=self.private is not None and ruled,
             default_capabilities=APP_CAPABILITIES,
             grantable_capabilities=GRANTABLE_CAPABILITIES,
             membership=self.replicas.named is not None,
@@ -314,6 +325,7 @@ class DockerAdapter(RuntimeAdapter):
 
     async def check_plan(self, plan: BundlePlan) -> None:
         """The contract's rules and this adapter's, in one pass; writes nothing."""
+        self.firewall.check_plan(plan)
         problems = validate_plan(plan, await self.capabilities()) + docker_problems(plan)
         raise_problems(problems, f"plan for bundle {plan.bundle_id!r}")
 

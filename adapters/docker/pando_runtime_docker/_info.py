@@ -194,13 +194,14 @@ class DockerConfig:
     oci_runtime: str | None = setting(
         default=None,
         help="The OCI runtime every app container runs under, by the name the daemon lists "
-        "it ('docker info': runc, runsc, kata...). Unset: the daemon's default. runsc "
-        "(gVisor) or kata* makes every app sandboxed (isolation_class 'sandboxed'). Checked "
-        "by the health check and after every create (docs/docker.md, Sandboxed apps).",
+        "it ('docker info': runc, runsc, kata...). Unset: the daemon's default. runsc, "
+        "runsc-*, gvisor* (gVisor) or kata* makes every app sandboxed (isolation_class "
+        "'sandboxed'). Checked by the health check and after every create (docs/docker.md, "
+        "Sandboxed apps).",
     )
     sandbox_runtime: str | None = setting(
         default=None,
-        help="A sandboxing runtime (runsc, runsc-*, kata*) the daemon lists, beside "
+        help="A sandboxing runtime (runsc, runsc-*, gvisor*, kata*) the daemon lists, beside "
         "oci_runtime: plans and trials asking for isolation 'sandboxed' run under it, the "
         "others stay on oci_runtime.",
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -138,6 +139,24 @@ def logged_names(log: Path) -> set[str]:
     from localdocker.dns import read_log  # noqa: PLC0415 - only with the harness
 
     return {entry["name"] for entry in read_log(log)}
+
+
+FIRST_FIXED_MAJOR = 26
+_DNS_LEAK_FIXED = {23: (23, 0, 11), 25: (25, 0, 5)}
+"""CVE-2024-29018 (an internal network's lookups leave through a loopback resolver): fixed in
+23.0.11, 25.0.5 and 26.0; never in 24 nor before 23."""
+
+
+def engine_leaks_internal_lookups(engine: Any) -> bool:
+    """Whether the engine's embedded DNS forwards an ``internal`` network's lookups from the
+    daemon's namespace when its resolver is on loopback (CVE-2024-29018), by its version."""
+    text = str(engine.api.version()["Version"])  # "20.10.24+dfsg1", "28.5.2", "29.0.0-rc.1"
+    release = re.match(r"\d+(\.\d+)*", text)
+    assert release is not None, text
+    version = tuple(int(part) for part in release[0].split(".")[:3])
+    if version[0] >= FIRST_FIXED_MAJOR:
+        return False
+    return version < _DNS_LEAK_FIXED.get(version[0], (version[0] + 1,))
 
 
 async def lookup_on_a_new_network(harness: DockerHarness, name: str, *, internal: bool) -> None:

@@ -1,4 +1,5 @@
-"""Pure logic of the Docker adapter: version rules, frames, the spec hash, names, events."""
+"""Pure logic of the Docker adapter: version rules, frames, the spec hash, names, events, pull
+errors and image IDs (as newer engines and the containerd image store write them)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from datetime import UTC, datetime
 import attrs
 import pytest
 from pando_runtime_docker import DockerAdapter
-from pando_runtime_docker.api import FrameDecoder, StreamKind, negotiate_version
+from pando_runtime_docker.api import (
+    FrameDecoder,
+    StreamKind,
+    image_id,
+    negotiate_version,
+    progress_error,
+)
 from pando_runtime_docker.cache import parse_event, parse_time, view_from_inspect
 from pando_runtime_docker.manifests import (
     LogCap,
@@ -319,3 +326,30 @@ def test_runtime_settings_are_checked_and_each_plan_gets_the_weakest_that_meets_
     assert only.for_isolation(pr.IsolationClass.PROCESS) == "kata-qemu"
     plain = DockerAdapter({"host": "unix:///nowhere.sock", "oci_runtime": "crun"}).runtimes
     assert plain.isolation_class is pr.IsolationClass.CONTAINER
+
+
+# -- image streams and IDs -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        ({"errorDetail": {"message": "denied"}, "error": "old words"}, "denied"),
+        ({"errorDetail": {"message": "denied"}}, "denied"),  # without the deprecated field
+        ({"error": "denied"}, "denied"),  # an engine that sends only the old field
+        ({"errorDetail": {}}, "the daemon reported an error it did not describe"),
+        ({"status": "Downloading", "progressDetail": {"current": 1}}, None),
+    ],
+)
+def test_a_progress_error_is_read_from_error_detail_first(
+    message: dict[str, object], reason: str | None
+) -> None:
+    assert progress_error(message) == reason
+
+
+def test_image_ids_have_one_form_whatever_the_store_wrote() -> None:
+    hex_id = "ab" * 32
+    for written in (f"sha256:{hex_id}", hex_id, f"sha256:{hex_id.upper()}"):
+        assert image_id(written) == f"sha256:{hex_id}"
+    assert image_id("pando.test/app:1") is None
+    assert image_id(f"pando.test/app@sha256:{hex_id}") is None  # a name, not an ID

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from pando_runtime_docker.features._firewall import Firewall, firewall_from_info, plan_refusal
 from pando_runtime_docker.features._helper import HelperJob, helper_body
-from pando_runtime_docker.features._image_import import _loaded
+from pando_runtime_docker.features._image_import import loaded_references
 from pando_runtime_docker.features._trial import observed_writes
 from pando_runtime_docker.features._usage import UNKNOWN, cpu_millis, memory_bytes
 from pando_runtime_docker.manifests import Naming
@@ -64,9 +65,49 @@ def test_a_helper_has_no_network_no_capabilities_but_its_own_and_no_owner_label(
 
 def test_a_load_names_what_it_loaded_or_is_a_bad_archive() -> None:
     answer = '{"stream":"Loaded image: pando.test/x:1\\n"}\n'
-    assert _loaded(answer, 10) == ["pando.test/x:1"]
-    assert _loaded('{"stream":"Loaded image ID: sha256:ab\\n"}', 10) == ["sha256:ab"]
+    assert loaded_references(answer, 10) == ["pando.test/x:1"]
+    assert loaded_references('{"stream":"Loaded image ID: sha256:ab\\n"}', 10) == ["sha256:ab"]
     with pytest.raises(pr.InvalidInput, match="unexpected EOF"):
-        _loaded('{"errorDetail":{"message":"unexpected EOF"},"error":"unexpected EOF"}', 10)
+        loaded_references('{"errorDetail":{"message":"unexpected EOF"}}', 10)
     with pytest.raises(pr.InvalidInput, match="holds no image"):
-        _loaded("", 0)
+        loaded_references("", 0)
+
+
+def test_a_load_that_could_not_unpack_fails_inside_a_successful_answer() -> None:
+    # As the containerd image store answers (200, one stream line for the failure).
+    answer = (
+        '{"stream":"Loaded image: pando.test/app:1\\n"}\r\n'
+        '{"stream":"Error unpacking image pando.test/app:1: failed to extract layer '
+        'sha256:5b21fa92fbc3: permission denied\\n"}\r\n'
+    )
+    with pytest.raises(pr.AdapterFailed) as caught:
+        loaded_references(answer, 1024)
+    assert "permission denied" in caught.value.message
+    assert caught.value.details["loaded"] == ["pando.test/app:1"]
+    assert loaded_references(answer.splitlines()[0], 1024) == ["pando.test/app:1"]
+
+
+def test_the_firewall_info_names_decides_what_plans_are_refused() -> None:
+    # /info's FirewallBackend (API 1.49): absent below it, null without a firewall.
+    assert firewall_from_info({"ServerVersion": "20.10.24"}) is None
+    source = "/info FirewallBackend"
+    assert firewall_from_info({"FirewallBackend": None}) == Firewall("none", source)
+    iptables = Firewall("iptables+firewalld", source)
+    nftables = Firewall("nftables", source)
+    assert firewall_from_info({"FirewallBackend": {"Driver": "iptables+firewalld"}}) == iptables
+    assert firewall_from_info({"FirewallBackend": {"Driver": "nftables", "Info": []}}) == nftables
+    assert iptables.usable
+    assert not nftables.usable
+    web = (pr.WorkloadPlan(name="web", image="pando.test/busybox:1"),)
+    plain = pr.BundlePlan(bundle_id="plain", workloads=web)
+    restricted = pr.BundlePlan(
+        bundle_id="shut", workloads=web, network=pr.NetworkPlan(egress=pr.EgressPolicy(allow=()))
+    )
+    assert plan_refusal(nftables, plain, guarded=False) is None
+    assert plan_refusal(iptables, restricted, guarded=True) is None
+    refused = plan_refusal(nftables, restricted, guarded=False)
+    assert isinstance(refused, pr.CapabilityUnsupported)
+    assert refused.capability == "egress_restriction"
+    assert "nftables" in refused.message
+    assert "egress_gateway_image" in (refused.remedy or "")
+    assert isinstance(plan_refusal(nftables, plain, guarded=True), pr.AdapterFailed)

@@ -139,7 +139,8 @@ class KubernetesConfig:
     sandbox_runtime_class: str | None = setting(
         default=None,
         help="RuntimeClass of the pods of sandboxed plans (isolation 'sandboxed'); unset: the "
-        "cluster's first RuntimeClass whose handler is gVisor (runsc, gvisor) or Kata (kata*).",
+        "cluster's first RuntimeClass whose handler is gVisor (runsc, runsc-*, gvisor*) or "
+        "Kata (kata*).",
     )
     node_selector: dict[str, str] = setting(
         factory=dict, help="Node labels app pods must land on (also limits capacity)."

@@ -1,37 +1,18 @@
-"""Sandboxed apps, computed: which RuntimeClass handlers sandbox, a sandboxed trial's pod, and
-a pod stored without the RuntimeClass it was given (no cluster: the real node shows the rest,
-``test_real_node_sandboxed``)."""
+"""Sandboxed apps, computed: a sandboxed trial's pod, and a pod stored without the RuntimeClass
+it was given (no cluster: the real node shows the rest, ``test_real_node_sandboxed``; which
+handlers sandbox is the core's rule, ``tests/test_runtime_sandbox.py``)."""
 
 from __future__ import annotations
 
 import pytest
 from pando_runtime_kubernetes._info import KubernetesConfig
-from pando_runtime_kubernetes.features._sandbox import SandboxClasses, is_sandbox_handler
+from pando_runtime_kubernetes.features._sandbox import SandboxClasses
 from pando_runtime_kubernetes.features._trial import OBSERVER, trial_objects
 from pando_runtime_kubernetes.manifests._network import AppNetwork
 from pando_runtime_kubernetes.manifests._workload_objects import PodSettings
 from pando_runtime_kubernetes.session._session import ClusterSession
 
 from pando_runtime import AdapterFailed, IsolationClass, TrialRequest
-
-
-@pytest.mark.parametrize(
-    ("handler", "sandboxed"),
-    [
-        ("runsc", True),
-        ("gvisor", True),
-        ("runsc-kvm", True),
-        ("kata", True),
-        ("kata-qemu", True),
-        ("kata-fc", True),
-        ("runc", False),
-        ("crun", False),
-        ("", False),
-        ("my-runsc", False),
-    ],
-)
-def test_gvisor_and_kata_handlers_are_sandboxes(handler: str, sandboxed: bool) -> None:
-    assert is_sandbox_handler(handler) is sandboxed
 
 
 def test_a_sandboxed_trial_runs_under_the_class_with_no_observer() -> None:

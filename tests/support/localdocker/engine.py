@@ -84,6 +84,8 @@ class DockerEngine:
             client certificates required (:attr:`tls` holds the material, :mod:`.tls`).
         runtimes: OCI runtimes besides runc, by name: the binary and its arguments (gVisor's
             ``runsc``, see :mod:`.gvisor`), in the daemon's ``runtimes`` configuration.
+        daemon_flags: More dockerd flags, after the harness's own (a later flag wins:
+            ``--iptables=false`` for an engine that manages no firewall).
     """
 
     def __init__(
@@ -94,6 +96,7 @@ class DockerEngine:
         preload: Sequence[BuiltImage] = (),
         tls: bool = False,
         runtimes: Mapping[str, tuple[Path, Sequence[str]]] | None = None,
+        daemon_flags: Sequence[str] = (),
     ) -> None:
         self.slot = _claim_slot()
         self.prefix = f"pando-{os.getpid()}-"
@@ -114,6 +117,8 @@ class DockerEngine:
         self._serve_tls = tls
         self.runtimes = dict(runtimes or {})
         """The OCI runtimes the daemon has besides runc: name to (binary, arguments)."""
+        self.daemon_flags = tuple(daemon_flags)
+        """dockerd flags given beside the harness's own."""
         self.tls: EngineTls | None = None
         """The engine's CA and certificates once :meth:`open` made them (``tls=True``)."""
         self._daemon: Component | None = None
@@ -334,6 +339,7 @@ class DockerEngine:
         extra = self.tls.dockerd_flags() if self.tls is not None else []
         if self.runtimes:
             extra = [*extra, f"--config-file={self._runtimes_config()}"]
+        extra = [*extra, *self.daemon_flags]
         argv = daemon.command(self.files, self.network, self.cgroup_parent, extra=extra)
         self._daemon = Component("dockerd", argv, self.files.log, cwd=self.files.work_dir)
         self._daemon.start()

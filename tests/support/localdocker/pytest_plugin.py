@@ -75,15 +75,19 @@ def open_engine(
     *,
     tls: bool = False,
     runtimes: dict[str, tuple[Path, tuple[str, ...]]] | None = None,
+    daemon_flags: tuple[str, ...] = (),
 ) -> DockerEngine:
-    """Start an engine in a fresh temporary folder, or skip / fail saying why."""
+    """Start an engine in a fresh temporary folder, or skip / fail saying why (``daemon_flags``:
+    more dockerd flags, such as ``--iptables=false``)."""
     absent = missing()
     if absent:
         refuse(absent)
     failure = ""
     work_dir = request.getfixturevalue("tmp_path_factory").mktemp(name)
     try:
-        engine = DockerEngine(work_dir, tls=tls, runtimes=runtimes).open()
+        engine = DockerEngine(
+            work_dir, tls=tls, runtimes=runtimes, daemon_flags=daemon_flags
+        ).open()
     except (EngineError, DockerApiError, OSError, RuntimeError) as exc:
         failure = f"the Docker Engine did not start: {exc}"
     if failure:  # outside the except block, so pytest shows the message alone

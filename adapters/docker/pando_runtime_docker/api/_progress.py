@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["progress_message"]
+__all__ = ["progress_error", "progress_message"]
 
 
 def progress_message(line: str) -> dict[str, Any] | None:
@@ -17,3 +17,17 @@ def progress_message(line: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return message if isinstance(message, dict) else None
+
+
+def progress_error(message: dict[str, Any]) -> str | None:
+    """The failure one progress object reports, ``None`` when it reports none.
+
+    ``errorDetail.message`` first: the top-level ``error`` is deprecated since API 1.48 and
+    may go; an engine that sends only the old field is read through it.
+    """
+    detail = message.get("errorDetail")
+    reason = detail.get("message") if isinstance(detail, dict) else None
+    reason = reason or message.get("error")
+    if reason:
+        return str(reason)
+    return "the daemon reported an error it did not describe" if detail is not None else None

@@ -20,6 +20,7 @@ from pando_runtime import (
     WorkloadProblem,
 )
 
+from ..api import image_id
 from ..manifests import Naming
 
 __all__ = [
@@ -156,7 +157,7 @@ def view_from_inspect(data: Mapping[str, Any], naming: Naming) -> ContainerView 
         exit_code=int(state.get("ExitCode", 0)) if ended and started is not None else None,
         oom_killed=bool(state.get("OOMKilled")),
         healthy=_health(state),
-        image_id=data.get("Image"),
+        image_id=image_id(data.get("Image")) or data.get("Image"),
         error=str(state.get("Error") or "") if started is None else "",
         address=_address(data, labels.get(naming.bundle_key, ""), naming),
         limits=limits_of(data.get("HostConfig") or {}),

@@ -6,6 +6,7 @@ from ._capacity import EngineCapacity
 from ._edge import Edges
 from ._egress_guard import EgressGuard
 from ._exec import open_exec
+from ._firewall import EngineFirewall
 from ._gateway import EgressBundles
 from ._image_import import ImageImport
 from ._images import pull_image, registry_auth_header
@@ -27,6 +28,7 @@ __all__ = [
     "EgressBundles",
     "EgressGuard",
     "EngineCapacity",
+    "EngineFirewall",
     "EngineUsage",
     "HeldBundles",
     "ImageImport",

@@ -2,7 +2,9 @@
 
 Once per adapter lifetime, before its first write to a bundle: create the helper container,
 start it, wait for its exit, read its output when it failed, remove it. A failure stops the
-apply before anything of the bundle is written, with the helper's words and a remedy.
+apply before anything of the bundle is written, with the helper's words and a remedy. The
+script first looks for ``DOCKER-USER``: an engine that writes no iptables rules is told apart
+from an image whose iptables does not match the host's, and remembered (:attr:`firewall`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,16 @@ from pando_runtime import AdapterFailed
 
 from .._log import logger
 from ..api import EngineError, EngineTransport, FrameDecoder, write_failed
-from ..manifests import Naming, guard_chain, guard_request, guard_script, host_chain
+from ..manifests import (
+    FIREWALL_CHECK,
+    NO_DOCKER_USER,
+    Naming,
+    guard_chain,
+    guard_request,
+    guard_script,
+    host_chain,
+)
+from ._firewall import Firewall, firewall_refused
 from ._images import pull_image
 
 __all__ = ["EgressGuard"]
@@ -31,6 +42,8 @@ class EgressGuard:
         self._pool = pool
         self._installed = False
         self._lock = anyio.Lock()
+        self.firewall: Firewall | None = None
+        """The engine's firewall as the guard's last run found it (``None``: not run yet)."""
 
     @property
     def chain(self) -> str:
@@ -56,6 +69,15 @@ class EgressGuard:
                 anyio.current_time() - started,
             )
 
+    async def probe(self) -> Firewall:
+        """Look for ``DOCKER-USER`` in the daemon's namespace (one helper run, no rule written)."""
+        try:
+            await self.run(FIREWALL_CHECK)
+        except AdapterFailed:
+            if self.firewall is None or self.firewall.usable:
+                raise  # not the firewall: the image, the daemon, NET_ADMIN
+        return self.firewall or Firewall("iptables", "the egress guard's check")
+
     async def run(self, script: str) -> None:
         """Run ``script`` once in the daemon's network namespace; its failure is raised."""
         body = guard_request(self._naming, self._image, script)
@@ -66,7 +88,12 @@ class EgressGuard:
                 "POST", "/containers/{id}/wait", args={"id": container_id}
             )
             code = int(answer.json().get("StatusCode", -1))
-            if code != 0:
+            if code == NO_DOCKER_USER:
+                self.firewall = Firewall("none", "the egress guard's check")
+                raise firewall_refused(self.firewall, "the egress guard ('egress_guard_image')")
+            if code == 0:
+                self.firewall = Firewall("iptables", "the egress guard's check")
+            else:
                 output = await self._output(container_id)
                 raise AdapterFailed(
                     f"the egress guard exited with {code}: {output[-300:]}",

@@ -8,7 +8,7 @@ from typing import Any
 
 from pando_runtime import RegistryAuth
 
-from ..api import EngineError, EngineTransport, progress_message, write_failed
+from ..api import EngineError, EngineTransport, progress_error, progress_message, write_failed
 
 __all__ = ["create_pulling", "pull_image", "registry_auth_header"]
 
@@ -41,8 +41,9 @@ async def pull_image(api: EngineTransport, image: str, auth: RegistryAuth | None
         ) as response:
             async for line in response.aiter_lines():
                 message = progress_message(line)
-                if message is not None and message.get("error"):
-                    return str(message["error"])[:300]
+                reason = progress_error(message) if message is not None else None
+                if reason:
+                    return reason[:300]
     except EngineError as error:
         return error.message or f"the daemon refused the pull ({error.status})"
     return None

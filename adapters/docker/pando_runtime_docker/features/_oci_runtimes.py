@@ -2,9 +2,10 @@
 
 ``oci_runtime`` is the runtime of every app container (unset: the daemon's default);
 ``sandbox_runtime``, when set, the one a plan (or trial) asking for the sandboxed class runs
-under, the others staying on ``oci_runtime``. A runtime's class is read from its name: gVisor
-(``runsc``, ``runsc-*``) and Kata (``kata*``) sandbox the app behind a kernel of their own;
-any other runs it on the host's kernel (a container). The adapter's own containers (edges,
+under, the others staying on ``oci_runtime``. A runtime's class is read from its name by the
+core's one rule (:func:`pando_runtime.plugin.runtime_sandbox`): gVisor (``runsc``, ``runsc-*``,
+``gvisor*``) and Kata (``kata*``) sandbox the app behind a kernel of their own; any other runs
+it on the host's kernel (a container). The adapter's own containers (edges,
 gateways, the agent, helpers) run under the daemon's default: they are not apps.
 
 Two checks. The health check asks the daemon which runtimes it has (``GET /info``) and refuses
@@ -17,7 +18,8 @@ runc's binary): the daemon reports the name it was asked for.
 gVisor with its own network stack (its default) cannot reach the daemon's embedded DNS
 (``127.0.0.11`` is the sandbox's own loopback): a sandboxed workload does not resolve the
 other workloads' names nor the egress gateway's. The health check says so in the log when the
-sandbox runtime is registered without ``--network=host``.
+sandbox runtime is registered without ``--network=host``, or as a containerd shim (whose
+options the API does not show).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import re
 from typing import Any
 
 from pando_runtime import AdapterFailed, IsolationClass, Problem
+from pando_runtime.plugin import runtime_sandbox
 
 from .._log import logger
 from ..api import EngineError, EngineTransport
@@ -34,15 +37,12 @@ __all__ = ["OciRuntimes", "runtime_class", "runtime_problems"]
 
 _LOG = logger("runtimes")
 
-_SANDBOXING = re.compile(r"^(runsc(-[A-Za-z0-9._-]+)?|kata[A-Za-z0-9._-]*)$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def runtime_class(name: str | None) -> IsolationClass:
     """The isolation class of an app run under runtime ``name`` (``None``: the default)."""
-    if name is not None and _SANDBOXING.match(name):
-        return IsolationClass.SANDBOXED
-    return IsolationClass.CONTAINER
+    return IsolationClass.SANDBOXED if runtime_sandbox(name) else IsolationClass.CONTAINER
 
 
 def runtime_problems(oci_runtime: str | None, sandbox_runtime: str | None) -> list[Problem]:
@@ -58,7 +58,7 @@ def runtime_problems(oci_runtime: str | None, sandbox_runtime: str | None) -> li
             Problem(
                 "sandbox_runtime",
                 f"{sandbox_runtime!r} is not a sandboxing runtime: gVisor's (runsc, "
-                "runsc-*) or Kata's (kata*)",
+                "runsc-*, gvisor*) or Kata's (kata*)",
                 "not_a_sandbox",
             )
         )
@@ -119,14 +119,7 @@ class OciRuntimes:
                 details={"missing": absent, "runtimes": listed},
             )
         for name in named:
-            args = " ".join((runtimes.get(name) or {}).get("runtimeArgs") or ())
-            if name.startswith("runsc") and not re.search(r"--network[= ]host", args):
-                _LOG.warning(
-                    "runtime %s runs gVisor's own network stack: sandboxed workloads do not "
-                    "resolve names through the daemon's embedded DNS (the other workloads', "
-                    "the egress gateway's); they reach them by address (docs/docker.md)",
-                    name,
-                )
+            _warn_of_gvisor_network(name, runtimes.get(name) or {})
 
     async def verify(self, container_id: str, wanted: str | None, what: str) -> None:
         """Raise, the container removed, unless it was created under ``wanted``."""
@@ -146,4 +139,28 @@ class OciRuntimes:
             remedy="Use a Docker Engine that honours HostConfig.Runtime (Podman's Docker API "
             "does not), and nothing between it and the adapter that rewrites requests.",
             details={"container": container_id, "runtime": got, "wanted": wanted},
+        )
+
+
+def _warn_of_gvisor_network(name: str, listed: dict[str, Any]) -> None:
+    """Log when a gVisor runtime may run its own network stack (the embedded DNS unreachable)."""
+    shim = listed.get("runtimeType")
+    if runtime_sandbox(name) != "gvisor" and runtime_sandbox(shim) != "gvisor":
+        return
+    args = listed.get("runtimeArgs")
+    if args is None and shim:  # a containerd shim: its flags are in a file the API does not show
+        _LOG.warning(
+            "runtime %s is gVisor's containerd shim %s: unless its configuration sets "
+            "network=host, sandboxed workloads do not resolve names through the daemon's "
+            "embedded DNS (the other workloads', the egress gateway's); they reach them by "
+            "address (docs/docker.md)",
+            name,
+            shim,
+        )
+    elif not re.search(r"--network[= ]host", " ".join(args or ())):
+        _LOG.warning(
+            "runtime %s runs gVisor's own network stack: sandboxed workloads do not "
+            "resolve names through the daemon's embedded DNS (the other workloads', "
+            "the egress gateway's); they reach them by address (docs/docker.md)",
+            name,
         )

@@ -22,7 +22,15 @@ from ._containers import (
     health_test,
 )
 from ._edge import CERT_DIR, EdgeNames, EdgeRequest, edge_network_request, edge_request
-from ._egress import BLOCKED_RANGES, guard_chain, guard_request, guard_script, host_chain
+from ._egress import (
+    BLOCKED_RANGES,
+    FIREWALL_CHECK,
+    NO_DOCKER_USER,
+    guard_chain,
+    guard_request,
+    guard_script,
+    host_chain,
+)
 from ._gateway import (
     GATEWAY_ALIAS,
     GATEWAY_PORT,
@@ -44,9 +52,11 @@ __all__ = [
     "AGENT_PORT",
     "BLOCKED_RANGES",
     "CERT_DIR",
+    "FIREWALL_CHECK",
     "GATEWAY_ALIAS",
     "GATEWAY_PORT",
     "GRANTABLE_CAPABILITIES",
+    "NO_DOCKER_USER",
     "UNROUTED_RESOLVER",
     "AgentNames",
     "AgentRequest",

@@ -22,8 +22,10 @@ from ._labels import Naming
 
 __all__ = [
     "BLOCKED_RANGES",
+    "FIREWALL_CHECK",
     "GUARD_CHAIN_PREFIX",
     "HOST_CHAIN_PREFIX",
+    "NO_DOCKER_USER",
     "guard_chain",
     "guard_request",
     "guard_script",
@@ -40,6 +42,26 @@ BLOCKED_RANGES = (
 """Private (RFC 1918), shared (RFC 6598) and link-local ranges (169.254.169.254 included)."""
 
 GUARD_CHAIN_PREFIX = "PANDO-EGRESS-"
+NO_DOCKER_USER = 3
+"""The guard's exit code when no iptables of its image finds ``DOCKER-USER``: the daemon
+writes no iptables rules (``dockerd --iptables=false``, or the nftables firewall backend)."""
+
+FIREWALL_CHECK = f"""\
+if ! iptables -w -n -L DOCKER-USER >/dev/null 2>&1; then
+  for other in iptables-nft iptables-legacy; do
+    if command -v "$other" >/dev/null 2>&1 && "$other" -w -n -L DOCKER-USER >/dev/null 2>&1; then
+      echo "DOCKER-USER is in $other's tables, not in those of this image's iptables" >&2
+      exit 1
+    fi
+  done
+  echo "no DOCKER-USER chain: the daemon writes no iptables rules" >&2
+  exit {NO_DOCKER_USER}
+fi
+"""
+"""Shell that stops before any rule is written unless ``DOCKER-USER`` is there to jump from.
+
+Another iptables of the image seeing the chain is a backend mismatch (exit 1, the guard's
+usual failure); none seeing it is an engine that manages no iptables firewall."""
 HOST_CHAIN_PREFIX = "PANDO-HOST-"
 
 
@@ -76,6 +98,7 @@ def guard_script(
     chain_q, pool_q = shlex.quote(chain), shlex.quote(network)
     lines = [
         "set -e",
+        FIREWALL_CHECK.rstrip("\n"),
         f"iptables -w -N {chain_q} 2>/dev/null || true",
         f"iptables -w -F {chain_q}",
         f"iptables -w -A {chain_q} -d {pool_q} -j RETURN",

@@ -1,7 +1,8 @@
 """Sandboxed apps: the RuntimeClass whose pods run under gVisor or Kata, read from the cluster.
 
 A RuntimeClass names a handler of the nodes' container runtime; a handler that is gVisor
-(``runsc``, ``gvisor``) or Kata (``kata*``) runs each pod in a sandbox of its own, so a cluster
+(``runsc``, ``runsc-*``, ``gvisor*``) or Kata (``kata*``), by the core's one rule
+(:func:`pando_runtime.plugin.runtime_sandbox`), runs each pod in a sandbox of its own, so a cluster
 offering one can run apps whose plan asks for ``IsolationClass.SANDBOXED``. The setting
 ``sandbox_runtime_class`` names the class to use; unset, the cluster's classes are listed and
 the first (by name) with such a handler is used. Pods of ordinary plans keep
@@ -21,6 +22,7 @@ from typing import Any
 import anyio
 
 from pando_runtime import AdapterFailed, AdapterUnavailable, IsolationClass, RateLimited
+from pando_runtime.plugin import runtime_sandbox
 
 from .._info import KubernetesConfig
 from .._log import logger
@@ -28,16 +30,10 @@ from ..api._paths import api_path
 from ..manifests._workload_objects import PodSettings
 from ..session._session import ClusterSession
 
-__all__ = ["SandboxClasses", "is_sandbox_handler"]
+__all__ = ["SandboxClasses"]
 
 _LOG = logger("sandbox")
 _CLASSES = api_path(None, "runtimeclasses", None, "node.k8s.io/v1")
-
-
-def is_sandbox_handler(handler: str) -> bool:
-    """Whether a RuntimeClass handler runs pods in a sandbox: gVisor's or Kata's."""
-    h = handler.lower()
-    return h in ("runsc", "gvisor") or h.startswith(("runsc-", "gvisor-", "kata"))
 
 
 class SandboxClasses:
@@ -102,10 +98,10 @@ class SandboxClasses:
                 )
                 return None
             chosen: str | None = named
-        elif every is not None and is_sandbox_handler(handlers.get(every, "")):
+        elif every is not None and runtime_sandbox(handlers.get(every)):
             chosen = every  # every app pod is sandboxed already
         else:
-            chosen = next((n for n, h in sorted(handlers.items()) if is_sandbox_handler(h)), None)
+            chosen = next((n for n, h in sorted(handlers.items()) if runtime_sandbox(h)), None)
         if chosen is None:
             _LOG.info("no RuntimeClass runs gVisor or Kata: apps run in containers", extra=extra)
         else:

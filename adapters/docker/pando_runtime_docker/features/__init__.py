@@ -6,6 +6,7 @@ from ._capacity import EngineCapacity
 from ._edge import Edges
 from ._egress_guard import EgressGuard
 from ._exec import open_exec
+from ._fencing import Epochs
 from ._gateway import EgressBundles
 from ._image_import import ImageImport
 from ._images import pull_image, registry_auth_header
@@ -28,6 +29,7 @@ __all__ = [
     "EgressGuard",
     "EngineCapacity",
     "EngineUsage",
+    "Epochs",
     "HeldBundles",
     "ImageImport",
     "OciRuntimes",

@@ -372,8 +372,9 @@ class DockerAdapter(RuntimeAdapter):
     ) -> contextlib.AbstractAsyncContextManager[Membership]:
         """Join the host's replicas over the ``lease_store`` setting's store (``docs/replicas.md``).
 
-        Every replica's adapter names the same engine, owner and store; the engine fences
-        nothing, so a write is refused in the replica that does not own the bundle.
+        Every replica's adapter names the same engine, owner and store. A write is refused in
+        the replica that does not own the bundle (the engine refuses nothing); a stale write
+        that lands anyway is removed by the owner's next apply (``features._fencing``).
         """
         return self.replicas.join(replica, settings, bundles=self.held_bundles)
 

@@ -10,7 +10,8 @@ nox -s docker_apps   # 10, 100 and 500 apps on the tests' Docker Engine (as root
 nox -s docker_fleet  # two Docker Engines as one fleet: placement, observe, a stop (as root)
 nox -s docker_sandbox  # runc against gVisor's runsc on the tests' Docker Engine (as root)
 nox -s docker_agent  # what the Docker agent costs a host's connection (as root; seconds)
-nox -s lease_stores  # each lease store under a membership: latency, calls at rest, takeover
+nox -s lease_stores  # each lease store: latency, calls at rest and per renewal, takeover, a
+                    # fleet's first deploy with and without its placement record
 """
 
 from __future__ import annotations
@@ -289,7 +290,8 @@ def downstream_adapters(session: nox.Session) -> None:
 @nox.session(python="3.11")
 def lease_stores(session: nox.Session) -> None:
     """Each lease store (PostgreSQL, Consul, etcd) under a membership: call latency, calls per
-    retry period at rest, takeover after a crash (about a minute).
+    retry period at rest and writes per renewal, a fleet's first deploy with and without its
+    placement record, takeover after a crash (about a minute).
 
     nox -s lease_stores -- --stores etcd --rounds 10    (any option of the script)
     """

@@ -6,10 +6,16 @@ loopback by the test harness: tests/support/localstores, tests/support/localcons
 - the latency of a renewal (a conditional write) and of a read of a group, p50/p99 over
   ``--calls`` calls;
 - the store calls one replica makes per second at rest, with ``--replicas`` replicas
-  joined (counted by a wrapper around the store, over ``--rest`` seconds);
+  joined (counted by a wrapper around the store, over ``--rest`` seconds), and the store
+  writes per renewal (the writes counted over the renewals its own lease's count shows);
 - the takeover after a replica dies (``Membership.crash()``: no renewal, no release): from the
   crash until the survivor owns every bundle the dead one owned, over ``--rounds`` rounds,
-  with a 3 s lease (renew deadline 2 s, retry 0.5 s).
+  with a 3 s lease (renew deadline 2 s, retry 0.5 s);
+- a fleet's first deploy with and without its placement record, side by side: one replica's
+  fleet of two fake members joined over the store places ``--apps`` new apps, once with the
+  record (as shipped) and once without (``placer.claim`` unset); store calls per first deploy
+  (the record's, counted by a wrapper; the membership's own renewals are not) and time per
+  first deploy, p50.
 
 Prints figures; asserts nothing about time.
 
@@ -32,6 +38,7 @@ from typing import Any
 import anyio
 
 import pando_runtime as pr
+from pando_runtime.fleet import FleetAdapter, FleetMembers
 from pando_runtime.plugin import LeaseRecord, LeaseStoreClient, StoredLease
 from pando_runtime.testing import FakeAdapter
 
@@ -65,6 +72,9 @@ class CountedStore:
     async def delete_lease(self, group: str, name: str, *, version: str) -> None:
         self.calls["delete"] += 1
         await self.store.delete_lease(group, name, version=version)
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
 
 
 @contextlib.contextmanager
@@ -129,20 +139,74 @@ async def joined(
         yield memberships, counted
 
 
+async def renewals(store: LeaseStoreClient, names: list[str]) -> dict[str, int]:
+    """Each replica's renewal count, from its own lease in the store."""
+    return {
+        lease.name: lease.record.renewals
+        for lease in await store.list_leases("members")
+        if lease.name in names
+    }
+
+
 async def at_rest(store: LeaseStoreClient, replicas: int, seconds: float) -> str:
     names = [f"rest-{uuid.uuid4().hex[:6]}" for _ in range(replicas)]
     async with joined(store, names) as (_, counted):
         before = [Counter(c.calls) for c in counted]
+        renewed_before = await renewals(store, names)
         await anyio.sleep(seconds)
+        renewed_after = await renewals(store, names)
         per = [
             {kind: (c.calls[kind] - b[kind]) / seconds for kind in ("write", "list")}
             for c, b in zip(counted, before, strict=True)
         ]
+        pairs = zip(counted, before, strict=True)
+        writes_made = sum(c.calls["write"] - b["write"] for c, b in pairs)
+    renewals_made = sum(renewed_after[n] - renewed_before[n] for n in names)
     writes = statistics.mean(p["write"] for p in per)
     lists = statistics.mean(p["list"] for p in per)
     return (
         f"{writes:.2f} writes and {lists:.2f} reads per replica per second "
-        f"(retry period {SETTINGS.retry_period:g} s)"
+        f"(retry period {SETTINGS.retry_period:g} s); {writes_made / renewals_made:.2f} writes "
+        f"per renewal ({writes_made} writes, {renewals_made} renewals)"
+    )
+
+
+async def first_deploys(store_name: str, settings: dict[str, Any], apps: int, record: bool) -> str:
+    """``apps`` first deploys by one joined replica's fleet of two fakes (see the module)."""
+    config = {"members": {}, "lease_store": {"kind": store_name, "settings": settings}}
+    members = FleetMembers(adapters={"a": FakeAdapter(), "b": FakeAdapter()}, control="a")
+    run = uuid.uuid4().hex[:6]
+    async with (
+        FleetAdapter(config, source=members) as fleet,
+        fleet.membership(f"fd-{run}", SETTINGS),
+    ):
+        assert fleet.replicas.store is not None
+        counted = CountedStore(fleet.replicas.store)
+        fleet.replicas.store = counted  # the records' calls only: the membership holds its own
+        if not record:
+            fleet.placer.claim = None
+        times = []
+        for n in range(apps):
+            plan = pr.BundlePlan(
+                bundle_id=f"fd-{run}-{n}",
+                workloads=(pr.WorkloadPlan(name="web", image="registry.example/app:1"),),
+            )
+            started = time.perf_counter()
+            await fleet.apply(plan)
+            times.append(time.perf_counter() - started)
+        deployed = Counter(counted.calls)
+        for n in range(apps):  # the records go with the volumes
+            bundle = pr.BundleRef(f"fd-{run}-{n}")
+            await fleet.destroy(bundle, pr.DestroyOptions(keep_volumes=False))
+        destroyed = counted.calls - deployed
+
+    def per_app(calls: Counter[str]) -> str:
+        return ", ".join(f"{calls[k] / apps:.2f} {k}s" for k in ("write", "list", "delete"))
+
+    return (
+        f"{'with' if record else 'without'} the placement record: first deploy p50 "
+        f"{statistics.median(times) * 1000:.2f} ms; store calls per first deploy "
+        f"{per_app(deployed)}; per destroy with its volumes {per_app(destroyed)}"
     )
 
 
@@ -168,6 +232,8 @@ async def measure(name: str, settings: dict[str, Any], args: argparse.Namespace)
         print(f"{name}: a renewal (conditional write) {write}; a read of a group {read}")
         rest = await at_rest(store, args.replicas, args.rest)
         print(f"{name}: at rest with {args.replicas} replicas: {rest}")
+        for record in (False, True):
+            print(f"{name}: {await first_deploys(name, settings, args.apps, record)}")
         times = [await takeover(store) for _ in range(args.rounds)]
         print(
             f"{name}: takeover after a crash ({SETTINGS.lease_duration:g} s lease, "
@@ -182,6 +248,7 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=3)
     parser.add_argument("--rest", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--apps", type=int, default=50)
     args = parser.parse_args()
     names = args.stores.split(",")
     with servers(names) as settings:

@@ -74,6 +74,7 @@ from .features import (
     EngineCapacity,
     EngineFirewall,
     EngineUsage,
+    Epochs,
     HeldBundles,
     ImageImport,
     OciRuntimes,
@@ -135,6 +136,8 @@ class DockerAdapter(RuntimeAdapter):
             probe_interval=cfg.cache_probe_interval,
             read_timeout=cfg.read_timeout,
         )
+        self.epochs = Epochs(self.replicas, self.cache)
+        """The epoch each app's containers are written under, as a member (the stale repaired)."""
         self.runtimes = OciRuntimes(self.transport, cfg.oci_runtime, cfg.sandbox_runtime)
         """The OCI runtime each app runs under, and the checks that it does."""
         share = (self.config.capacity_cpu_millis, self.config.capacity_memory_bytes)
@@ -330,10 +333,14 @@ class DockerAdapter(RuntimeAdapter):
         raise_problems(problems, f"plan for bundle {plan.bundle_id!r}")
 
     async def apply(self, plan: BundlePlan) -> BundleHandle:
-        """Converge the daemon onto ``plan``: re-applying the same plan makes no call."""
+        """Converge the daemon onto ``plan``: re-applying the same plan makes no call.
+
+        As a member, its containers carry the writer's epoch; one an older epoch wrote since
+        this one began is removed (``docs/replicas.md``, fencing on Docker).
+        """
         await self.check_plan(plan)
         await self._ready()
-        async with self.replicas.writing(plan.bundle_id):
+        async with self.epochs.writing(plan.bundle_id):
             await self._capacity.check_fits(plan)
             await self._volumes.ensure_for_plan(plan)
             handle = await self.egress.apply(plan)
@@ -377,8 +384,9 @@ class DockerAdapter(RuntimeAdapter):
     ) -> contextlib.AbstractAsyncContextManager[Membership]:
         """Join the host's replicas over the ``lease_store`` setting's store (``docs/replicas.md``).
 
-        Every replica's adapter names the same engine, owner and store; the engine fences
-        nothing, so a write is refused in the replica that does not own the bundle.
+        Every replica's adapter names the same engine, owner and store. A write is refused in
+        the replica that does not own the bundle (the engine refuses nothing); a stale write
+        that lands anyway is removed by the owner's next apply (``features._fencing``).
         """
         return self.replicas.join(replica, settings, bundles=self.held_bundles)
 

@@ -8,9 +8,10 @@ test dials the proxy; :meth:`SocketProxy.cut` closes every open connection (the 
 or the SSH connection, really ends) and refuses new ones until :meth:`restore`, while the
 server keeps serving every other client. Half-closes are passed on, so exec's end of stdin
 crosses it. ``rewrite`` changes what the client sends on its way (an engine that ignores part
-of a request, as seen by the adapter). Its unix connections are the adapter's own
-(``api/_unix.py``), and it accepts its own the same way: anyio's unix stream trips on a read
-cancelled as data arrives, which a cut does.
+of a request, as seen by the adapter); :meth:`SocketProxy.hold` keeps a request in flight (a
+writer paused in the middle of a write) while every other passes. Its unix connections are the
+adapter's own (``api/_unix.py``), and it accepts its own the same way: anyio's unix stream trips
+on a read cancelled as data arrives, which a cut does.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ class SocketProxy:
         self.accepted = 0
         self.port = 0
         """The loopback port it listens on (TCP), once running."""
+        self.held = 0
+        """Chunks held so far (see :meth:`hold`)."""
+        self._holding: bytes | None = None
+        self._released: anyio.Event | None = None
         self._scopes: set[anyio.CancelScope] = set()
         self._dial = target if callable(target) else functools.partial(connect_unix, target)
 
@@ -75,6 +80,23 @@ class SocketProxy:
         """Accept connections again."""
         self.open = True
 
+    def hold(self, pattern: bytes) -> None:
+        """Hold each chunk the client sends holding ``pattern`` (and what follows it on its
+        connection) until :meth:`release`; other connections pass."""
+        self._holding = pattern
+        self._released = anyio.Event()
+
+    def release(self) -> None:
+        """Pass the held chunks on, and hold nothing more."""
+        self._holding = None
+        if self._released is not None:
+            self._released.set()
+
+    async def _gate(self, data: bytes) -> None:
+        if self._holding is not None and self._released is not None and self._holding in data:
+            self.held += 1
+            await self._released.wait()
+
     async def _serve_one(self, client: SocketStream) -> None:
         self.accepted += 1
         with anyio.CancelScope() as scope:
@@ -83,7 +105,7 @@ class SocketProxy:
                 if not self.open:
                     return
                 async with await self._dial() as upstream, anyio.create_task_group() as pumps:
-                    pumps.start_soon(_pump, client, upstream, self.rewrite)
+                    pumps.start_soon(_pump, client, upstream, self.rewrite, self._gate)
                     pumps.start_soon(_pump, upstream, client)
             except OSError:
                 return
@@ -119,11 +141,16 @@ class SocketProxy:
 
 
 async def _pump(
-    source: SocketStream, sink: SocketStream, rewrite: Callable[[bytes], bytes] | None = None
+    source: SocketStream,
+    sink: SocketStream,
+    rewrite: Callable[[bytes], bytes] | None = None,
+    gate: Callable[[bytes], Awaitable[None]] | None = None,
 ) -> None:
     try:
         while True:
             data = await source.receive()
+            if gate is not None:
+                await gate(data)
             await sink.send(rewrite(data) if rewrite else data)
     except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         pass

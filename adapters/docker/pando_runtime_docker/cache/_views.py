@@ -97,6 +97,8 @@ class ContainerView:
     address: str | None = None
     limits: tuple[int, int] = (0, 0)
     """CPU millicores and memory bytes its ``HostConfig`` limits it to (0: no limit)."""
+    epoch: int | None = None
+    """The owner's epoch it was written under (``None``: written outside a membership)."""
 
     @property
     def holds_room(self) -> bool:
@@ -161,6 +163,7 @@ def view_from_inspect(data: Mapping[str, Any], naming: Naming) -> ContainerView 
         error=str(state.get("Error") or "") if started is None else "",
         address=_address(data, labels.get(naming.bundle_key, ""), naming),
         limits=limits_of(data.get("HostConfig") or {}),
+        epoch=epoch_of(labels, naming),
     )
 
 
@@ -181,6 +184,7 @@ class EngineEvent:
     workload: str
     spec: str
     exit_code: int | None = None
+    epoch: int | None = None
 
     def apply_to(self, view: ContainerView | None) -> ContainerView | None:
         """The view after this event (``None``: the container is gone)."""
@@ -193,6 +197,7 @@ class EngineEvent:
                 workload=self.workload,
                 spec=self.spec,
                 created=self.at,
+                epoch=self.epoch,
             )
         if self.action == "start":
             return attrs.evolve(
@@ -264,4 +269,11 @@ def parse_event(data: Mapping[str, Any], naming: Naming) -> EngineEvent | None:
         workload=attributes.get(naming.workload_key, ""),
         spec=attributes.get(naming.spec_key, ""),
         exit_code=int(code) if code is not None and str(code).lstrip("-").isdigit() else None,
+        epoch=epoch_of(attributes, naming),
     )
+
+
+def epoch_of(labels: Mapping[str, Any], naming: Naming) -> int | None:
+    """The epoch label's number; ``None`` when absent or not a number (not a member's write)."""
+    text = str(labels.get(naming.epoch_key) or "")
+    return int(text) if text.isdigit() else None

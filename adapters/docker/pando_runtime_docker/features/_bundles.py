@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 import anyio
+import attrs
 
 from pando_runtime import (
     AdapterFailed,
@@ -27,7 +29,7 @@ from pando_runtime import (
 
 from .._log import logger
 from ..api import EngineError, EngineTransport, write_failed
-from ..cache import ContainerCache, ContainerView, Stuck, limits_of
+from ..cache import BundleView, ContainerCache, ContainerView, Stuck, limits_of
 from ..manifests import (
     ContainerRequest,
     LogCap,
@@ -37,6 +39,7 @@ from ..manifests import (
     free_subnet,
     network_request,
 )
+from ._fencing import Fence, current_fence
 from ._images import pull_image
 from ._oci_runtimes import OciRuntimes
 
@@ -160,9 +163,9 @@ class Bundles:
         # write" would be a guess: refuse instead.
         self._cache.check_answers()
         requests = self.requests(plan, dns)
-        view = self._cache.bundle(plan.bundle_id)
+        view, stale = _fenced_out(self._cache.bundle(plan.bundle_id))
         current = view.newest()
-        stale = [c for c in view.containers if c.workload not in requests]
+        stale += [c for c in view.containers if c.workload not in requests]
         stale += [c for c in view.containers if c.workload in requests and current[c.workload] != c]
         changing = [
             w for w in plan.start_order() if not _keeps(current.get(w.name), requests[w.name])
@@ -302,13 +305,14 @@ class Bundles:
         self, bundle_id: str, workload: WorkloadPlan, request: ContainerRequest
     ) -> str | None:
         """Create the container (pulling its image if absent); ``None`` when it cannot be."""
+        fence = current_fence()
         for attempt in range(2):
             try:
                 answer = await self._api.request(
                     "POST",
                     "/containers/create",
                     params={"name": request.name},
-                    body=request.body,
+                    body=self._under_epoch(request.body, fence),
                 )
             except EngineError as error:
                 if error.conflict:
@@ -343,12 +347,22 @@ class Bundles:
                     spec=request.spec,
                     created=datetime.now(UTC),
                     limits=limits_of(request.body["HostConfig"]),
+                    epoch=fence.epoch if fence is not None else None,
                 )
             )
             if request.files:
                 await self._api.put_archive(container_id, files_tar(request.files))
             return container_id
         return None
+
+    def _under_epoch(self, body: dict[str, Any], fence: Fence | None) -> dict[str, Any]:
+        """``body`` with the epoch label of ``fence``.
+
+        Outside the spec hash: a new epoch alone recreates nothing.
+        """
+        if fence is None:
+            return body
+        return {**body, "Labels": {**body["Labels"], self._naming.epoch_key: str(fence.epoch)}}
 
     async def _start(
         self, bundle_id: str, workload: WorkloadPlan, request: ContainerRequest, container_id: str
@@ -479,6 +493,25 @@ class Bundles:
         await self._remove(view.containers)
         await self._remove_network(ref.bundle_id)
         self._cache.forget_bundle(ref.bundle_id)
+
+
+def _fenced_out(view: BundleView) -> tuple[BundleView, list[ContainerView]]:
+    """The view less what an older epoch wrote since the apply's epoch began, and that.
+
+    Those are removed whatever they hold (``features._fencing``); outside a membership, none.
+    """
+    fence = current_fence()
+    fenced = fence.stale(view.containers) if fence is not None else frozenset()
+    if not fenced:
+        return view, []
+    _LOG.warning(
+        "bundle %s: %d containers written under an older epoch are removed",
+        view.bundle_id,
+        len(fenced),
+        extra={"bundle_id": view.bundle_id},
+    )
+    kept = tuple(c for c in view.containers if c.id not in fenced)
+    return attrs.evolve(view, containers=kept), [c for c in view.containers if c.id in fenced]
 
 
 class _Undone(Exception):

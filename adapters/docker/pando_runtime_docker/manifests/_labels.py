@@ -39,6 +39,11 @@ class Naming:
         return f"{self.prefix}.spec"
 
     @property
+    def epoch_key(self) -> str:
+        """The label holding the epoch a container was written under (host replicas only)."""
+        return f"{self.prefix}.epoch"
+
+    @property
     def owner_filter(self) -> str:
         """The ``label`` filter that selects this owner's objects."""
         return f"{self.owner_key}={self.owner}"

@@ -54,6 +54,7 @@ _PREFIX = {
     "members": "pando-replica-",
     "singletons": "pando-singleton-",
     "placements": "pando-placement-",  # a fleet's placement records, when this is its store
+    "epochs": "pando-epoch-",  # a Docker adapter's epoch records, when this is its store
 }
 
 

@@ -3,8 +3,8 @@
 For each store (PostgreSQL and etcd from Debian, the project's Consul; each started on
 loopback by the test harness: tests/support/localstores, tests/support/localconsul):
 
-- the latency of a renewal (a conditional write) and of a read of a group, p50/p99 over
-  ``--calls`` calls;
+- the latency of a renewal (a conditional write), of a read of a group and of a read of one
+  lease, p50/p99 over ``--calls`` calls;
 - the store calls one replica makes per second at rest, with ``--replicas`` replicas
   joined (counted by a wrapper around the store, over ``--rest`` seconds), and the store
   writes per renewal (the writes counted over the renewals its own lease's count shows);
@@ -53,7 +53,7 @@ BUNDLES = [f"app-{n}" for n in range(100)]
 
 
 class CountedStore:
-    """A store whose calls are counted by kind (``list``, ``write``, ``delete``)."""
+    """A store whose calls are counted by kind (``list``, ``read``, ``write``, ``delete``)."""
 
     def __init__(self, store: LeaseStoreClient) -> None:
         self.store = store
@@ -62,6 +62,10 @@ class CountedStore:
     async def list_leases(self, group: str) -> tuple[StoredLease, ...]:
         self.calls["list"] += 1
         return await self.store.list_leases(group)
+
+    async def read_lease(self, group: str, name: str) -> StoredLease | None:
+        self.calls["read"] += 1
+        return await self.store.read_lease(group, name)
 
     async def write_lease(
         self, group: str, name: str, record: LeaseRecord, *, version: str | None
@@ -101,11 +105,11 @@ def _ms(values: list[float]) -> str:
     return f"p50 {statistics.median(values) * 1000:.2f} ms, p99 {p99 * 1000:.2f} ms"
 
 
-async def latency(store: LeaseStoreClient, calls: int) -> tuple[str, str]:
+async def latency(store: LeaseStoreClient, calls: int) -> tuple[str, str, str]:
     record = LeaseRecord(holder="bench", renewals=0, duration=SETTINGS.lease_duration)
     name = f"bench-{uuid.uuid4().hex[:8]}"
     lease = await store.write_lease("members", name, record, version=None)
-    writes, reads = [], []
+    writes, reads, one = [], [], []
     for n in range(calls):
         started = time.perf_counter()
         lease = await store.write_lease(
@@ -115,8 +119,11 @@ async def latency(store: LeaseStoreClient, calls: int) -> tuple[str, str]:
         started = time.perf_counter()
         await store.list_leases("members")
         reads.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        await store.read_lease("members", lease.name)
+        one.append(time.perf_counter() - started)
     await store.delete_lease("members", lease.name, version=lease.version)
-    return _ms(writes), _ms(reads)
+    return _ms(writes), _ms(reads), _ms(one)
 
 
 def renewed(record: LeaseRecord, n: int) -> LeaseRecord:
@@ -201,7 +208,8 @@ async def first_deploys(store_name: str, settings: dict[str, Any], apps: int, re
         destroyed = counted.calls - deployed
 
     def per_app(calls: Counter[str]) -> str:
-        return ", ".join(f"{calls[k] / apps:.2f} {k}s" for k in ("write", "list", "delete"))
+        kinds = ("write", "read", "list", "delete")
+        return ", ".join(f"{calls[k] / apps:.2f} {k}s" for k in kinds)
 
     return (
         f"{'with' if record else 'without'} the placement record: first deploy p50 "
@@ -228,8 +236,11 @@ async def takeover(store: LeaseStoreClient) -> float:
 
 async def measure(name: str, settings: dict[str, Any], args: argparse.Namespace) -> None:
     async with contextlib.aclosing(pr.load_lease_store(name, settings)) as store:
-        write, read = await latency(store, args.calls)
-        print(f"{name}: a renewal (conditional write) {write}; a read of a group {read}")
+        write, read, one = await latency(store, args.calls)
+        print(
+            f"{name}: a renewal (conditional write) {write}; a read of a group {read}; "
+            f"a read of one lease {one}"
+        )
         rest = await at_rest(store, args.replicas, args.rest)
         print(f"{name}: at rest with {args.replicas} replicas: {rest}")
         for record in (False, True):

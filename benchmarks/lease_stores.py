@@ -4,7 +4,9 @@ For each store (PostgreSQL and etcd from Debian, the project's Consul; each star
 loopback by the test harness: tests/support/localstores, tests/support/localconsul):
 
 - the latency of a renewal (a conditional write), of a read of a group and of a read of one
-  lease, p50/p99 over ``--calls`` calls;
+  lease, p50/p99 over ``--calls`` calls; and of finding one record among ``--records`` of a
+  group (as a fleet's placement records are, one per app), by a list of the group and by a
+  read of the one record;
 - the store calls one replica makes per second at rest, with ``--replicas`` replicas
   joined (counted by a wrapper around the store, over ``--rest`` seconds), and the store
   writes per renewal (the writes counted over the renewals its own lease's count shows);
@@ -126,6 +128,27 @@ async def latency(store: LeaseStoreClient, calls: int) -> tuple[str, str, str]:
     return _ms(writes), _ms(reads), _ms(one)
 
 
+async def record_reads(store: LeaseStoreClient, records: int, calls: int) -> str:
+    """A record found among ``records`` of a group: by a list of the group, and read alone."""
+    record = LeaseRecord(holder="bench", renewals=1, duration=0.0, view=("member-a",))
+    written = [
+        await store.write_lease("placements", f"app-{n}", record, version=None)
+        for n in range(records)
+    ]
+    listed, alone = [], []
+    for n in range(calls):
+        name = written[n % records].name
+        started = time.perf_counter()
+        assert any(lease.name == name for lease in await store.list_leases("placements"))
+        listed.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        assert await store.read_lease("placements", name) is not None
+        alone.append(time.perf_counter() - started)
+    for lease in written:
+        await store.delete_lease("placements", lease.name, version=lease.version)
+    return f"listing the group {_ms(listed)}; reading it alone {_ms(alone)}"
+
+
 def renewed(record: LeaseRecord, n: int) -> LeaseRecord:
     return LeaseRecord(holder=record.holder, renewals=n + 1, duration=record.duration)
 
@@ -241,6 +264,8 @@ async def measure(name: str, settings: dict[str, Any], args: argparse.Namespace)
             f"{name}: a renewal (conditional write) {write}; a read of a group {read}; "
             f"a read of one lease {one}"
         )
+        found = await record_reads(store, args.records, args.calls)
+        print(f"{name}: one placement record among {args.records}: {found}")
         rest = await at_rest(store, args.replicas, args.rest)
         print(f"{name}: at rest with {args.replicas} replicas: {rest}")
         for record in (False, True):
@@ -260,6 +285,7 @@ def main() -> None:
     parser.add_argument("--rest", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--apps", type=int, default=50)
+    parser.add_argument("--records", type=int, default=300)
     args = parser.parse_args()
     names = args.stores.split(",")
     with servers(names) as settings:

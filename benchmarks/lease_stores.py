@@ -3,8 +3,10 @@
 For each store (PostgreSQL and etcd from Debian, the project's Consul; each started on
 loopback by the test harness: tests/support/localstores, tests/support/localconsul):
 
-- the latency of a renewal (a conditional write) and of a read of a group, p50/p99 over
-  ``--calls`` calls;
+- the latency of a renewal (a conditional write), of a read of a group and of a read of one
+  lease, p50/p99 over ``--calls`` calls; and of finding one record among ``--records`` of a
+  group (as a fleet's placement records are, one per app), by a list of the group and by a
+  read of the one record;
 - the store calls one replica makes per second at rest, with ``--replicas`` replicas
   joined (counted by a wrapper around the store, over ``--rest`` seconds), and the store
   writes per renewal (the writes counted over the renewals its own lease's count shows);
@@ -53,7 +55,7 @@ BUNDLES = [f"app-{n}" for n in range(100)]
 
 
 class CountedStore:
-    """A store whose calls are counted by kind (``list``, ``write``, ``delete``)."""
+    """A store whose calls are counted by kind (``list``, ``read``, ``write``, ``delete``)."""
 
     def __init__(self, store: LeaseStoreClient) -> None:
         self.store = store
@@ -62,6 +64,10 @@ class CountedStore:
     async def list_leases(self, group: str) -> tuple[StoredLease, ...]:
         self.calls["list"] += 1
         return await self.store.list_leases(group)
+
+    async def read_lease(self, group: str, name: str) -> StoredLease | None:
+        self.calls["read"] += 1
+        return await self.store.read_lease(group, name)
 
     async def write_lease(
         self, group: str, name: str, record: LeaseRecord, *, version: str | None
@@ -101,11 +107,11 @@ def _ms(values: list[float]) -> str:
     return f"p50 {statistics.median(values) * 1000:.2f} ms, p99 {p99 * 1000:.2f} ms"
 
 
-async def latency(store: LeaseStoreClient, calls: int) -> tuple[str, str]:
+async def latency(store: LeaseStoreClient, calls: int) -> tuple[str, str, str]:
     record = LeaseRecord(holder="bench", renewals=0, duration=SETTINGS.lease_duration)
     name = f"bench-{uuid.uuid4().hex[:8]}"
     lease = await store.write_lease("members", name, record, version=None)
-    writes, reads = [], []
+    writes, reads, one = [], [], []
     for n in range(calls):
         started = time.perf_counter()
         lease = await store.write_lease(
@@ -115,8 +121,32 @@ async def latency(store: LeaseStoreClient, calls: int) -> tuple[str, str]:
         started = time.perf_counter()
         await store.list_leases("members")
         reads.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        await store.read_lease("members", lease.name)
+        one.append(time.perf_counter() - started)
     await store.delete_lease("members", lease.name, version=lease.version)
-    return _ms(writes), _ms(reads)
+    return _ms(writes), _ms(reads), _ms(one)
+
+
+async def record_reads(store: LeaseStoreClient, records: int, calls: int) -> str:
+    """A record found among ``records`` of a group: by a list of the group, and read alone."""
+    record = LeaseRecord(holder="bench", renewals=1, duration=0.0, view=("member-a",))
+    written = [
+        await store.write_lease("placements", f"app-{n}", record, version=None)
+        for n in range(records)
+    ]
+    listed, alone = [], []
+    for n in range(calls):
+        name = written[n % records].name
+        started = time.perf_counter()
+        assert any(lease.name == name for lease in await store.list_leases("placements"))
+        listed.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        assert await store.read_lease("placements", name) is not None
+        alone.append(time.perf_counter() - started)
+    for lease in written:
+        await store.delete_lease("placements", lease.name, version=lease.version)
+    return f"listing the group {_ms(listed)}; reading it alone {_ms(alone)}"
 
 
 def renewed(record: LeaseRecord, n: int) -> LeaseRecord:
@@ -201,7 +231,8 @@ async def first_deploys(store_name: str, settings: dict[str, Any], apps: int, re
         destroyed = counted.calls - deployed
 
     def per_app(calls: Counter[str]) -> str:
-        return ", ".join(f"{calls[k] / apps:.2f} {k}s" for k in ("write", "list", "delete"))
+        kinds = ("write", "read", "list", "delete")
+        return ", ".join(f"{calls[k] / apps:.2f} {k}s" for k in kinds)
 
     return (
         f"{'with' if record else 'without'} the placement record: first deploy p50 "
@@ -228,8 +259,13 @@ async def takeover(store: LeaseStoreClient) -> float:
 
 async def measure(name: str, settings: dict[str, Any], args: argparse.Namespace) -> None:
     async with contextlib.aclosing(pr.load_lease_store(name, settings)) as store:
-        write, read = await latency(store, args.calls)
-        print(f"{name}: a renewal (conditional write) {write}; a read of a group {read}")
+        write, read, one = await latency(store, args.calls)
+        print(
+            f"{name}: a renewal (conditional write) {write}; a read of a group {read}; "
+            f"a read of one lease {one}"
+        )
+        found = await record_reads(store, args.records, args.calls)
+        print(f"{name}: one placement record among {args.records}: {found}")
         rest = await at_rest(store, args.replicas, args.rest)
         print(f"{name}: at rest with {args.replicas} replicas: {rest}")
         for record in (False, True):
@@ -249,6 +285,7 @@ def main() -> None:
     parser.add_argument("--rest", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--apps", type=int, default=50)
+    parser.add_argument("--records", type=int, default=300)
     args = parser.parse_args()
     names = args.stores.split(",")
     with servers(names) as settings:

@@ -27,7 +27,7 @@ from ._input._config import (
     structure_config,
 )
 from ._plugins._kinds import PluginKind, install_hint
-from ._replicas._leases import LeaseStore
+from ._replicas._leases import LeaseStore, StoredLease
 
 __all__ = [
     "LEASE_STORE_ENTRY_POINT_GROUP",
@@ -65,10 +65,19 @@ class LeaseStoreNotInstalled(PandoRuntimeError, ImportError):
 
 @runtime_checkable
 class LeaseStoreClient(LeaseStore, Protocol):
-    """A lease store loaded by name: the three calls of :class:`LeaseStore`, and ``aclose``.
+    """A lease store loaded by name: the calls of :class:`LeaseStore`, ``read_lease``, ``aclose``.
 
-    The host owns it: call :meth:`aclose` once done (``contextlib.aclosing``).
+    The host owns it: call :meth:`aclose` once done (``contextlib.aclosing``). ``read_lease``
+    is the kind's own (an adapter's membership store, :class:`LeaseStore`, needs none).
     """
+
+    async def read_lease(self, group: str, name: str) -> StoredLease | None:
+        """The lease ``name`` of ``group``; ``None`` when there is none.
+
+        One call of the store whatever the group holds, under the same rules as every call:
+        it sees every finished write (a lease ``list_leases`` would list, and nothing else).
+        """
+        ...
 
     async def aclose(self) -> None:
         """Release its connections; the store's leases stay."""

@@ -71,7 +71,7 @@ class LeaseStore(Protocol):
     """A runtime's coordination engine, as a membership uses it.
 
     Every store keeps three rules (``docs/replicas.md`` says how each store does;
-    ``pando_runtime.testing.LeaseStoreRules`` checks them):
+    ``pando_runtime.testing.conformance.LeaseStoreConformance`` checks them):
 
     - **Reads see every finished write**: every call is linearizable (a read sees every
       write that ended before it began, whichever client made it); a store that can read

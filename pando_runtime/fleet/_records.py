@@ -13,7 +13,8 @@ that removes the app's volumes deletes it.
 from __future__ import annotations
 
 from .._contract._errors import PandoRuntimeError
-from .._replicas._leases import LeaseConflict, LeaseRecord, LeaseStore, StoredLease
+from .._lease_stores import LeaseStoreClient
+from .._replicas._leases import LeaseConflict, LeaseRecord, StoredLease
 from .._store_membership import StoreMembership
 from .._util._log import logger
 
@@ -73,8 +74,8 @@ class PlacementRecords:
             self._versions[bundle_id] = stored.version
             return member
 
-    async def _read(self, store: LeaseStore, bundle_id: str) -> StoredLease | None:
-        found = next((r for r in await store.list_leases(PLACEMENTS) if r.name == bundle_id), None)
+    async def _read(self, store: LeaseStoreClient, bundle_id: str) -> StoredLease | None:
+        found = await store.read_lease(PLACEMENTS, bundle_id)
         if found is not None:
             self._versions[bundle_id] = found.version
         return found

@@ -39,6 +39,9 @@ class FakeLeaseStore:
     async def list_leases(self, group: str) -> tuple[StoredLease, ...]:
         return tuple(lease for (g, _), lease in sorted(self._leases.items()) if g == group)
 
+    async def read_lease(self, group: str, name: str) -> StoredLease | None:
+        return self._leases.get((group, name))
+
     async def write_lease(
         self, group: str, name: str, record: LeaseRecord, *, version: str | None
     ) -> StoredLease:
@@ -55,6 +58,9 @@ class FakeLeaseStore:
         current = self._leases.get((group, name))
         if current is not None and current.version == version:
             del self._leases[(group, name)]
+
+    async def aclose(self) -> None:
+        """Nothing to release (a ``LeaseStoreClient``, as loaded stores are: the kit runs on it)."""
 
 
 class ReplicaLink:

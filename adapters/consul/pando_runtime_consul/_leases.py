@@ -122,6 +122,20 @@ class ConsulLeaseStore:
                 )
         return tuple(sorted(leases, key=lambda lease: lease.name))
 
+    async def read_lease(self, group: str, name: str) -> StoredLease | None:
+        what = f"read the lease of {name!r}"
+        key = self._key(group, name)
+        response = await self._send(what, "GET", f"/v1/kv/{quote(key)}", params={"consistent": ""})
+        if response.status_code == HTTPStatus.NOT_FOUND:
+            return None
+        if response.status_code != HTTPStatus.OK:
+            raise self._refused(what, response, write=False)
+        for entry in response.json() or ():
+            record = decode_lease_record(base64.b64decode(entry.get("Value") or ""))
+            if record is not None and entry.get("Key") == key:
+                return StoredLease(name=name, record=record, version=str(entry["ModifyIndex"]))
+        return None
+
     async def _txn(self, what: str, operation: dict[str, Any]) -> dict[str, Any] | None:
         """The one KV operation's result; ``None`` when its check failed (409)."""
         response = await self._send(what, "PUT", "/v1/txn", params={}, json=[{"KV": operation}])

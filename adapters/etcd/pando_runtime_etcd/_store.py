@@ -97,6 +97,15 @@ class EtcdLeaseStore:
                 leases.append(StoredLease(name=name, record=record, version=kv["mod_revision"]))
         return tuple(sorted(leases, key=lambda lease: lease.name))
 
+    async def read_lease(self, group: str, name: str) -> StoredLease | None:
+        body = {"key": _b64(self._key(group, name))}  # one key, linearizable: the default
+        answer = await self._post(f"read the lease of {name!r}", "/v3/kv/range", body, write=False)
+        for kv in answer.get("kvs") or ():
+            record = decode_lease_record(base64.b64decode(kv.get("value", "")))
+            if record is not None:
+                return StoredLease(name=name, record=record, version=kv["mod_revision"])
+        return None
+
     async def write_lease(
         self, group: str, name: str, record: LeaseRecord, *, version: str | None
     ) -> StoredLease:

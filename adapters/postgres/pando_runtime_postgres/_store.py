@@ -145,6 +145,9 @@ class PostgresLeaseStore:
         self._list = sql.SQL(
             "SELECT {columns} FROM {table} WHERE lease_group = %s ORDER BY name"
         ).format(columns=columns, table=table)
+        self._read = sql.SQL(
+            "SELECT {columns} FROM {table} WHERE lease_group = %s AND name = %s"
+        ).format(columns=columns, table=table)
         self._create = sql.SQL(
             "INSERT INTO {table} (lease_group, name, holder, renewals, duration, view, version)"
             " VALUES (%s, %s, %s, %s, %s, %s, nextval({sequence}))"
@@ -202,6 +205,13 @@ class PostgresLeaseStore:
             return tuple(_stored(row) for row in connection.execute(self._list, (group,)))
 
         return await self._call(f"list the {group} leases", work, write=False)
+
+    async def read_lease(self, group: str, name: str) -> StoredLease | None:
+        def work(connection: psycopg.Connection[Any]) -> tuple[Any, ...] | None:
+            return connection.execute(self._read, (group, name)).fetchone()
+
+        row = await self._call(f"read the lease of {name!r}", work, write=False)
+        return None if row is None else _stored(row)
 
     async def write_lease(
         self, group: str, name: str, record: LeaseRecord, *, version: str | None

@@ -4,7 +4,9 @@ Subclass :class:`LeaseStoreConformance` and give a ``lease_stores`` fixture yiel
 clients of one store (two connections, as two replicas have): what one wrote, the other must
 read. The store may hold other leases (a shared database): each test uses names of its own.
 The rules (``LeaseStore``'s docstring): reads see every finished write, versions never repeat
-even after a delete and a re-create, and a write at a version is conditional on it.
+even after a delete and a re-create, and a write at a version is conditional on it. Every read
+a test makes is made both ways, one lease alone (``read_lease``) and its group's list, and the
+two must agree: each rule holds for both.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import uuid
 import anyio
 import pytest
 
-from ..._replicas._leases import LeaseConflict, LeaseRecord, LeaseStore, StoredLease
+from ..._lease_stores import LeaseStoreClient
+from ..._replicas._leases import LeaseConflict, LeaseRecord, StoredLease
 from ._base import since
 
 __all__ = ["LeaseStoreConformance"]
@@ -32,10 +35,14 @@ def _record(holder: str, renewals: int = 0) -> LeaseRecord:
     return LeaseRecord(holder=holder, renewals=renewals, duration=15.0, view=(holder, "other"))
 
 
-async def _read(store: LeaseStore, group: str, name: str) -> StoredLease | None:
+async def _read(store: LeaseStoreClient, group: str, name: str) -> StoredLease | None:
+    """The lease as both reads give it: alone (``read_lease``) and in its group's list."""
+    alone = await store.read_lease(group, name)
     found = [lease for lease in await store.list_leases(group) if lease.name == name]
     assert len(found) <= 1, f"{name!r} listed {len(found)} times"
-    return found[0] if found else None
+    listed = found[0] if found else None
+    assert alone == listed, f"{group}/{name} read alone {alone}, listed {listed}: reads disagree"
+    return alone
 
 
 class LeaseStoreConformance:
@@ -43,7 +50,7 @@ class LeaseStoreConformance:
 
     @since("1.7")
     async def test_a_lease_is_created_once_and_read_back_whole(
-        self, lease_stores: tuple[LeaseStore, LeaseStore]
+        self, lease_stores: tuple[LeaseStoreClient, LeaseStoreClient]
     ) -> None:
         a, b = lease_stores
         name = _name("create")
@@ -58,7 +65,7 @@ class LeaseStoreConformance:
 
     @since("1.7")
     async def test_a_write_or_delete_at_an_old_version_changes_nothing(
-        self, lease_stores: tuple[LeaseStore, LeaseStore]
+        self, lease_stores: tuple[LeaseStoreClient, LeaseStoreClient]
     ) -> None:
         a, b = lease_stores
         name = _name("replace")
@@ -76,7 +83,7 @@ class LeaseStoreConformance:
 
     @since("1.7")
     async def test_of_two_writers_at_one_version_one_wins(
-        self, lease_stores: tuple[LeaseStore, LeaseStore]
+        self, lease_stores: tuple[LeaseStoreClient, LeaseStoreClient]
     ) -> None:
         a, b = lease_stores
         name = _name("race")
@@ -84,7 +91,7 @@ class LeaseStoreConformance:
         won: list[StoredLease] = []
         lost: list[str] = []
 
-        async def take(store: LeaseStore, holder: str) -> None:
+        async def take(store: LeaseStoreClient, holder: str) -> None:
             try:
                 won.append(
                     await store.write_lease(
@@ -103,7 +110,7 @@ class LeaseStoreConformance:
 
     @since("1.7")
     async def test_a_version_never_repeats_after_a_delete_and_a_re_create(
-        self, lease_stores: tuple[LeaseStore, LeaseStore]
+        self, lease_stores: tuple[LeaseStoreClient, LeaseStoreClient]
     ) -> None:
         a, b = lease_stores
         name = _name("again")
@@ -125,7 +132,7 @@ class LeaseStoreConformance:
 
     @since("1.7")
     async def test_every_read_sees_every_finished_write_of_another_client(
-        self, lease_stores: tuple[LeaseStore, LeaseStore]
+        self, lease_stores: tuple[LeaseStoreClient, LeaseStoreClient]
     ) -> None:
         a, b = lease_stores
         name = _name("fresh")

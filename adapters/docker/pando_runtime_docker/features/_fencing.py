@@ -15,9 +15,9 @@ container of a newer epoch means another replica moved it since: the apply is re
 
 Records are never deleted (one small record per app ever applied), so an epoch never goes
 back. A container without the label was written outside a membership and is never stale.
-Cost: one conditional write per bundle gained, and one list of the group when this process
-has not seen the record's version yet (one list serves every bundle in it); counted in
-:attr:`Epochs.moves` and :attr:`Epochs.lists`. A host that never joins does neither.
+Cost: one conditional write per bundle gained, and when this process has not seen the record's
+version yet (another replica wrote it since), a read of that one record and the write again;
+counted in :attr:`Epochs.moves` and :attr:`Epochs.reads`. A host that never joins does neither.
 """
 
 from __future__ import annotations
@@ -85,12 +85,13 @@ class Epochs:
         self._replicas = replicas
         self._cache = cache
         self._held: dict[str, _Held] = {}
-        self._versions: dict[str, tuple[int, str]] = {}
-        """Each record's epoch and version, as this process last wrote or listed it."""
+        self._versions: dict[str, tuple[int, str | None]] = {}
+        """Each record's epoch and version (``None``: gone), as this process last wrote or read
+        it."""
         self.moves = 0
         """Epoch records moved so far (one per bundle gained, on its first apply)."""
-        self.lists = 0
-        """Lists of the group so far (a record this process had not seen)."""
+        self.reads = 0
+        """Records read so far (one another replica had written since this process saw it)."""
 
     @contextlib.asynccontextmanager
     async def writing(self, bundle_id: str) -> AsyncIterator[None]:
@@ -155,7 +156,7 @@ class Epochs:
                     EPOCHS, bundle_id, record, version=seen[1] if seen else None
                 )
             except LeaseConflict:
-                await self._list(store)
+                await self._read(bundle_id, store)
                 continue
             self._versions[bundle_id] = (epoch, stored.version)
             self.moves += 1
@@ -173,7 +174,11 @@ class Epochs:
             details={"bundle_id": bundle_id, "replica": replica},
         )
 
-    async def _list(self, store: LeaseStoreClient) -> None:
-        self.lists += 1
-        for lease in await store.list_leases(EPOCHS):
-            self._versions[lease.name] = (lease.record.renewals, lease.version)
+    async def _read(self, bundle_id: str, store: LeaseStoreClient) -> None:
+        self.reads += 1
+        lease = await store.read_lease(EPOCHS, bundle_id)
+        if lease is None:  # removed by hand: created again, its epoch still past the last seen
+            epoch = self._versions.get(bundle_id, (0, None))[0]
+            self._versions[bundle_id] = (epoch, None)
+        else:
+            self._versions[bundle_id] = (lease.record.renewals, lease.version)

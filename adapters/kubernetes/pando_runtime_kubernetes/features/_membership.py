@@ -128,6 +128,18 @@ class KubeLeases:
         leases = (stored_lease(item) for item in answer.get("items") or ())
         return tuple(lease for lease in leases if lease is not None)
 
+    async def read_lease(self, group: str, name: str) -> StoredLease | None:
+        async with self._session.connection.coordinating():
+            found = await self._session.api.find(
+                self._path(group, name), f"read the lease of {name!r}"
+            )
+        if found is None:
+            return None
+        labels = (found.get("metadata") or {}).get("labels") or {}
+        if labels.get(LABEL_MANAGED_BY) != MANAGED_BY or labels.get(LABEL_GROUP) != group:
+            return None  # a Lease of that name the list would not select (not written here)
+        return stored_lease(found)
+
     async def write_lease(
         self, group: str, name: str, record: LeaseRecord, *, version: str | None
     ) -> StoredLease:
@@ -167,6 +179,9 @@ class SessionLeases:
 
     async def list_leases(self, group: str) -> tuple[StoredLease, ...]:
         return await self._leases.list_leases(group)
+
+    async def read_lease(self, group: str, name: str) -> StoredLease | None:
+        return await self._leases.read_lease(group, name)
 
     async def write_lease(
         self, group: str, name: str, record: LeaseRecord, *, version: str | None

@@ -99,7 +99,6 @@ def test_a_fleets_bad_store_is_refused_with_its_members_problems() -> None:
     assert SECRET not in str(caught.value) + repr(caught.value.to_dict())
 
 
-
 def test_the_store_setting_is_described_to_host_uis_with_its_settings_write_only() -> None:
     (store,) = [f for f in FLEET.config_fields if f.key == "lease_store"]
     assert store.type == "object"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -151,6 +152,23 @@ async def lookup_on_a_new_network(harness: DockerHarness, name: str, *, internal
         )  # fmt: skip
     finally:
         await harness.docker("network", "rm", network, check=False)
+
+
+def leaks_internal_lookups(engine: Any) -> bool:
+    """Whether the engine forwards an internal network's lookups from the daemon's namespace
+    when its resolver is on loopback (CVE-2024-29018: fixed in 23.0.11, 25.0.5 and 26.0;
+    20.10 leaks, 28.5 does not)."""
+    text = str(engine.api.version()["Version"])
+    release = tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+    fixed = release >= (26,) or (25, 0, 5) <= release < (25, 1) or (23, 0, 11) <= release < (24,)
+    return not fixed
+
+
+async def wait_logged(log: Path, name: str) -> None:
+    """Until the stand-in DNS server's log holds ``name``."""
+    with anyio.fail_after(30):
+        while name not in logged_names(log):  # noqa: ASYNC110 - polls the log
+            await anyio.sleep(0.1)
 
 
 HOST_PAGE = "pando host service"

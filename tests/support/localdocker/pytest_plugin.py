@@ -113,14 +113,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("docker_engine_version", params, indirect=True, scope="session")
 
 
-def _release_param(item: pytest.Item) -> object:
+def _param(item: pytest.Item, name: str) -> object:
     callspec = getattr(item, "callspec", None)
-    return None if callspec is None else callspec.params.get("docker_engine_version")
-
-
-def _backend_param(item: pytest.Item) -> object:
-    callspec = getattr(item, "callspec", None)
-    return None if callspec is None else callspec.params.get("anyio_backend")
+    return None if callspec is None else callspec.params.get(name)
 
 
 @pytest.hookimpl(trylast=True)
@@ -134,12 +129,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "docker_engine" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.docker)
-    others = [i for i in items if _release_param(i) is not None]
-    dropped = [i for i in others if _backend_param(i) == "trio"]
+    others = [i for i in items if _param(i, "docker_engine_version") is not None]
+    dropped = [i for i in others if _param(i, "anyio_backend") == "trio"]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-    kept = [i for i in others if _backend_param(i) != "trio"]
-    items[:] = [i for i in items if _release_param(i) is None] + kept
+    kept = [i for i in others if _param(i, "anyio_backend") != "trio"]
+    items[:] = [i for i in items if _param(i, "docker_engine_version") is None] + kept
 
 
 @pytest.fixture(scope="session")

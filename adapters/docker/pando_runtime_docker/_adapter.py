@@ -93,6 +93,7 @@ from .manifests import (
     EdgeNames,
     LogCap,
     Naming,
+    edge_bridge,
 )
 
 __all__ = ["DockerAdapter"]
@@ -177,6 +178,9 @@ class DockerAdapter(RuntimeAdapter):
                 subnet_pool=cfg.subnet_pool,
                 subnet_prefix=cfg.subnet_prefix,
                 proxy_container=cfg.proxy_container,
+                # Edges are routed to bundles under private networks: Docker 28.2+ would
+                # drop them before the bundle's chain is read.
+                trusted_bridges=(edge_bridge(self.naming.owner),) if self.private else (),
             ),
             prepare=self.egress_guard.ensure if self.egress_guard else None,
             members=self._network_members,

@@ -141,24 +141,6 @@ def logged_names(log: Path) -> set[str]:
     return {entry["name"] for entry in read_log(log)}
 
 
-FIRST_FIXED_MAJOR = 26
-_DNS_LEAK_FIXED = {23: (23, 0, 11), 25: (25, 0, 5)}
-"""CVE-2024-29018 (an internal network's lookups leave through a loopback resolver): fixed in
-23.0.11, 25.0.5 and 26.0; never in 24 nor before 23."""
-
-
-def engine_leaks_internal_lookups(engine: Any) -> bool:
-    """Whether the engine's embedded DNS forwards an ``internal`` network's lookups from the
-    daemon's namespace when its resolver is on loopback (CVE-2024-29018), by its version."""
-    text = str(engine.api.version()["Version"])  # "20.10.24+dfsg1", "28.5.2", "29.0.0-rc.1"
-    release = re.match(r"\d+(\.\d+)*", text)
-    assert release is not None, text
-    version = tuple(int(part) for part in release[0].split(".")[:3])
-    if version[0] >= FIRST_FIXED_MAJOR:
-        return False
-    return version < _DNS_LEAK_FIXED.get(version[0], (version[0] + 1,))
-
-
 async def lookup_on_a_new_network(harness: DockerHarness, name: str, *, internal: bool) -> None:
     """Look ``name`` up from a container on a network made for it (then removed)."""
     network = f"pando-lookup-{uuid.uuid4().hex[:8]}"
@@ -170,6 +152,23 @@ async def lookup_on_a_new_network(harness: DockerHarness, name: str, *, internal
         )  # fmt: skip
     finally:
         await harness.docker("network", "rm", network, check=False)
+
+
+def leaks_internal_lookups(engine: Any) -> bool:
+    """Whether the engine forwards an internal network's lookups from the daemon's namespace
+    when its resolver is on loopback (CVE-2024-29018: fixed in 23.0.11, 25.0.5 and 26.0;
+    20.10 leaks, 28.5 does not)."""
+    text = str(engine.api.version()["Version"])
+    release = tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+    fixed = release >= (26,) or (25, 0, 5) <= release < (25, 1) or (23, 0, 11) <= release < (24,)
+    return not fixed
+
+
+async def wait_logged(log: Path, name: str) -> None:
+    """Until the stand-in DNS server's log holds ``name``."""
+    with anyio.fail_after(30):
+        while name not in logged_names(log):  # noqa: ASYNC110 - polls the log
+            await anyio.sleep(0.1)
 
 
 HOST_PAGE = "pando host service"

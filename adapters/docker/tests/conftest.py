@@ -1,9 +1,10 @@
 """Fixtures of the Docker adapter's tests: a real Docker Engine and adapters over it.
 
-The engine is the session's ``docker_engine`` (``localdocker``: Debian's dockerd in a network
-namespace of its own, images built offline). ``PANDO_DOCKER_TEST_HOST`` points the tests at
-an engine of your own instead (it must hold ``pando.test/busybox:1``); they only touch what
-their own owner label marks.
+The engine is the session's ``docker_engine`` (``localdocker``: Debian's dockerd, or the built
+current one, in a network namespace of its own, images built offline); tests marked
+``every_engine`` run on each release of ``--docker-engines``. ``PANDO_DOCKER_TEST_HOST``
+points the tests at an engine of your own instead (it must hold ``pando.test/busybox:1``);
+they only touch what their own owner label marks.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def docker_host(request: pytest.FixtureRequest) -> str:
-    """The engine's address as the adapter's ``host`` setting."""
+def docker_host(request: pytest.FixtureRequest, docker_engine_version: str) -> str:
+    """The engine's address as the adapter's ``host`` setting (of the harness's engine of
+    ``docker_engine_version``: ``every_engine`` tests run on each)."""
     own = os.environ.get(ENV_HOST)
     if own:
         return own

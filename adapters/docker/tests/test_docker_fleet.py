@@ -333,7 +333,9 @@ async def test_an_engine_stopped_or_killed_makes_its_apps_unavailable_never_plac
     on_one = next(b for b, m in homes.items() if m == "one")
     on_two = next(b for b, m in homes.items() if m == "two")
     before = {name: await _on_engine(e, fleet_owner) for name, e in engines.items()}
-    getattr(engines["one"], how)()
+    # In a worker thread: the loop keeps serving engine two meanwhile (28.5's dockerd takes 5 s
+    # to exit while a client holds its event stream).
+    await anyio.to_thread.run_sync(getattr(engines["one"], how))
     try:
         error = await _eventually_unavailable(fleet, on_one)
         assert error.details["member"] == "one"
@@ -347,7 +349,7 @@ async def test_an_engine_stopped_or_killed_makes_its_apps_unavailable_never_plac
             await fleet.observe(pr.BundleRef("never-made"))
         assert await _on_engine(engines["two"], fleet_owner) == before["two"]
     finally:
-        engines["one"].start()
+        await anyio.to_thread.run_sync(engines["one"].start)
     assert (await _eventually_observed(fleet, on_one)).exists
     for bundle_id, home in homes.items():
         assert (await fleet.apply(_plan(bundle_id))).details["member"] == home

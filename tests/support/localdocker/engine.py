@@ -37,6 +37,7 @@ from localcluster.realnode import netns
 
 from . import daemon, dns, outside, records
 from .api import DockerApi, DockerApiError
+from .engines import DEBIAN_ENGINE, EngineBinaries
 from .images import BUSYBOX, BuiltImage, busybox_image
 from .network import MAX_SLOTS, EngineNetwork, Outside
 from .tls import EngineTls, make_engine_tls
@@ -74,7 +75,8 @@ def docker_cli() -> str | None:
 
 
 class DockerEngine:
-    """One Docker Engine (dockerd 20.10, API 1.41) in namespaces of its own.
+    """One Docker Engine (Debian's dockerd 20.10, API 1.41, unless ``binaries`` names another)
+    in namespaces of its own.
 
     Args:
         work_dir: Holds the socket, pidfile, data root, logs and private config files.
@@ -86,6 +88,7 @@ class DockerEngine:
             ``runsc``, see :mod:`.gvisor`), in the daemon's ``runtimes`` configuration.
         daemon_flags: More dockerd flags, after the harness's own (a later flag wins:
             ``--iptables=false`` for an engine that manages no firewall).
+        binaries: The engine release to run (:mod:`.engines`; default: Debian's).
     """
 
     def __init__(
@@ -97,7 +100,10 @@ class DockerEngine:
         tls: bool = False,
         runtimes: Mapping[str, tuple[Path, Sequence[str]]] | None = None,
         daemon_flags: Sequence[str] = (),
+        binaries: EngineBinaries | None = None,
     ) -> None:
+        self.binaries = binaries or DEBIAN_ENGINE
+        """The release this engine runs (``.version``: ``20.10``, ``28.5``)."""
         self.slot = _claim_slot()
         self.prefix = f"pando-{os.getpid()}-"
         self.network = EngineNetwork(self.prefix, self.slot)
@@ -336,11 +342,15 @@ class DockerEngine:
             return
         started = time.monotonic()
         self.files.socket.unlink(missing_ok=True)
-        extra = self.tls.dockerd_flags() if self.tls is not None else []
+        extra = self.binaries.flags()
+        if self.tls is not None:
+            extra += self.tls.dockerd_flags()
         if self.runtimes:
             extra = [*extra, f"--config-file={self._runtimes_config()}"]
         extra = [*extra, *self.daemon_flags]
-        argv = daemon.command(self.files, self.network, self.cgroup_parent, extra=extra)
+        argv = daemon.command(
+            self.files, self.network, self.cgroup_parent, self.binaries.dockerd, extra=extra
+        )
         self._daemon = Component("dockerd", argv, self.files.log, cwd=self.files.work_dir)
         self._daemon.start()
         self._await("dockerd answering /_ping", lambda: self.api.ping() is not None, started)

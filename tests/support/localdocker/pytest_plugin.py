@@ -4,6 +4,12 @@ asks for it and stopped, every change undone, at the session's end.
 
 Load it with ``-p localdocker.pytest_plugin`` (with ``tests/support`` on ``pythonpath``).
 
+``--docker-engines=20.10,28.5`` / ``PANDO_DOCKER_ENGINES``
+    The engine releases to run (:mod:`localdocker.engines`: Debian's 20.10, the built 28.5;
+    default: both). Every Docker test runs on the first; tests marked ``every_engine`` run on
+    each other one too (ids ``docker20.10``, ``docker28.5``; there on asyncio only), last, so
+    each engine starts once.
+
 Where this machine cannot run the engine (not root, ``docker.io`` not installed...), a test
 that asks for it is skipped with the reason, unless ``PANDO_DOCKER=1`` or
 ``PANDO_REAL_NODES=1`` (the test command's CI sets it) is set: then it fails. A failure to
@@ -23,6 +29,7 @@ from localcluster.pytest_plugin import ran_and_skipped
 
 from .api import DockerApiError
 from .engine import DockerEngine, EngineError
+from .engines import binaries, versions
 from .gvisor import RUNSC, RUNSC_ARGS, runsc_binary
 from .hostside import HostNamespace
 from .requirements import missing
@@ -33,6 +40,11 @@ MARKER = (
     "docker: the test runs on a real Docker Engine (fixture docker_engine); skipped with the "
     "reason where the machine cannot run one, unless PANDO_DOCKER=1 or PANDO_REAL_NODES=1"
 )
+EVERY_ENGINE_MARKER = (
+    "every_engine: the test runs on every Docker Engine of --docker-engines "
+    "(fixture docker_engine_version)"
+)
+ENV_ENGINES = "PANDO_DOCKER_ENGINES"
 ENV_DOCKER = "PANDO_DOCKER"
 """``1``: a machine that cannot run the engine fails the Docker tests instead of skipping."""
 ENV_REAL_NODES = "PANDO_REAL_NODES"
@@ -40,6 +52,7 @@ ENV_REAL_NODES = "PANDO_REAL_NODES"
 _ENGINES = pytest.StashKey[list[DockerEngine]]()
 _SSHDS = pytest.StashKey[list[EngineSshd]]()
 _NO_RUNSC = pytest.StashKey[str]()
+_RELEASES = pytest.StashKey[list[str]]()
 
 
 def required() -> bool:
@@ -47,18 +60,89 @@ def required() -> bool:
     return "1" in (os.environ.get(ENV_DOCKER), os.environ.get(ENV_REAL_NODES))
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register ``--docker-engines``."""
+    parser.getgroup("docker", "Docker Engines for tests marked 'docker'").addoption(
+        "--docker-engines",
+        default=None,
+        help=f"engine releases, the first for every test, e.g. {','.join(versions())} "
+        f"(env {ENV_ENGINES}; default: every one the harness runs)",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Declare the marker."""
+    """Declare the markers; read the engine releases to run."""
     config.addinivalue_line("markers", MARKER)
+    config.addinivalue_line("markers", EVERY_ENGINE_MARKER)
     config.stash[_ENGINES] = []
     config.stash[_SSHDS] = []
+    config.stash[_RELEASES] = _releases(config)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses the engine ``docker`` (for ``-m docker`` and the summary)."""
+def _releases(config: pytest.Config) -> list[str]:
+    """The releases of ``--docker-engines``: the first runs every test."""
+    wanted = config.getoption("docker_engines", None) or os.environ.get(ENV_ENGINES)
+    if not wanted:
+        return list(versions())
+    releases = [r.strip() for r in wanted.split(",") if r.strip()]
+    unknown = [r for r in releases if r not in versions()]
+    if unknown or not releases:
+        raise pytest.UsageError(
+            f"--docker-engines: no engine {', '.join(unknown) or '(none named)'} "
+            f"(the harness runs {', '.join(versions())})"
+        )
+    return releases
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each ``every_engine`` test on the first release and on each other one asked for."""
+    if metafunc.definition.get_closest_marker("every_engine") is None:
+        return
+    if "docker_engine_version" not in metafunc.fixturenames:
+        raise pytest.UsageError(
+            f"{metafunc.definition.nodeid} is marked every_engine but uses no engine "
+            "(fixture docker_engine_version)"
+        )
+    first, *others = metafunc.config.stash[_RELEASES]
+    if not others:
+        return
+    # ``None`` is the first: the cache key of the tests that are not marked, so they all share
+    # one session engine.
+    params = [pytest.param(None, id=f"docker{first}")]
+    params += [pytest.param(r, id=f"docker{r}") for r in others]
+    metafunc.parametrize("docker_engine_version", params, indirect=True, scope="session")
+
+
+def _param(item: pytest.Item, name: str) -> object:
+    callspec = getattr(item, "callspec", None)
+    return None if callspec is None else callspec.params.get(name)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that uses the engine ``docker`` (for ``-m docker`` and the summary);
+    move the runs on other releases last (stable), so each engine starts once.
+
+    On other releases only the asyncio runs are kept: which event loop drives the adapter has
+    nothing to do with the engine's release, and the CI's time is counted.
+    """
     for item in items:
         if "docker_engine" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.docker)
+    others = [i for i in items if _param(i, "docker_engine_version") is not None]
+    dropped = [i for i in others if _param(i, "anyio_backend") == "trio"]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    kept = [i for i in others if _param(i, "anyio_backend") != "trio"]
+    items[:] = [i for i in items if _param(i, "docker_engine_version") is None] + kept
+
+
+@pytest.fixture(scope="session")
+def docker_engine_version(request: pytest.FixtureRequest) -> str:
+    """The release of :func:`docker_engine` (``20.10``, ``28.5``): the first of
+    ``--docker-engines``, or another one of them for ``every_engine`` tests."""
+    param = getattr(request, "param", None)
+    return str(param) if param is not None else request.config.stash[_RELEASES][0]
 
 
 def refuse(absent: list[str], what: str = "no Docker Engine") -> NoReturn:
@@ -76,17 +160,27 @@ def open_engine(
     tls: bool = False,
     runtimes: dict[str, tuple[Path, tuple[str, ...]]] | None = None,
     daemon_flags: tuple[str, ...] = (),
+    release: str | None = None,
 ) -> DockerEngine:
-    """Start an engine in a fresh temporary folder, or skip / fail saying why (``daemon_flags``:
-    more dockerd flags, such as ``--iptables=false``)."""
+    """Start an engine (of ``release``; default: Debian's) in a fresh temporary folder, or
+    skip / fail saying why (``daemon_flags``: more dockerd flags, such as
+    ``--iptables=false``)."""
     absent = missing()
     if absent:
         refuse(absent)
+    try:
+        engine_binaries = binaries(release) if release is not None else None
+    except FileNotFoundError as exc:
+        refuse([f"the Docker Engine {release} ({exc})"])
     failure = ""
     work_dir = request.getfixturevalue("tmp_path_factory").mktemp(name)
     try:
         engine = DockerEngine(
-            work_dir, tls=tls, runtimes=runtimes, daemon_flags=daemon_flags
+            work_dir,
+            tls=tls,
+            runtimes=runtimes,
+            daemon_flags=daemon_flags,
+            binaries=engine_binaries,
         ).open()
     except (EngineError, DockerApiError, OSError, RuntimeError) as exc:
         failure = f"the Docker Engine did not start: {exc}"
@@ -97,10 +191,13 @@ def open_engine(
 
 
 @pytest.fixture(scope="session")
-def docker_engine(request: pytest.FixtureRequest) -> Iterator[DockerEngine]:
-    """A Docker Engine for the session: ``.socket_path``, ``.base_url``, ``.api``,
-    ``.images``, ``.outside``, ``.netns``, ``.docker(...)``, ``.restart()``...; served over
-    TLS too (``.tls``: on ``127.0.0.1:2376`` of its namespace, client certificates required).
+def docker_engine(
+    request: pytest.FixtureRequest, docker_engine_version: str
+) -> Iterator[DockerEngine]:
+    """A Docker Engine for the session (of :func:`docker_engine_version`): ``.socket_path``,
+    ``.base_url``, ``.api``, ``.images``, ``.outside``, ``.netns``, ``.docker(...)``,
+    ``.restart()``...; served over TLS too (``.tls``: on ``127.0.0.1:2376`` of its namespace,
+    client certificates required).
 
     gVisor's ``runsc`` is one of its OCI runtimes beside runc when this machine has it
     (:func:`gvisor_runtime` says so, or why not); :func:`second_docker_engine` has runc alone.
@@ -114,7 +211,10 @@ def docker_engine(request: pytest.FixtureRequest) -> Iterator[DockerEngine]:
             runtimes[RUNSC] = (runsc_binary(), RUNSC_ARGS)
         except (FileNotFoundError, OSError, subprocess.SubprocessError) as exc:
             request.config.stash[_NO_RUNSC] = str(exc)
-    engine = open_engine(request, "docker", tls=True, runtimes=runtimes)
+    engine = open_engine(
+        request, f"docker{docker_engine_version}", tls=True, runtimes=runtimes,
+        release=docker_engine_version,
+    )  # fmt: skip
     try:
         yield engine
     finally:
@@ -135,9 +235,10 @@ def gvisor_runtime(request: pytest.FixtureRequest, docker_engine: DockerEngine) 
 def second_docker_engine(
     request: pytest.FixtureRequest, docker_engine: DockerEngine
 ) -> Iterator[DockerEngine]:
-    """A second engine beside :func:`docker_engine`: its own namespaces, socket and ranges;
-    served over TLS too, with a CA of its own."""
-    engine = open_engine(request, "docker-2", tls=True)
+    """A second engine beside :func:`docker_engine`, of its release: its own namespaces, socket
+    and ranges; served over TLS too, with a CA of its own."""
+    release = docker_engine.binaries.version
+    engine = open_engine(request, f"docker{release}-2", tls=True, release=release)
     try:
         yield engine
     finally:
@@ -200,4 +301,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(f"docker tests: {ran} ran, {skipped} skipped")
     for engine in config.stash.get(_ENGINES, []):
         figures = ", ".join(f"{k} {v:.2f} s" for k, v in engine.timings.items())
-        terminalreporter.write_line(f"docker engine {engine.netns}: {figures}")
+        terminalreporter.write_line(
+            f"docker engine {engine.binaries.version} {engine.netns}: {figures}"
+        )

@@ -13,9 +13,10 @@ __all__ = ["NEWEST_API", "OLDEST_API", "negotiate_version", "parse_version"]
 
 OLDEST_API = (1, 41)
 """Docker Engine 20.10: the oldest daemon the adapter supports."""
-NEWEST_API = (1, 47)
-"""The newest API the adapter was written against (Docker Engine 27); newer daemons still
-answer it (Docker 29 accepts clients from 1.44 on)."""
+NEWEST_API = (1, 51)
+"""The newest API a test has run (Docker Engine 28.3 to 28.5); newer daemons still answer it
+(Docker 29.0 to 29.2 accept clients from 1.44 on, 29.3 and later from 1.40). What changes at
+1.52 and later is in ``docs/docker.md`` (API versions and daemons)."""
 
 
 def _text(version: tuple[int, int]) -> str:

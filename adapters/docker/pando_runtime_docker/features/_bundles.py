@@ -64,6 +64,7 @@ class BundleSettings:
         subnet_pool: str,
         subnet_prefix: int,
         proxy_container: str | None,
+        trusted_bridges: tuple[str, ...] = (),
     ) -> None:
         self.log_cap = log_cap
         self.stop_timeout = stop_timeout
@@ -73,6 +74,7 @@ class BundleSettings:
         self.subnet_pool = subnet_pool
         self.subnet_prefix = subnet_prefix
         self.proxy_container = proxy_container
+        self.trusted_bridges = trusted_bridges
 
 
 class Bundles:
@@ -225,7 +227,13 @@ class Bundles:
                     remedy="Widen the 'subnet_pool' setting or destroy unused bundles.",
                     details={"bundle_id": bundle_id},
                 )
-            body = network_request(self._naming, bundle_id, subnet, internal=internal)
+            body = network_request(
+                self._naming,
+                bundle_id,
+                subnet,
+                internal=internal,
+                trusted_bridges=self._settings.trusted_bridges,
+            )
             # Held until the network exists (or its create failed): the other first applies of
             # this adapter, running meanwhile, carve around it instead of racing for it.
             self._subnets_in_flight.add(subnet)

@@ -8,7 +8,12 @@ from typing import Any
 
 from ._labels import Naming
 
-__all__ = ["free_subnet", "network_request"]
+__all__ = ["TRUSTED_INTERFACES", "free_subnet", "network_request"]
+
+TRUSTED_INTERFACES = "com.docker.network.bridge.trusted_host_interfaces"
+"""The bridge option (Docker 28.2+) naming interfaces whose packets may reach the network's
+containers by address; from 28.2 every other interface's are dropped in the raw table, before
+``DOCKER-USER``. Older engines ignore it."""
 
 
 def free_subnet(pool: str, prefix: int, taken: Iterable[str]) -> str | None:
@@ -27,12 +32,20 @@ def free_subnet(pool: str, prefix: int, taken: Iterable[str]) -> str | None:
 
 
 def network_request(
-    naming: Naming, bundle_id: str, subnet: str, *, internal: bool = False
+    naming: Naming,
+    bundle_id: str,
+    subnet: str,
+    *,
+    internal: bool = False,
+    trusted_bridges: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """``POST /networks/create`` for the bundle's bridge network.
 
-    ``internal``: no route out (restricted egress).
+    ``internal``: no route out (restricted egress); ``trusted_bridges``: bridges routed to the
+    bundle's containers by address (the edge network's, under private networks), which the
+    engine must not drop (:data:`TRUSTED_INTERFACES`).
     """
+    options = {TRUSTED_INTERFACES: ":".join(trusted_bridges)} if trusted_bridges else {}
     return {
         "Name": naming.network_name(bundle_id),
         "CheckDuplicate": True,
@@ -41,4 +54,5 @@ def network_request(
         "Attachable": False,
         "Labels": naming.bundle_labels(bundle_id),
         "IPAM": {"Driver": "default", "Config": [{"Subnet": subnet}]},
+        "Options": options,
     }

@@ -161,10 +161,12 @@ def open_engine(
     runtimes: dict[str, tuple[Path, tuple[str, ...]]] | None = None,
     daemon_flags: tuple[str, ...] = (),
     release: str | None = None,
+    features: dict[str, bool] | None = None,
 ) -> DockerEngine:
     """Start an engine (of ``release``; default: Debian's) in a fresh temporary folder, or
     skip / fail saying why (``daemon_flags``: more dockerd flags, such as
-    ``--iptables=false``)."""
+    ``--iptables=false``; ``features``: the daemon configuration's, such as
+    ``{"containerd-snapshotter": True}``)."""
     absent = missing()
     if absent:
         refuse(absent)
@@ -180,6 +182,7 @@ def open_engine(
             tls=tls,
             runtimes=runtimes,
             daemon_flags=daemon_flags,
+            features=features,
             binaries=engine_binaries,
         ).open()
     except (EngineError, DockerApiError, OSError, RuntimeError) as exc:

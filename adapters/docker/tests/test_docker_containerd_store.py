@@ -23,7 +23,7 @@ from _docker_tests import ENV_HOST, adapter_config
 from localcluster import images
 from localdocker.engine import CONTAINERD_SNAPSHOTTER
 from localdocker.engines import built_version
-from localdocker.pytest_plugin import open_engine
+from localdocker.pytest_plugin import open_engine, releases
 from pando_runtime_docker import DockerAdapter
 from test_docker_images import (
     test_a_bad_archive_is_refused_with_its_reason,
@@ -49,6 +49,8 @@ def docker_host(request: pytest.FixtureRequest) -> Iterator[str]:
     image store, the busybox image loaded."""
     if os.environ.get(ENV_HOST):
         pytest.skip("these tests start an engine of their own configuration")
+    if built_version() not in releases(request.config):
+        pytest.skip(f"Docker Engine {built_version()} is not among --docker-engines")
     engine: Any = open_engine(
         request,
         "docker-containerd-store",

@@ -113,6 +113,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("docker_engine_version", params, indirect=True, scope="session")
 
 
+def releases(config: pytest.Config) -> list[str]:
+    """The releases this run asked for (``--docker-engines``), the first first."""
+    return list(config.stash[_RELEASES])
+
+
 def _param(item: pytest.Item, name: str) -> object:
     callspec = getattr(item, "callspec", None)
     return None if callspec is None else callspec.params.get(name)

@@ -115,7 +115,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def releases(config: pytest.Config) -> list[str]:
     """The releases this run asked for (``--docker-engines``), the first first."""
-    return list(config.stash[_RELEASES])
+    found: list[str] = config.stash[_RELEASES]
+    return list(found)
 
 
 def _param(item: pytest.Item, name: str) -> object:

@@ -99,12 +99,14 @@ def docs(session: nox.Session) -> None:
 @nox.session(python="3.11")
 def benchmarks(session: nox.Session) -> None:
     """Print benchmark figures: the fake's lifecycle rate, import time, catalog sync into
-    Consul, the test Docker Engine's start, Kubernetes API calls and start-up."""
+    Consul, the test Docker Engine's start, the adapter on each engine release, Kubernetes API
+    calls and start-up."""
     _install(session, "test")
     session.run("python", "benchmarks/fake_lifecycle.py", *session.posargs)
     session.run("python", "benchmarks/catalog_sync.py")  # starts Consul (tools/consul/build.sh)
     session.run("python", "benchmarks/docker_engine.py")  # the tests' Docker Engine (as root)
     session.run("python", "benchmarks/hung_member.py")  # a fleet beside a frozen dockerd (root)
+    session.run("python", "benchmarks/docker_engines.py")  # 20.10 and 28.5 side by side (root)
     for script in sorted(ROOT.glob("adapters/*/benchmarks/*.py")):
         if script.name in SLOW_BENCHMARKS or script.name.startswith("_"):
             continue  # slow (a session of its own), or a part of another benchmark

@@ -85,6 +85,11 @@ def test_a_load_that_could_not_unpack_fails_inside_a_successful_answer() -> None
     assert "permission denied" in caught.value.message
     assert caught.value.details["loaded"] == ["pando.test/app:1"]
     assert loaded_references(answer.splitlines()[0], 1024) == ["pando.test/app:1"]
+    # A layer that is not the config's is a broken archive, on this store as on the classic one.
+    broken = answer.replace("failed to extract layer", "wrong diff id calculated on extraction")
+    with pytest.raises(pr.InvalidInput) as refused:
+        loaded_references(broken, 1024)
+    assert refused.value.problems[0].code == "bad_image_archive"
 
 
 def test_the_firewall_info_names_decides_what_plans_are_refused() -> None:

@@ -281,12 +281,18 @@ def archive_stem(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]", "_", name)
 
 
-def build(spec: ImageSpec, directory: Path | None = None) -> BuiltImage:
-    """The archive of ``spec``: found in the cache, else written there (older ones removed)."""
+def build(
+    spec: ImageSpec, directory: Path | None = None, *, diff_id: str | None = None
+) -> BuiltImage:
+    """The archive of ``spec``: found in the cache, else written there (older ones removed).
+
+    ``diff_id``: the layer digest the config names, when not the layer's own (a broken
+    archive, which an engine refuses or cannot unpack).
+    """
     started = time.monotonic()
     directory = directory or cache_dir()
     layer = layer_tar(spec)
-    config = _config(spec, _digest(layer))
+    config = _config(spec, diff_id or _digest(layer))
     key = hashlib.sha256(f"{FORMAT}\n{spec.name}\n".encode() + config).hexdigest()[:16]
     stem = archive_stem(spec.name)
     archive = directory / f"{stem}-{key}.tar"

@@ -136,16 +136,19 @@ def dockerd_argv(
     cgroup_parent: str,
     dockerd: str = "dockerd",
     extra: Sequence[str] = (),
+    *,
+    storage_driver: str = "overlay2",
 ) -> list[str]:
     """dockerd and its flags: every path, range and cgroup the engine's own (``extra``: more
-    flags, such as a TLS listener's)."""
+    flags, such as a TLS listener's; ``storage_driver``: a graph driver, or with the
+    containerd image store a containerd snapshotter, ``overlayfs``)."""
     return [
         dockerd,
         f"--host=unix://{files.socket}",
         f"--data-root={files.data_root}",
         f"--exec-root={EXEC_ROOT}",
         f"--pidfile={files.pidfile}",
-        "--storage-driver=overlay2",
+        f"--storage-driver={storage_driver}",
         "--exec-opt=native.cgroupdriver=cgroupfs",
         f"--cgroup-parent={cgroup_parent}",
         f"--bip={network.bip}",
@@ -164,10 +167,14 @@ def command(
     cgroup_parent: str,
     dockerd: str = "dockerd",
     extra: Sequence[str] = (),
+    *,
+    storage_driver: str = "overlay2",
 ) -> list[str]:
     """The whole command the harness runs: namespaces, the wrapper, dockerd."""
     script = wrapper_script(files, cgroup_mounts())
-    argv = dockerd_argv(files, network, cgroup_parent, dockerd, extra)
+    argv = dockerd_argv(
+        files, network, cgroup_parent, dockerd, extra, storage_driver=storage_driver
+    )
     inner = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script,
              "pando-dockerd", *argv]  # fmt: skip
     return netns.command(network.engine, inner)

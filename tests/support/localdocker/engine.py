@@ -44,6 +44,9 @@ from .tls import EngineTls, make_engine_tls
 
 DEBIAN_CLI = Path("/usr/bin/docker")
 """The CLI of Debian's ``docker.io`` (the engine's own version); else ``docker`` on PATH."""
+CONTAINERD_SNAPSHOTTER = "containerd-snapshotter"
+"""The feature that puts images in containerd's store (27 and 28; the default of fresh 29
+installs): ``DockerEngine(features={CONTAINERD_SNAPSHOTTER: True})``."""
 
 _slots: set[int] = set()
 _slots_lock = threading.Lock()
@@ -88,6 +91,8 @@ class DockerEngine:
             ``runsc``, see :mod:`.gvisor`), in the daemon's ``runtimes`` configuration.
         daemon_flags: More dockerd flags, after the harness's own (a later flag wins:
             ``--iptables=false`` for an engine that manages no firewall).
+        features: The daemon configuration's ``features`` (``{"containerd-snapshotter": True}``:
+            the containerd image store, 27 and 28).
         binaries: The engine release to run (:mod:`.engines`; default: Debian's).
     """
 
@@ -100,6 +105,7 @@ class DockerEngine:
         tls: bool = False,
         runtimes: Mapping[str, tuple[Path, Sequence[str]]] | None = None,
         daemon_flags: Sequence[str] = (),
+        features: Mapping[str, bool] | None = None,
         binaries: EngineBinaries | None = None,
     ) -> None:
         self.binaries = binaries or DEBIAN_ENGINE
@@ -125,6 +131,8 @@ class DockerEngine:
         """The OCI runtimes the daemon has besides runc: name to (binary, arguments)."""
         self.daemon_flags = tuple(daemon_flags)
         """dockerd flags given beside the harness's own."""
+        self.features = dict(features or {})
+        """The daemon configuration's ``features``."""
         self.tls: EngineTls | None = None
         """The engine's CA and certificates once :meth:`open` made them (``tls=True``)."""
         self._daemon: Component | None = None
@@ -345,12 +353,13 @@ class DockerEngine:
         extra = self.binaries.flags()
         if self.tls is not None:
             extra += self.tls.dockerd_flags()
-        if self.runtimes:
-            extra = [*extra, f"--config-file={self._runtimes_config()}"]
+        if self.runtimes or self.features:
+            extra = [*extra, f"--config-file={self._daemon_config()}"]
         extra = [*extra, *self.daemon_flags]
         argv = daemon.command(
-            self.files, self.network, self.cgroup_parent, self.binaries.dockerd, extra=extra
-        )
+            self.files, self.network, self.cgroup_parent, self.binaries.dockerd, extra=extra,
+            storage_driver=self.storage_driver,
+        )  # fmt: skip
         self._daemon = Component("dockerd", argv, self.files.log, cwd=self.files.work_dir)
         self._daemon.start()
         self._await("dockerd answering /_ping", lambda: self.api.ping() is not None, started)
@@ -399,6 +408,17 @@ class DockerEngine:
             yield
         finally:
             self.thaw()
+
+    @property
+    def containerd_store(self) -> bool:
+        """Whether images live in containerd's store (``features``), not the graph driver's."""
+        return bool(self.features.get(CONTAINERD_SNAPSHOTTER))
+
+    @property
+    def storage_driver(self) -> str:
+        """``overlay2``, or the containerd snapshotter of the same kernel feature
+        (with the containerd store, ``--storage-driver`` names a snapshotter)."""
+        return "overlayfs" if self.containerd_store else "overlay2"
 
     def _dockerd_pid(self) -> int:
         return int(self.files.pidfile.read_text().strip())
@@ -449,15 +469,19 @@ class DockerEngine:
             for container in self.api.checked("GET", "/containers/json").json():
                 self.api.request("POST", f"/containers/{container['Id']}/kill")
 
-    def _runtimes_config(self) -> Path:
-        """A daemon configuration holding :attr:`runtimes` alone (``--add-runtime`` takes no
-        arguments for the runtime)."""
-        runtimes = {
-            name: {"path": str(binary), "runtimeArgs": list(args)}
-            for name, (binary, args) in self.runtimes.items()
-        }
-        path = self.files.work_dir / "daemon-runtimes.json"
-        path.write_text(json.dumps({"runtimes": runtimes}, indent=2) + "\n")
+    def _daemon_config(self) -> Path:
+        """A daemon configuration holding :attr:`runtimes` (``--add-runtime`` takes no
+        arguments for the runtime) and :attr:`features` (no flag sets them)."""
+        config: dict[str, object] = {}
+        if self.runtimes:
+            config["runtimes"] = {
+                name: {"path": str(binary), "runtimeArgs": list(args)}
+                for name, (binary, args) in self.runtimes.items()
+            }
+        if self.features:
+            config["features"] = self.features
+        path = self.files.work_dir / "daemon.json"
+        path.write_text(json.dumps(config, indent=2) + "\n")
         return path
 
     def _stand_ins_up(self) -> bool:

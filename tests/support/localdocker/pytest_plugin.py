@@ -113,6 +113,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("docker_engine_version", params, indirect=True, scope="session")
 
 
+def releases(config: pytest.Config) -> list[str]:
+    """The releases this run asked for (``--docker-engines``), the first first."""
+    found: list[str] = config.stash[_RELEASES]
+    return list(found)
+
+
 def _param(item: pytest.Item, name: str) -> object:
     callspec = getattr(item, "callspec", None)
     return None if callspec is None else callspec.params.get(name)
@@ -161,10 +167,12 @@ def open_engine(
     runtimes: dict[str, tuple[Path, tuple[str, ...]]] | None = None,
     daemon_flags: tuple[str, ...] = (),
     release: str | None = None,
+    features: dict[str, bool] | None = None,
 ) -> DockerEngine:
     """Start an engine (of ``release``; default: Debian's) in a fresh temporary folder, or
     skip / fail saying why (``daemon_flags``: more dockerd flags, such as
-    ``--iptables=false``)."""
+    ``--iptables=false``; ``features``: the daemon configuration's, such as
+    ``{"containerd-snapshotter": True}``)."""
     absent = missing()
     if absent:
         refuse(absent)
@@ -180,6 +188,7 @@ def open_engine(
             tls=tls,
             runtimes=runtimes,
             daemon_flags=daemon_flags,
+            features=features,
             binaries=engine_binaries,
         ).open()
     except (EngineError, DockerApiError, OSError, RuntimeError) as exc:

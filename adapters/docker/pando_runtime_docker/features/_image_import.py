@@ -7,14 +7,19 @@ the registry through the daemon (``GET /distribution/{name}/json``): what it can
 start.
 
 The containerd image store answers a load whose image it stored but could not unpack (a layer
-its snapshotter cannot apply) with success and one line of text, ``Error unpacking image ...``,
-beside ``Loaded image: ...``: that line fails the import, as an error object does.
+its snapshotter cannot apply, or one that is not what the image's config says) with success and
+one line of text, ``Error unpacking image ...``, after that image's ``Loaded image: ...``: that
+line fails the import, as an error object does, and the image it names is removed again, as the
+classic store keeps nothing of an archive it refuses. A layer that does not match the config's
+digest is a broken archive there as in the classic store (``InvalidInput``); any other unpack
+failure is the engine's (``AdapterFailed``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass
 
 from anyio.abc import ByteReceiveStream
 
@@ -36,6 +41,16 @@ _LOG = logger("images")
 
 _LOADED = ("Loaded image: ", "Loaded image ID: ")
 _UNPACK_FAILED = "Error unpacking image"
+# What containerd's unpacker says of a layer whose content is not the config's diff ID.
+_BROKEN_LAYER = "wrong diff id"
+
+
+@dataclass(frozen=True)
+class LoadAnswer:
+    """A load's answer: the references it loaded, and why each it could not unpack failed."""
+
+    loaded: list[str]
+    not_unpacked: dict[str, str]
 
 
 class ImageImport:
@@ -67,7 +82,11 @@ class ImageImport:
             if error.status in (400, 500):  # the daemon could not read it
                 raise _bad_archive(error.message, sent) from None
             raise write_failed(error, "loading an image archive") from None
-        loaded = loaded_references(answer.text, sent)
+        read = read_load_answer(answer.text, sent)
+        if read.not_unpacked:
+            await self._remove(list(read.not_unpacked))
+            raise unpack_failed(read, sent)
+        loaded = read.loaded
         loaded_id = await self._image_id(loaded[0])
         _LOG.info(
             "imported %s as %s (%.1f MiB, %.2f s)",
@@ -77,6 +96,14 @@ class ImageImport:
             time.perf_counter() - started,
         )
         return loaded_id
+
+    async def _remove(self, references: list[str]) -> None:
+        """Remove what a failed load stored (best effort: the caller hears of the failure)."""
+        for reference in references:
+            try:
+                await self._api.request("DELETE", "/images/{name}", args={"name": reference})
+            except EngineError as error:
+                _LOG.warning("could not remove %s, loaded but not unpacked: %s", reference, error)
 
     async def _image_id(self, reference: str) -> str:
         named = image_id(reference)
@@ -105,8 +132,17 @@ class ImageImport:
 
 
 def loaded_references(text: str, sent: int) -> list[str]:
-    """The references the load's lines name; a reported error fails the import."""
+    """The references the load's lines name; an error or an image not unpacked fails it."""
+    read = read_load_answer(text, sent)
+    if read.not_unpacked:
+        raise unpack_failed(read, sent)
+    return read.loaded
+
+
+def read_load_answer(text: str, sent: int) -> LoadAnswer:
+    """The load's lines read; an error object, or no image named, is a bad archive."""
     loaded: list[str] = []
+    not_unpacked: dict[str, str] = {}
     for line in text.splitlines():
         message = progress_message(line)
         reason = progress_error(message) if message is not None else None
@@ -114,23 +150,27 @@ def loaded_references(text: str, sent: int) -> list[str]:
             raise _bad_archive(reason, sent)
         # A stream line, or a bare one from an engine that writes plain text.
         stream = str(message.get("stream", "")) if message is not None else line
-        if stream.startswith(_UNPACK_FAILED):
-            raise _unpack_failed(stream.strip(), loaded)
+        if stream.startswith(_UNPACK_FAILED) and loaded:
+            # The engine writes it right after the ``Loaded image`` line of the same image.
+            not_unpacked[loaded[-1]] = stream.strip()
         loaded.extend(stream[len(p) :].strip() for p in _LOADED if stream.startswith(p))
     if not loaded:
         raise _bad_archive("the archive holds no image", sent)
-    return loaded
+    return LoadAnswer(loaded, not_unpacked)
 
 
-def _unpack_failed(reason: str, loaded: list[str]) -> AdapterFailed:
+def unpack_failed(read: LoadAnswer, sent: int) -> AdapterFailed | InvalidInput:
+    """The failure of a load that stored images it could not unpack (since removed)."""
+    reason = next(iter(read.not_unpacked.values()))
+    if _BROKEN_LAYER in reason:
+        return _bad_archive(reason, sent)
     return AdapterFailed(
         "the engine stored the archive's image but could not unpack it: " + reason[:300],
         remedy="The engine keeps images in the containerd image store, whose snapshotter could "
-        "not apply a layer: see the daemon's log. A layer that does not match its digest is a "
-        "broken archive (save it again); a snapshotter the host cannot mount (overlay in an "
-        "unprivileged container) needs another storage setup. Remove the image it left "
-        "('docker rmi') before loading it again.",
-        details={"loaded": loaded, "reason": reason[:300]},
+        "not apply a layer: see the daemon's log. A snapshotter the host cannot mount (overlay "
+        "in an unprivileged container) needs another storage setup. The image was removed "
+        "again (unless the log of this library says otherwise).",
+        details={"loaded": read.loaded, "reason": reason[:300]},
     )
 
 

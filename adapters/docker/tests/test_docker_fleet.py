@@ -25,17 +25,14 @@ from _docker_tests import SLEEP, adapter_config
 from _socket_proxy import SocketProxy
 
 import pando_runtime as pr
-from pando_runtime.fleet import FleetAdapter, FleetMembers
+from pando_runtime.fleet import FleetAdapter
 from pando_runtime.testing.conformance import (
     ConformanceHarness,
-    ConformanceSuite,
     EventConformance,
     ExecConformance,
-    FakeHarness,
     FleetHarness,
     LogConformance,
     VolumeConformance,
-    scripted_fake,
 )
 
 MiB = 1024**2
@@ -127,53 +124,20 @@ class _TwoEngines:
         return FleetHarness(members, primary="one")
 
 
-class TestDockerFleetConformance(_TwoEngines, ConformanceSuite):
-    """The whole kit over two engines, on asyncio."""
-
-    @pytest.fixture
-    def anyio_backend(self) -> str:
-        return "asyncio"
-
-
 class TestDockerFleetTrioConformance(
     _TwoEngines, EventConformance, LogConformance, ExecConformance, VolumeConformance
 ):
     """On trio, what differs between the backends: the streams (the merged events, logs, exec,
-    volume archives through the fleet); the rest is the same code on either."""
+    volume archives through the fleet); the rest is the same code on either.
+
+    The whole kit over two engines runs in ``test_docker_fleet_remote.py``, its members reached
+    over SSH and TLS (the fleet's code is the same whatever the way in); a fleet mixing runtimes
+    passes it in the Kubernetes adapter's tests (an engine and a cluster).
+    """
 
     @pytest.fixture
     def anyio_backend(self) -> str:
         return "trio"
-
-
-class TestDockerAndFakeFleetConformance(ConformanceSuite):
-    """An engine and the fake as one runtime (asyncio: nothing here differs on trio)."""
-
-    single_pool: ClassVar[bool] = False
-
-    @pytest.fixture
-    def anyio_backend(self) -> str:
-        return "asyncio"
-
-    @pytest.fixture
-    async def adapter(
-        self, engines: dict[str, Any], proxies: dict[str, SocketProxy], fleet_owner: str
-    ) -> AsyncIterator[FleetAdapter]:
-        engine = pr.load_adapter("docker", _member(proxies["one"].host, fleet_owner)["settings"])
-        members = {"engine": engine, "fake": scripted_fake()}
-        source = FleetMembers(adapters=members, control="engine")
-        try:
-            async with FleetAdapter(source=source) as fleet:
-                yield fleet
-        finally:
-            await _cleanup({"one": engines["one"]}, fleet_owner)
-
-    @pytest.fixture
-    def harness(
-        self, engines: dict[str, Any], proxies: dict[str, SocketProxy]
-    ) -> ConformanceHarness:
-        engine = DockerHarness(_host(engines["one"]), proxies["one"], engines["one"])
-        return FleetHarness({"engine": engine, "fake": FakeHarness()}, primary="engine")
 
 
 # -- placement, silence, restarts ------------------------------------------------------------

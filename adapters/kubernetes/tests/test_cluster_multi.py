@@ -7,6 +7,9 @@ recorded on the clusters (a second adapter and a restarted one find it), a bundl
 bundle that is not a first deploy goes to the default cluster; the merged event stream; a member
 stopped (its bundles unavailable, naming it, the other's applied and observed, ``health_check``
 naming it) and started again with the same data and ports (the same adapter recovers).
+
+The merged event stream runs on asyncio and trio (streams are where the backends differ); the
+rest is the same code on either, and runs on asyncio.
 """
 
 from __future__ import annotations
@@ -118,7 +121,12 @@ async def made_and_gone(
     await _eventually(gone, "the test's namespaces to be gone")
 
 
+ASYNCIO_ONLY = pytest.mark.parametrize("anyio_backend", ["asyncio"])
+"""Placement, a member's outage and a warm restart are the same code on either backend."""
+
+
 @pytest.mark.anyio
+@ASYNCIO_ONLY
 async def test_placement_by_room_is_recorded_on_the_clusters(
     multi_config: dict[str, Any],
     admin_api: Any,
@@ -209,6 +217,7 @@ async def test_one_event_stream_carries_every_member(
 
 
 @pytest.mark.anyio
+@ASYNCIO_ONLY
 async def test_a_member_down_then_back(
     multi_config: dict[str, Any], second_kube_cluster: Any, made: list[BundlePlan]
 ) -> None:
@@ -266,6 +275,7 @@ async def test_a_member_down_then_back(
 
 
 @pytest.mark.anyio
+@ASYNCIO_ONLY
 async def test_a_warm_restart_of_the_fleet_resumes_every_member(
     multi_config: dict[str, Any], made: list[BundlePlan], tmp_path: Any
 ) -> None:

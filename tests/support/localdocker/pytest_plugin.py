@@ -6,8 +6,9 @@ Load it with ``-p localdocker.pytest_plugin`` (with ``tests/support`` on ``pytho
 
 ``--docker-engines=20.10,28.5`` / ``PANDO_DOCKER_ENGINES``
     The engine releases to run (:mod:`localdocker.engines`: Debian's 20.10, the built 28.5;
-    default: both). Every Docker test runs on the first; tests marked ``every_engine`` run on
-    each other one too (ids ``docker20.10``, ``docker28.5``; there on asyncio only), last, so
+    default: ``28.5,20.10``). Every Docker test runs on the first; the second engine of a fleet
+    (``second_docker_engine``) is of the second; tests marked ``every_engine`` run on each other
+    one too (ids ``docker20.10``, ``docker28.5``; there on asyncio only), last, so
     each engine starts once.
 
 Where this machine cannot run the engine (not root, ``docker.io`` not installed...), a test
@@ -83,7 +84,7 @@ def _releases(config: pytest.Config) -> list[str]:
     """The releases of ``--docker-engines``: the first runs every test."""
     wanted = config.getoption("docker_engines", None) or os.environ.get(ENV_ENGINES)
     if not wanted:
-        return list(versions())
+        return list(reversed(versions()))  # the newest, the one users run, for every test
     releases = [r.strip() for r in wanted.split(",") if r.strip()]
     unknown = [r for r in releases if r not in versions()]
     if unknown or not releases:
@@ -244,9 +245,11 @@ def gvisor_runtime(request: pytest.FixtureRequest, docker_engine: DockerEngine) 
 def second_docker_engine(
     request: pytest.FixtureRequest, docker_engine: DockerEngine
 ) -> Iterator[DockerEngine]:
-    """A second engine beside :func:`docker_engine`, of its release: its own namespaces, socket
-    and ranges; served over TLS too, with a CA of its own."""
-    release = docker_engine.binaries.version
+    """A second engine beside :func:`docker_engine`: its own namespaces, socket and ranges;
+    served over TLS too, with a CA of its own. Of the second release asked for (a fleet of two
+    engines is then one of each release), else of :func:`docker_engine`'s."""
+    asked = releases(request.config)
+    release = asked[1] if len(asked) > 1 else docker_engine.binaries.version
     engine = open_engine(request, f"docker{release}-2", tls=True, release=release)
     try:
         yield engine

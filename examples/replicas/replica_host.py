@@ -27,7 +27,8 @@ seconds since the epoch) and ``replica``:
 - ``{"event": "gained" | "lost", "apps": [...], "members": [...]}`` whenever what it owns
   changes (a gained app is journaled before anything is written for it);
 - ``{"event": "apply", "phase": "start", "app": ...}`` and ``{"event": "apply", "phase": "end",
-  "app": ..., "result": "applied" | <error code>}`` around each apply;
+  "app": ..., "result": "applied" | <error code>}`` around each apply (an error's ``message``
+  too);
 - ``{"event": "left"}`` after a clean leave.
 
 This uses the library's public API only.
@@ -120,7 +121,9 @@ async def apply_one(
     try:
         await adapter.apply(plan)
     except pr.PandoRuntimeError as error:  # NotOwner after a loss, or the API is down
-        journal.write("apply", phase="end", app=plan.bundle_id, result=error.code)
+        journal.write(
+            "apply", phase="end", app=plan.bundle_id, result=error.code, message=error.message
+        )
         return False
     journal.write("apply", phase="end", app=plan.bundle_id, result="applied")
     return True

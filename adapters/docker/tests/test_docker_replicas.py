@@ -23,11 +23,9 @@ Figures (takeover after the kill, stale writes, apps per replica, wall time) are
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import tempfile
 import time
-import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -35,11 +33,13 @@ from typing import Any
 
 import anyio
 import pytest
-from _docker_harness import BUSYBOX, DockerHarness
+from _docker_harness import DockerHarness
 from _docker_replicas import (
+    ROOM,
+    SMALL,
     EngineEvent,
     EventRecorder,
-    engine_state,
+    FleetHosts,
     image_of,
     placed_twice,
     problems,
@@ -48,130 +48,16 @@ from _socket_proxy import SocketProxy
 from localstores import EtcdServer
 from replicahosts import SETTINGS, HostProcess, Journal, until
 
-import pando_runtime as pr
-
 pytestmark = pytest.mark.anyio
 
 APPS = 60
 """Apps the three replicas share: about a minute of this machine's engines through the faults
 (a first placement on the harness's engine takes about 0.28 s at four at a time)."""
 
-ROOM, SMALL = 64 * 1024**3, 2 * 1024**3
-"""Each engine's room for the apps (``capacity_memory_bytes``). The frozen replica counts
-``SMALL`` on the second engine, the others on the first: they would place its apps elsewhere
-but for its placement records (views of room diverge: a cache behind, a setting changed on
-some replicas first)."""
-
-REAPPLY = 3.0
-"""Seconds between a replica's applies of every app it owns: what bounds a stale write's life."""
-
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # the replicas are processes: the test's own loop hardly matters
-
-
-class FleetHosts:
-    """Replica processes over one fleet config, each running its apps from its own image."""
-
-    def __init__(self, workdir: Path, engines: dict[str, Any], store: str, apps: int) -> None:
-        self.workdir = workdir
-        self.engines = engines
-        self.store = store
-        self.owner = f"rp{uuid.uuid4().hex[:8]}"
-        self.apps = [f"{self.owner}-{n}" for n in range(apps)]
-        self.running: dict[str, HostProcess] = {}
-        self.gone: list[HostProcess] = []
-
-    def config(self, name: str, hosts: dict[str, str], rooms: dict[str, int], **more: Any) -> Path:
-        """A replica's fleet settings: the engines at ``hosts``, the same store and owner,
-        each engine's room (``capacity_memory_bytes``) from ``rooms``, and ``more`` of the
-        members' settings."""
-        member = {
-            **more,
-            "owner": self.owner,
-            "stop_timeout": 1,
-            "cache_max_staleness": 3.0,
-            "cache_probe_interval": 0.5,
-        }
-        settings = {
-            "members": {
-                member_name: {
-                    "adapter": "docker",
-                    "settings": {
-                        **member,
-                        "host": host,
-                        "capacity_memory_bytes": rooms.get(member_name, ROOM),
-                    },
-                }
-                for member_name, host in hosts.items()
-            },
-            "events_retry": [0.2, 0.5, 1.0],
-            "lease_store": {
-                "kind": "etcd",
-                "settings": {"address": self.store, "prefix": f"{self.owner}/", "timeout": 1.0},
-            },
-        }
-        path = self.workdir / f"{name}.json"
-        path.write_text(json.dumps(settings))
-        return path
-
-    def start(
-        self,
-        replica: str,
-        hosts: dict[str, str] | None = None,
-        rooms: dict[str, int] | None = None,
-        **more: Any,
-    ) -> HostProcess:
-        """Start a replica reaching the engines at ``hosts`` (default: their own sockets),
-        counting ``rooms`` on them (default: ``ROOM`` each), ``more`` of its members'
-        settings."""
-        name = f"{self.owner}-{replica}"
-        direct = {n: f"unix://{e.socket_path}" for n, e in self.engines.items()}
-        config = self.config(name, hosts or direct, rooms or {}, **more)
-        for engine in self.engines.values():
-            engine.docker("tag", BUSYBOX, image_of(name))
-        options = [
-            "--adapter=fleet",
-            f"--image={image_of(name)}",
-            "--command=sleep 2147483647",
-            f"--reapply={REAPPLY}",
-        ]
-        host = HostProcess.start(self.workdir, config, name, len(self.apps), self.owner, options)
-        # An engine stamps an event when the call ends: a start sent just before a SIGKILL
-        # was seen ending 0.9 s after it. A write ending later than this, and after another
-        # replica's takeover, is still caught (the writer changed after the takeover began).
-        host.kill_grace = SETTINGS.lease_duration
-        self.running[name] = host
-        return host
-
-    def kill(self, host: HostProcess) -> float:
-        del self.running[host.name]
-        self.gone.append(host)
-        return host.kill()
-
-    def journals(self) -> dict[str, Journal]:
-        return {h.name: h.journal() for h in [*self.gone, *self.running.values()]}
-
-    def owners(self) -> dict[str, str | None]:
-        return {app: pr.rendezvous_owner(app, list(self.running)) for app in self.apps}
-
-    def converged(self) -> bool:
-        """Each app one running container, on one engine, written by its owner now; each
-        running replica owning exactly its share."""
-        state = engine_state(self.engines, self.owner)
-        owners = self.owners()
-        for app in self.apps:
-            if [(w, s) for _, w, s in state.get(app, [])] != [(owners[app], "running")]:
-                return False
-        return all(
-            h.journal().owned() == {a for a, o in owners.items() if o == name}
-            for name, h in self.running.items()
-        )
-
-    def ensure_gone(self) -> None:
-        for host in self.running.values():
-            host.ensure_gone()
 
 
 @pytest.fixture
@@ -206,7 +92,8 @@ async def proxies(engines: dict[str, Any]) -> AsyncIterator[dict[str, SocketProx
 async def hosts(
     tmp_path: Path, engines: dict[str, Any], store: EtcdServer
 ) -> AsyncIterator[FleetHosts]:
-    made = FleetHosts(tmp_path, engines, store.address, APPS)
+    settings = {"address": store.address, "prefix": f"{tmp_path.name}/", "timeout": 1.0}
+    made = FleetHosts(tmp_path, engines, {"kind": "etcd", "settings": settings}, APPS)
     try:
         yield made
     finally:

@@ -246,7 +246,14 @@ class FleetHosts:
         self.running: dict[str, HostProcess] = {}
         self.gone: list[HostProcess] = []
 
-    def config(self, name: str, hosts: dict[str, str], rooms: dict[str, int], **more: Any) -> Path:
+    def config(
+        self,
+        name: str,
+        hosts: dict[str, str],
+        rooms: dict[str, int],
+        store: dict[str, Any] | None = None,
+        **more: Any,
+    ) -> Path:
         """A replica's fleet settings: the engines at ``hosts``, the same store and owner,
         each engine's room (``capacity_memory_bytes``) from ``rooms``, and ``more`` of the
         members' settings."""
@@ -270,7 +277,7 @@ class FleetHosts:
                 for member_name, host in hosts.items()
             },
             "events_retry": [0.2, 0.5, 1.0],
-            "lease_store": self.store,
+            "lease_store": store or self.store,
         }
         path = self.workdir / f"{name}.json"
         path.write_text(json.dumps(settings))
@@ -281,6 +288,7 @@ class FleetHosts:
         replica: str,
         hosts: dict[str, str] | None = None,
         rooms: dict[str, int] | None = None,
+        store: dict[str, Any] | None = None,
         **more: Any,
     ) -> HostProcess:
         """Start a replica reaching the engines at ``hosts`` (default: their own sockets),
@@ -288,7 +296,7 @@ class FleetHosts:
         settings."""
         name = f"{self.owner}-{replica}"
         direct = {n: f"unix://{e.socket_path}" for n, e in self.engines.items()}
-        config = self.config(name, hosts or direct, rooms or {}, **more)
+        config = self.config(name, hosts or direct, rooms or {}, store, **more)
         for engine in self.engines.values():
             engine.docker("tag", BUSYBOX, image_of(name))
         options = [

@@ -24,10 +24,12 @@ Prints figures; asserts nothing about time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -45,11 +47,26 @@ for path in (
 
 from _docker_harness import DockerHarness  # noqa: E402 - the test harness, on its path
 from _docker_replicas import EventRecorder, FleetHosts, placed_twice, problems  # noqa: E402
-from lease_stores import servers  # noqa: E402
+from localconsul import ConsulAgent  # noqa: E402
+from localstores import EtcdServer, PostgresServer  # noqa: E402
 from replicahosts import until  # noqa: E402
 
 STORE_TIMEOUT = 1.0
 """Seconds per store call, as in the replica test."""
+
+
+@contextlib.contextmanager
+def store_server(kind: str) -> Iterator[dict[str, Any]]:
+    """The store's server, started on loopback; the store's settings."""
+    if kind == "postgres":
+        with PostgresServer() as pg:
+            yield {"conninfo": pg.conninfo, "timeout": STORE_TIMEOUT}
+    elif kind == "consul":
+        with ConsulAgent() as consul:
+            yield {"address": consul.http_address, "timeout": STORE_TIMEOUT}
+    else:
+        with EtcdServer() as etcd:
+            yield {"address": etcd.address, "timeout": STORE_TIMEOUT}
 
 
 async def run_one(engines: dict[str, Any], store: dict[str, Any], apps: int, work: Path) -> None:
@@ -121,8 +138,8 @@ def main() -> int:
             engines[name] = stack.enter_context(DockerEngine(Path(work)))
         print(f"docker replicas: three replica processes, a fleet of two engines, {args.apps} apps")
         for kind in args.stores.split(","):
-            with servers([kind]) as settings, tempfile.TemporaryDirectory() as work:
-                store = {"kind": kind, "settings": {**settings[kind], "timeout": STORE_TIMEOUT}}
+            with store_server(kind) as settings, tempfile.TemporaryDirectory() as work:
+                store = {"kind": kind, "settings": settings}
                 print(f"{kind}:")
                 anyio.run(run_one, engines, store, args.apps, Path(work))
     return 0

@@ -12,6 +12,7 @@ nox -s docker_sandbox  # runc against gVisor's runsc on the tests' Docker Engine
 nox -s docker_agent  # what the Docker agent costs a host's connection (as root; seconds)
 nox -s lease_stores  # each lease store: latency, calls at rest and per renewal, takeover, a
                     # fleet's first deploy with and without its placement record
+nox -s docker_replicas  # three replica processes, 300 apps, two Docker Engines, each store
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ SLOW_BENCHMARKS = {
     "kube_replicas.py",
     "docker_apps.py",
     "docker_fleet.py",
+    "docker_replicas.py",
     "sandboxed_apps.py",
     "agent_dial.py",
 }
@@ -299,3 +301,16 @@ def lease_stores(session: nox.Session) -> None:
     """
     _install(session, "test")
     session.run("python", "benchmarks/lease_stores.py", *session.posargs)
+
+
+@nox.session(python="3.11")
+def docker_replicas(session: nox.Session) -> None:
+    """Three host replica processes sharing 300 apps over a fleet of two of the tests' Docker
+    Engines, over each lease store in turn: rollout, apps per replica, takeover after a SIGKILL,
+    the engines' events checked (as root, with docker.io; about ten minutes).
+
+    nox -s docker_replicas -- --apps 60 --stores etcd    (any option of the script)
+    """
+    _install(session, "test")
+    script = ROOT / "adapters/docker/benchmarks/docker_replicas.py"
+    session.run("python", str(script), *session.posargs)

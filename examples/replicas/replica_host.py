@@ -12,10 +12,13 @@ same list of apps; they share the apps out through the adapter's membership
         --journal c.jsonl
 
 ``adapter.json`` holds the adapter's settings (for ``kubernetes``: ``kubeconfig``, ``context``,
-...). The apps are ``<prefix>-0`` .. ``<prefix>-<N-1>``, each one workload. A replica applies
-every app it owns (``--parallel`` at once), once per time it gains it, and goes on following
-the membership's changes; SIGTERM (or Ctrl-C) leaves the membership cleanly (its apps move to
-the others at once); SIGKILL is a crash (they move once its lease has expired).
+...; for ``--adapter fleet``: its ``members`` and the ``lease_store`` they share). The apps are
+``<prefix>-0`` .. ``<prefix>-<N-1>``, each one workload (``--image``, ``--command``). A replica
+applies every app it owns (``--parallel`` at once), once per time it gains it, and again every
+``--reapply`` seconds when given (the owner's next apply is what repairs a stale write on
+Docker, ``docs/replicas.md``), and goes on following the membership's changes; SIGTERM (or
+Ctrl-C) leaves the membership cleanly (its apps move to the others at once); SIGKILL is a crash
+(they move once its lease has expired).
 
 The journal is JSON lines, one event each, flushed as written, every one with ``t`` (wall time,
 seconds since the epoch) and ``replica``:
@@ -24,7 +27,8 @@ seconds since the epoch) and ``replica``:
 - ``{"event": "gained" | "lost", "apps": [...], "members": [...]}`` whenever what it owns
   changes (a gained app is journaled before anything is written for it);
 - ``{"event": "apply", "phase": "start", "app": ...}`` and ``{"event": "apply", "phase": "end",
-  "app": ..., "result": "applied" | <error code>}`` around each apply;
+  "app": ..., "result": "applied" | <error code>}`` around each apply (an error's ``message``
+  too);
 - ``{"event": "left"}`` after a clean leave.
 
 This uses the library's public API only.
@@ -35,6 +39,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
+import shlex
 import signal
 import sys
 import time
@@ -68,8 +74,9 @@ def app_ids(prefix: str, count: int) -> list[str]:
     return [f"{prefix}-{n}" for n in range(count)]
 
 
-def app_plan(app_id: str, image: str) -> pr.BundlePlan:
-    return pr.BundlePlan(bundle_id=app_id, workloads=(pr.WorkloadPlan(name="web", image=image),))
+def app_plan(app_id: str, image: str, command: Sequence[str] = ()) -> pr.BundlePlan:
+    web = pr.WorkloadPlan(name="web", image=image, command=tuple(command))
+    return pr.BundlePlan(bundle_id=app_id, workloads=(web,))
 
 
 class Owned:
@@ -114,7 +121,9 @@ async def apply_one(
     try:
         await adapter.apply(plan)
     except pr.PandoRuntimeError as error:  # NotOwner after a loss, or the API is down
-        journal.write("apply", phase="end", app=plan.bundle_id, result=error.code)
+        journal.write(
+            "apply", phase="end", app=plan.bundle_id, result=error.code, message=error.message
+        )
         return False
     journal.write("apply", phase="end", app=plan.bundle_id, result="applied")
     return True
@@ -123,23 +132,30 @@ async def apply_one(
 async def apply_owned(
     adapter: pr.RuntimeAdapter, owned: Owned, journal: Journal, args: argparse.Namespace
 ) -> None:
-    """Apply each app this replica owns, once per time it gains it; then wait for a change."""
+    """Apply each app this replica owns, once per time it gains it (and every ``--reapply``
+    seconds when given); then wait for a change."""
     limiter = anyio.CapacityLimiter(args.parallel)
+    command = shlex.split(args.command) if args.command else ()
     done: set[str] = set()
+    reapply_at = time.monotonic() + (args.reapply or math.inf)
 
     async def one(app_id: str) -> None:
         async with limiter:
-            if await apply_one(adapter, owned, journal, app_plan(app_id, args.image)):
+            if await apply_one(adapter, owned, journal, app_plan(app_id, args.image, command)):
                 done.add(app_id)
 
     while True:
         changed = owned.changed
+        if time.monotonic() >= reapply_at:
+            done.clear()  # every owned app once more
+            reapply_at = time.monotonic() + args.reapply
         async with anyio.create_task_group() as group:
             for app_id in sorted(owned.refresh() - done):
                 group.start_soon(one, app_id)
         done.intersection_update(owned.refresh())  # an app lost and gained again: again
         if owned.apps <= done:
-            await changed.wait()
+            with anyio.move_on_after(max(reapply_at - time.monotonic(), 0)):
+                await changed.wait()
         else:
             await anyio.sleep(args.retry_period)  # some failed or were gained meanwhile
 
@@ -176,7 +192,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--apps", type=int, required=True, help="how many apps the host runs")
     parser.add_argument("--prefix", default="app", help="the apps' ids: <prefix>-<n>")
     parser.add_argument("--image", default="registry.example/app:1", help="every app's image")
+    parser.add_argument("--command", default="", help="every app's command (a shell-like line)")
     parser.add_argument("--parallel", type=int, default=4, help="applies at once")
+    parser.add_argument(
+        "--reapply", type=float, default=0.0, help="apply every owned app again each N seconds"
+    )
     parser.add_argument("--lease-duration", type=float, default=defaults.lease_duration)
     parser.add_argument("--renew-deadline", type=float, default=defaults.renew_deadline)
     parser.add_argument("--retry-period", type=float, default=defaults.retry_period)

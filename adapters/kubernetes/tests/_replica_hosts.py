@@ -1,202 +1,21 @@
-"""Host replicas as real processes (``examples/replicas/replica_host.py``), their journals, and
-what the API server's audit log says they wrote.
+"""What the API server's audit log says host replicas wrote, held against their journals.
 
-A :class:`HostProcess` is one replica: started with the adapter's settings in a JSON file, it
-journals (JSON lines) when it joined, gained and lost apps, and each apply's start and end.
-:class:`Journal` reads that back as ownership *tenures*: from the moment a replica saw it owned
-an app (journaled before it writes anything for it) until it saw it lost, left, or was killed,
-stretched to the end of any apply it had started meanwhile. :func:`overlaps` holds those
-against the audit log's writes, each of which names its replica in the User-Agent.
+The replicas and their journals are ``replicahosts``' (tests/support); :func:`overlaps` holds
+their tenures against the audit log's writes, each of which names its replica in the
+User-Agent.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-import math
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterable, Mapping
 
-import anyio
 from localcluster import AuditRecord
 from pando_runtime_kubernetes._names import namespace_for
+from replicahosts import SETTINGS, HostProcess, Journal, until
 
-import pando_runtime as pr
-
-ROOT = Path(__file__).resolve().parents[3]
-HOST = ROOT / "examples" / "replicas" / "replica_host.py"
-SETTINGS = pr.MembershipSettings(lease_duration=2.0, renew_deadline=1.4, retry_period=0.25)
-"""Short leases, so a failover takes seconds: client-go's relations, scaled down."""
-
-KILL_GRACE = 0.5
-"""Seconds after a SIGKILL in which the API server may still receive a request the process
-wrote to its socket before it died (the audit log stamps a request when the server reads it)."""
-
-
-@dataclass
-class HostProcess:
-    """One replica process; ``kill()`` is the crash (SIGKILL), ``stop()`` a clean leave."""
-
-    name: str
-    journal_path: Path
-    process: subprocess.Popen[bytes]
-    killed_at: float | None = None
-
-    @classmethod
-    def start(cls, workdir: Path, config: Path, name: str, apps: int, prefix: str) -> HostProcess:
-        journal = workdir / f"{name}.jsonl"
-        argv = [
-            sys.executable,
-            str(HOST),
-            f"--config={config}",
-            f"--replica={name}",
-            f"--apps={apps}",
-            f"--prefix={prefix}",
-            f"--lease-duration={SETTINGS.lease_duration}",
-            f"--renew-deadline={SETTINGS.renew_deadline}",
-            f"--retry-period={SETTINGS.retry_period}",
-            f"--journal={journal}",
-        ]
-        log = (workdir / f"{name}.log").open("ab")
-        process = subprocess.Popen(argv, stdout=log, stderr=log)
-        log.close()
-        return cls(name, journal, process)
-
-    def journal(self) -> Journal:
-        return Journal.read(self.journal_path, killed_at=self.killed_at)
-
-    def kill(self) -> float:
-        """SIGKILL: the replica renews nothing and releases nothing; the time it was sent."""
-        self.killed_at = time.time()
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-        return self.killed_at
-
-    def stop(self) -> int:
-        """SIGTERM, and wait: the replica leaves (its apps move at once); its exit status."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=30)
-
-    def ensure_gone(self) -> None:
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-
-
-@dataclass
-class Journal:
-    """A replica's journal, read back."""
-
-    replica: str
-    events: list[dict[str, Any]]
-    killed_at: float | None = None
-    tenures: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
-
-    @classmethod
-    def read(cls, path: Path, *, killed_at: float | None = None) -> Journal:
-        events = []
-        if path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    events.append(json.loads(line))
-                except ValueError:
-                    continue  # a line cut short by SIGKILL
-        journal = cls(path.stem, events, killed_at)
-        journal.tenures = journal._tenures()
-        return journal
-
-    def of(self, event: str) -> list[dict[str, Any]]:
-        return [e for e in self.events if e["event"] == event]
-
-    def applied(self) -> set[str]:
-        return {e["app"] for e in self.of("apply") if e.get("result") == "applied"}
-
-    def in_flight(self) -> set[str]:
-        """Apps whose apply started and has not ended (as journaled)."""
-        open_: set[str] = set()
-        for e in self.of("apply"):
-            (open_.add if e["phase"] == "start" else open_.discard)(e["app"])
-        return open_
-
-    def owned(self) -> set[str]:
-        """What the replica owned at its last journaled look."""
-        owned: set[str] = set()
-        for e in self.events:
-            if e["event"] == "gained":
-                owned |= set(e["apps"])
-            elif e["event"] == "lost":
-                owned -= set(e["apps"])
-        return owned
-
-    def gained_at(self, app: str, after: float = 0.0) -> float | None:
-        """When the replica first saw it owned ``app`` after ``after``."""
-        for e in self.of("gained"):
-            if e["t"] > after and app in e["apps"]:
-                return float(e["t"])
-        return None
-
-    def lost_at(self, app: str, after: float = 0.0) -> float | None:
-        for e in self.of("lost"):
-            if e["t"] > after and app in e["apps"]:
-                return float(e["t"])
-        return None
-
-    def _end(self) -> float:
-        """When the replica could have written last: a tenure or apply still open ends here."""
-        if self.killed_at is not None:  # the server may still read what it sent before
-            return self.killed_at + KILL_GRACE
-        if self.events and self.events[-1]["event"] == "left":
-            return float(self.events[-1]["t"])
-        # Still running: what it owns now it still owns (a write may land after the journal's
-        # last line, as the stamp of an app regained just before this was read).
-        return math.inf
-
-    def applies(self) -> list[tuple[str, float, float]]:
-        """Each apply as (app, started, ended); one cut short ends when the journal does."""
-        started: dict[str, float] = {}
-        done = []
-        for e in self.of("apply"):
-            if e["phase"] == "start":
-                started[e["app"]] = float(e["t"])
-            elif e["app"] in started:
-                done.append((e["app"], started.pop(e["app"]), float(e["t"])))
-        return done + [(app, t, self._end()) for app, t in started.items()]
-
-    def _tenures(self) -> dict[str, list[tuple[float, float]]]:
-        """Per app: (saw it owned, could have written it last) for each time it owned it."""
-        opened: dict[str, float] = {}
-        tenures: dict[str, list[tuple[float, float]]] = defaultdict(list)
-        for e in self.events:
-            apps = e.get("apps", ())
-            if e["event"] == "gained":
-                opened.update(dict.fromkeys(apps, float(e["t"])))
-            elif e["event"] == "lost":
-                for app in set(apps) & set(opened):
-                    tenures[app].append((opened.pop(app), float(e["t"])))
-        for app, start in opened.items():
-            tenures[app].append((start, self._end()))
-        # An apply begun while owning may go on writing after the loss was seen.
-        for app, began, ended in self.applies():
-            tenures[app] = [
-                (start, max(end, ended) if start <= began <= end else end)
-                for start, end in tenures[app]
-            ]
-        return dict(tenures)
-
-    def tenure_of(self, app: str, at: float) -> tuple[float, float] | None:
-        for start, end in self.tenures.get(app, ()):
-            if start <= at <= end:
-                return start, end
-        return None
+__all__ = ["SETTINGS", "HostProcess", "Journal", "bundle_writes", "overlaps", "until"]
 
 
 def bundle_writes(records: Iterable[AuditRecord], apps: Iterable[str]) -> list[AuditRecord]:
@@ -250,10 +69,3 @@ def overlaps(
                     f"it wrote ({after.verb} {after.resource}) at {after.time:.3f})"
                 )
     return problems
-
-
-async def until(check: Callable[[], bool], *, within: float = 120.0) -> None:
-    """Wait until ``check()`` holds; ``within`` seconds only catches a hang."""
-    with anyio.fail_after(within):
-        while not check():  # noqa: ASYNC110 - the journals are files other processes write
-            await anyio.sleep(0.2)

@@ -432,11 +432,15 @@ class Membership:
                     MEMBERS, self.replica, record, version=current.version if current else None
                 )
             except LeaseConflict as error:
+                # Its lease is at a version it never saw: a renewal the store applied whose
+                # answer was lost (or another process under the same name). The read that
+                # follows takes the current version; the renewal after it succeeds.
                 _LOG.warning(
-                    "replica %s: its lease was written by another process; is the name unique?",
+                    "replica %s: its lease changed under it (a lost answer, or another process "
+                    "of the same name); reading it again",
                     self.replica,
                 )
-                self._lease = None  # the next read takes the current version
+                self._lease = None
                 self._failure = error
             except PandoRuntimeError as error:
                 _LOG.warning("replica %s: renewal failed: %s", self.replica, error)
@@ -498,6 +502,8 @@ class Membership:
             await self._adopt(attrs.evolve(self._state, dropping=target))
             await self._drain_renewing(self._state.owns, published)
         renewed = await self._renew(target)
+        if not renewed and self._lease is None:
+            await self._read()  # a conflict: learn the lease's version, to renew it next round
         if renewed and await self._read():
             await self._adopt(
                 OwnershipView(me=self.replica, view=target, others=self._others, fresh=True)

@@ -6,7 +6,8 @@ adapter needs: registration under the entry-point group (:data:`ENTRY_POINT_GROU
 :func:`register_adapter`), its settings (:func:`setting`), the base of a wrapper
 (:class:`DelegatingAdapter`) and the check that a class covers the whole contract
 (:func:`missing_contract_methods`), the validation helpers the contract's
-rules are written with, the membership's lease store and write guard, the lease-store kind of plugin
+rules are written with, the membership's lease store and write guard, the epoch of a write
+in progress (:func:`write_epoch`), the lease-store kind of plugin
 (:class:`LeaseStoreInfo`, :data:`LEASE_STORE_ENTRY_POINT_GROUP`), the bundle event hub,
 read scopes, byte streams for logs and exec, the API observer, the egress gateway's
 configuration (:func:`squid_config`), and the lazy names
@@ -84,6 +85,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from ._replicas._settings import validate_membership
     from ._replicas._slot import MembershipSlot
     from ._store_membership import StoreMembership
+    from ._write_epochs import WriteEpoch, WriteEpochs, write_epoch
 
 # Every public name of this namespace, by the private module that defines it.
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -125,6 +127,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "register_lease_store",
     ),
     "_store_membership": ("StoreMembership",),
+    "_write_epochs": ("WriteEpoch", "WriteEpochs", "write_epoch"),
     "_replicas._settings": ("validate_membership",),
     "_adapter._registry": ("ENTRY_POINT_GROUP", "register_adapter"),
     "_adapter._scope": ("in_read_scope", "read_scope", "scoped_read"),
@@ -180,6 +183,8 @@ __all__ = [
     "StoreMembership",
     "StoredLease",
     "VersionedAdapter",
+    "WriteEpoch",
+    "WriteEpochs",
     "api_compatible",
     "bundle_event_channel",
     "byte_stream_pair",
@@ -206,6 +211,7 @@ __all__ = [
     "validate_membership",
     "validate_trial",
     "validate_volume_request",
+    "write_epoch",
 ]
 
 __getattr__, __dir__ = _lazy.lazy_attributes(__name__, _EXPORTS, globals())

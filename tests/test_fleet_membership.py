@@ -21,7 +21,7 @@ from localstores import EtcdServer
 
 import pando_runtime as pr
 from pando_runtime.fleet import FLEET, FleetAdapter, FleetMembers
-from pando_runtime.plugin import DelegatingAdapter
+from pando_runtime.plugin import DelegatingAdapter, write_epoch
 from pando_runtime.testing import FakeAdapter
 from pando_runtime.testing.conformance import (
     ConformanceHarness,
@@ -107,7 +107,22 @@ def test_the_store_setting_is_described_to_host_uis_with_its_settings_write_only
     assert schema["properties"]["settings"]["writeOnly"] is True
 
 
-class Gate(DelegatingAdapter):
+class Member(DelegatingAdapter):
+    """A fake as a fleet's member: what the fleet asks of where bundles are, passed on."""
+
+    kind = "member"
+
+    async def holds(self, bundle_id: str) -> bool:
+        return await self.adapter.holds(bundle_id)  # type: ignore[attr-defined, no-any-return]
+
+    def known_to_hold(self, bundle_id: str) -> bool:
+        return self.adapter.known_to_hold(bundle_id)  # type: ignore[attr-defined, no-any-return]
+
+    async def held_bundles(self) -> list[str]:
+        return await self.adapter.held_bundles()  # type: ignore[attr-defined, no-any-return]
+
+
+class Gate(Member):
     """A member whose ``apply`` waits until both replicas' applies have begun (anywhere)."""
 
     kind = "gate"
@@ -123,15 +138,6 @@ class Gate(DelegatingAdapter):
         with anyio.fail_after(30):
             await self._both.wait()
         return await self.adapter.apply(plan)
-
-    async def holds(self, bundle_id: str) -> bool:
-        return await self.adapter.holds(bundle_id)  # type: ignore[attr-defined, no-any-return]
-
-    def known_to_hold(self, bundle_id: str) -> bool:
-        return self.adapter.known_to_hold(bundle_id)  # type: ignore[attr-defined, no-any-return]
-
-    async def held_bundles(self) -> list[str]:
-        return await self.adapter.held_bundles()  # type: ignore[attr-defined, no-any-return]
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the store's part is the same on trio
@@ -187,3 +193,67 @@ async def _records(fleet: FleetAdapter) -> dict[str, set[str]]:
     store = fleet.replicas.store
     assert store is not None
     return {r.name: set(r.record.view) for r in await store.list_leases("placements")}
+
+
+class EpochReader(Member):
+    """A member that notes the epoch each of its writes is made under, as a fencing one reads
+    it, and refuses one apply as a runtime holding a newer epoch would."""
+
+    kind = "epoch-reader"
+
+    def __init__(self, adapter: FakeAdapter) -> None:
+        super().__init__(adapter)
+        self.seen: list[tuple[str, int | None]] = []
+        self.refuse_next = False
+
+    async def apply(self, plan: pr.BundlePlan) -> pr.BundleHandle:
+        epoch = write_epoch(plan.bundle_id)
+        self.seen.append(("apply", epoch.epoch if epoch is not None else None))
+        assert write_epoch("another-app") is None, "the epoch of this write's bundle only"
+        if self.refuse_next:
+            self.refuse_next = False
+            raise pr.NotOwner("the runtime holds a newer epoch")
+        return await self.adapter.apply(plan)
+
+    async def stop(self, ref: pr.BundleRef) -> None:
+        epoch = write_epoch(ref.bundle_id)
+        self.seen.append(("stop", epoch.epoch if epoch is not None else None))
+        await self.adapter.stop(ref)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the store's part is the same on trio
+async def test_a_fleets_member_writes_under_the_apps_epoch_moved_once_a_tenure(
+    etcd_server: EtcdServer,
+) -> None:
+    """The fleet moves the app's epoch on its first apply in a tenure and hands it to the
+    member through the task's context (``write_epoch``); a refusal from within moves it anew."""
+    prefix = f"epochs/{uuid.uuid4().hex[:12]}/"
+    store = {"kind": "etcd", "settings": {"address": etcd_server.address, "prefix": prefix}}
+    member = EpochReader(FakeAdapter())
+    plan = pr.BundlePlan(
+        bundle_id="fenced", workloads=(pr.WorkloadPlan(name="web", image="registry.example/a:1"),)
+    )
+    settings = pr.MembershipSettings(lease_duration=3.0, renew_deadline=2.0, retry_period=0.25)
+    async with _fleet({"a": member}, store) as fleet:
+        await fleet.apply(plan)  # no membership joined: no epoch
+        async with fleet.membership("one", settings) as membership:
+            with anyio.fail_after(30):
+                while not membership.owns(plan.bundle_id):  # noqa: ASYNC110 - the store's answer
+                    await anyio.sleep(0.05)
+            await fleet.apply(plan)
+            await fleet.apply(plan)
+            await fleet.stop(pr.BundleRef(plan.bundle_id))
+            member.refuse_next = True
+            with pytest.raises(pr.NotOwner):
+                await fleet.apply(plan)
+            await fleet.apply(plan)
+            assert write_epoch(plan.bundle_id) is None, "outside a write"
+            assert (fleet.epochs.moves, fleet.epochs.reads) == (2, 0)
+    assert member.seen == [
+        ("apply", None),
+        ("apply", 1),
+        ("apply", 1),  # the same tenure: the same epoch, no store call
+        ("stop", None),  # a stop moves no epoch
+        ("apply", 1),
+        ("apply", 2),  # refused from within: moved anew
+    ]

@@ -46,6 +46,7 @@ from .._replicas._membership import Membership
 from .._replicas._settings import MembershipSettings
 from .._store_membership import StoreMembership
 from .._util._log import logger
+from .._write_epochs import WriteEpochs
 from ._events import merged_events
 from ._info import FLEET, FLEET_DESCRIPTION, FleetConfig
 from ._live import LiveFleet, LiveMembers
@@ -97,6 +98,9 @@ class FleetAdapter(RuntimeAdapter):
         self._source = made
         self.member_set = MemberSet(made, noun, lambda: self.config.answer_deadline)
         self.placer = Placer(self.member_set)
+        self.epochs = WriteEpochs(self.replicas)
+        """The epoch each app is written under, handed to its member during the write
+        (``write_epoch``): a member that fences (Docker) labels its writes with it."""
         self.records = PlacementRecords(self.replicas)
         """Where each app was first placed, in the store, while the membership is joined."""
         self.placer.claim = self.records.claim
@@ -225,9 +229,13 @@ class FleetAdapter(RuntimeAdapter):
         check_plan(plan, await self.capabilities())
 
     async def apply(self, plan: BundlePlan) -> BundleHandle:
-        """Converge the bundle on its member; a new one is placed first (see the module)."""
+        """Converge the bundle on its member; a new one is placed first (see the module).
+
+        As a member of the host's replicas, the member applies under the app's epoch
+        (``docs/replicas.md``: a Docker member labels its containers with it).
+        """
         await self.check_plan(plan)
-        async with self.replicas.writing(plan.bundle_id):
+        async with self.epochs.writing(plan.bundle_id):
             name, handle = await self.placer.write(NewBundle.of(plan), lambda m: m.apply(plan))
         return BundleHandle(
             bundle_id=plan.bundle_id,

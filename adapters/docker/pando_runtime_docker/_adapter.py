@@ -53,6 +53,7 @@ from pando_runtime.fleet import BundleRequests
 from pando_runtime.plugin import (
     APP_CAPABILITIES,
     StoreMembership,
+    WriteEpochs,
     raise_problems,
     validate_exec_request,
     validate_trial,
@@ -74,7 +75,7 @@ from .features import (
     EngineCapacity,
     EngineFirewall,
     EngineUsage,
-    Epochs,
+    Fences,
     HeldBundles,
     ImageImport,
     OciRuntimes,
@@ -137,8 +138,11 @@ class DockerAdapter(RuntimeAdapter):
             probe_interval=cfg.cache_probe_interval,
             read_timeout=cfg.read_timeout,
         )
-        self.epochs = Epochs(self.replicas, self.cache)
-        """The epoch each app's containers are written under, as a member (the stale repaired)."""
+        self.epochs = WriteEpochs(self.replicas)
+        """The epoch each app is written under, as a member of this adapter's own membership."""
+        self.fences = Fences(self.cache)
+        """Each app's containers labelled with the write's epoch, the stale repaired (whether
+        this adapter's membership or a fleet's moved it)."""
         self.runtimes = OciRuntimes(self.transport, cfg.oci_runtime, cfg.sandbox_runtime)
         """The OCI runtime each app runs under, and the checks that it does."""
         share = (self.config.capacity_cpu_millis, self.config.capacity_memory_bytes)
@@ -339,12 +343,13 @@ class DockerAdapter(RuntimeAdapter):
     async def apply(self, plan: BundlePlan) -> BundleHandle:
         """Converge the daemon onto ``plan``: re-applying the same plan makes no call.
 
-        As a member, its containers carry the writer's epoch; one an older epoch wrote since
-        this one began is removed (``docs/replicas.md``, fencing on Docker).
+        As a member (of this adapter's membership, or a fleet's), its containers carry the
+        writer's epoch; one an older epoch wrote since this one began is removed
+        (``docs/replicas.md``, fencing on Docker).
         """
         await self.check_plan(plan)
         await self._ready()
-        async with self.epochs.writing(plan.bundle_id):
+        async with self.epochs.writing(plan.bundle_id), self.fences.applying(plan.bundle_id):
             await self._capacity.check_fits(plan)
             await self._volumes.ensure_for_plan(plan)
             handle = await self.egress.apply(plan)

@@ -1,19 +1,25 @@
 """Fencing on a Docker engine: a stale write lands (an engine cannot refuse it) and is repaired.
 
-Two replicas' adapters on the harness's engine, their leases in the session's etcd. Replica a
-reaches the engine through a proxy that holds its container create in flight, and the store
-through one the test cuts: a is a writer paused past its lease. b takes the app over, moves
-its epoch and writes it; then a's create lands, under a's older epoch. b's next apply removes
-it, though its spec is the one b asks for (a plain converge would keep it). Everything is
-asserted from the engine: its containers' labels, and its event stream's order.
+Two replicas on the harness's engines, their leases in the session's etcd: two Docker adapters
+on one engine, then two fleets of the two engines (the fleet's membership moves the epoch, its
+Docker member labels and repairs by it). Replica a reaches the engines through proxies that
+hold its container create in flight, and the store through one the test cuts: a is a writer
+paused past its lease. b takes the app over, moves its epoch and writes it; then a's create
+lands, under a's older epoch. b's next apply removes it, though its spec is the one b asks for
+(a plain converge would keep it). Everything is asserted from the engine: its containers'
+labels, and its event stream's order.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,8 +29,10 @@ from _docker_tests import adapter_config
 from _socket_proxy import SocketProxy
 from localstores import EtcdServer
 from pando_runtime_docker import DockerAdapter
+from pando_runtime_docker.cache import ContainerCache
 
 import pando_runtime as pr
+from pando_runtime.fleet import FleetAdapter
 
 pytestmark = pytest.mark.anyio
 
@@ -84,19 +92,23 @@ def _owned_by(replica: str, members: list[str]) -> str:
             return bundle_id
 
 
+Writer = DockerAdapter | FleetAdapter
+
+
 async def _stall_a_while_b_takes_over(
-    a: DockerAdapter,
-    b: DockerAdapter,
+    a: Writer,
+    b: Writer,
     app: str,
-    proxies: tuple[SocketProxy, SocketProxy],
+    proxies: tuple[list[SocketProxy], SocketProxy],
     memberships: tuple[pr.Membership, pr.Membership],
 ) -> None:
     """a applies an older plan, with a workload b's plan lacks; its create is held at the
-    engine's proxy and its store cut, while b takes the app over and writes it. Then a's
+    engines' proxies and its store cut, while b takes the app over and writes it. Then a's
     create lands."""
-    engine_proxy, store_proxy = proxies
+    engine_proxies, store_proxy = proxies
     ma, mb = memberships
-    engine_proxy.hold(b"/containers/create")
+    for proxy in engine_proxies:
+        proxy.hold(b"/containers/create")
     outcome: dict[str, BaseException | None] = {}
 
     async def stalled_apply() -> None:
@@ -109,7 +121,7 @@ async def _stall_a_while_b_takes_over(
 
     async with anyio.create_task_group() as group:
         group.start_soon(stalled_apply)
-        await until(lambda: engine_proxy.held > 0)
+        await until(lambda: sum(p.held for p in engine_proxies) > 0)
         store_proxy.cut()  # a renews nothing more: b takes the app over
         await until(lambda: mb.owns(app))
         assert not ma.owns(app)
@@ -117,8 +129,46 @@ async def _stall_a_while_b_takes_over(
         assert b.epochs.moves == 1, "one epoch moved for the app b gained"
         assert b.epochs.reads == 1, "after one read: a's record was unknown to b"
         assert "a" not in outcome, "a's create is still held"
-        engine_proxy.release()  # a's write lands now, long after b took over
+        for proxy in engine_proxies:
+            proxy.release()  # a's write lands now, long after b took over
     assert outcome["a"] is None, outcome["a"]
+
+
+async def _stale_write_repaired(
+    harness: DockerHarness,
+    owner: str,
+    app: str,
+    b: Writer,
+    b_cache: Callable[[], ContainerCache],
+) -> dict[str, Any]:
+    """After a's stale write landed: b's next apply removes it; the engine's containers before."""
+    stale = await _containers(harness, owner, app)
+    assert _epochs(stale) == {"web": "2", "extra": "1"}, "a's write, a's epoch"
+    await until(lambda: _has(b_cache(), app, stale["extra"][0]))
+
+    # b asks for the same extra a wrote: only its epoch tells it apart.
+    await b.apply(_plan(app, "2", extra=True))
+    repaired = await _containers(harness, owner, app)
+    assert _epochs(repaired) == {"web": "2", "extra": "2"}
+    assert repaired["extra"][0] != stale["extra"][0]
+    assert repaired["web"] == stale["web"], "b's own container is kept"
+    return stale
+
+
+async def _in_the_engines_order(
+    harness: DockerHarness, owner: str, app: str, stale: dict[str, Any], since: float
+) -> None:
+    """The engine's own order: b wrote its web, then a's stale create, then b removed it."""
+    events = {
+        (e["Action"], e["id"][:12]): int(e["timeNano"])
+        for e in await _events(harness, owner, since)
+        if e["Actor"]["Attributes"].get("io.pando.bundle") == app
+    }
+    stale_id, b_web = stale["extra"][0][:12], stale["web"][0][:12]
+    assert events[("create", b_web)] < events[("create", stale_id)]
+    assert events[("create", stale_id)] < events[("destroy", stale_id)]
+    lived = (events[("destroy", stale_id)] - events[("create", stale_id)]) / 1e9
+    print(f"the stale container lived {lived:.3f} s on the engine")  # noqa: T201 - a figure
 
 
 def _epochs(containers: dict[str, Any]) -> dict[str, str]:
@@ -155,33 +205,77 @@ async def test_a_stale_write_lands_under_its_old_epoch_and_the_owners_next_apply
                 app = _owned_by("a", ["a", "b"])
                 await a.apply(_plan(app, "1"))
                 assert _epochs(await _containers(harness, owner, app)) == {"web": "1"}
-                await _stall_a_while_b_takes_over(a, b, app, (engine_proxy, store_proxy), (ma, mb))
-                stale = await _containers(harness, owner, app)
-                assert _epochs(stale) == {"web": "2", "extra": "1"}, "a's write, a's epoch"
-                await until(lambda: _has(b, app, stale["extra"][0]))
-
-                # b asks for the same extra a wrote: only its epoch tells it apart.
-                await b.apply(_plan(app, "2", extra=True))
-                repaired = await _containers(harness, owner, app)
-                assert _epochs(repaired) == {"web": "2", "extra": "2"}
-                assert repaired["extra"][0] != stale["extra"][0]
-                assert repaired["web"] == stale["web"], "b's own container is kept"
+                await _stall_a_while_b_takes_over(
+                    a, b, app, ([engine_proxy], store_proxy), (ma, mb)
+                )
+                stale = await _stale_write_repaired(harness, owner, app, b, lambda: b.cache)
                 store_proxy.restore()
-
-        events = {
-            (e["Action"], e["id"][:12]): int(e["timeNano"])
-            for e in await _events(harness, owner, since)
-            if e["Actor"]["Attributes"].get("io.pando.bundle") == app
-        }
-        stale_id, b_web = stale["extra"][0][:12], stale["web"][0][:12]
-        # The engine's own order: b wrote its web, then a's stale create, then b removed it.
-        assert events[("create", b_web)] < events[("create", stale_id)]
-        assert events[("create", stale_id)] < events[("destroy", stale_id)]
-        lived = (events[("destroy", stale_id)] - events[("create", stale_id)]) / 1e9
-        print(f"the stale container lived {lived:.3f} s on the engine")  # noqa: T201 - a figure
+        await _in_the_engines_order(harness, owner, app, stale, since)
     finally:
         await harness.remove_owned(owner)
 
 
-def _has(adapter: DockerAdapter, bundle_id: str, container_id: str) -> bool:
-    return any(c.id.startswith(container_id) for c in adapter.cache.bundle(bundle_id).containers)
+def _has(cache: ContainerCache, bundle_id: str, container_id: str) -> bool:
+    return any(c.id.startswith(container_id) for c in cache.bundle(bundle_id).containers)
+
+
+def _fleet(hosts: dict[str, str], owner: str, store: dict[str, Any]) -> FleetAdapter:
+    members = {
+        n: {"adapter": "docker", "settings": adapter_config(h, owner)} for n, h in hosts.items()
+    }
+    lease_store = {"kind": "etcd", "settings": store}
+    return FleetAdapter({"members": members, "lease_store": lease_store})
+
+
+def _member_cache(fleet: FleetAdapter, member: str) -> ContainerCache:
+    adapter = fleet.members[member]
+    assert isinstance(adapter, DockerAdapter)
+    return adapter.cache
+
+
+async def test_a_fleets_stale_write_lands_on_its_docker_member_and_the_owners_next_apply_removes_it(
+    docker_engine: Any, second_docker_engine: Any, owner: str, etcd_server: EtcdServer
+) -> None:
+    engines = {"one": docker_engine, "two": second_docker_engine}
+    direct = {n: f"unix://{e.socket_path}" for n, e in engines.items()}
+    folder = Path(tempfile.mkdtemp(prefix="pdf", dir="/tmp"))  # socket paths are short
+    proxies = {
+        n: SocketProxy(folder / f"{n}.sock", Path(e.socket_path)) for n, e in engines.items()
+    }
+    host, port = "127.0.0.1", etcd_server.client_port
+    store_proxy = SocketProxy(None, lambda: anyio.connect_tcp(host, port))
+    prefix = f"fleet/{owner}/"
+    since = time.time()
+    try:
+        async with contextlib.AsyncExitStack() as running:
+            for proxy in (*proxies.values(), store_proxy):
+                await running.enter_async_context(proxy.running())
+            store_a = {"address": f"http://127.0.0.1:{store_proxy.port}", "prefix": prefix}
+            store_b = {"address": etcd_server.address, "prefix": prefix}
+            hosts_a = {n: p.host for n, p in proxies.items()}
+            async with (
+                _fleet(hosts_a, owner, store_a) as a,
+                _fleet(direct, owner, store_b) as b,
+                a.membership("a", SETTINGS) as ma,
+                b.membership("b", SETTINGS) as mb,
+            ):
+                await until(lambda: ma.members() == mb.members() == {"a", "b"})
+                app = _owned_by("a", ["a", "b"])
+                await a.apply(_plan(app, "1"))
+                member = await a.locate(app)
+                assert member is not None
+                harness = DockerHarness(direct[member])
+                assert _epochs(await _containers(harness, owner, app)) == {"web": "1"}
+                await _stall_a_while_b_takes_over(
+                    a, b, app, (list(proxies.values()), store_proxy), (ma, mb)
+                )
+                assert await b.locate(app) == member
+                stale = await _stale_write_repaired(
+                    harness, owner, app, b, lambda: _member_cache(b, member)
+                )
+                store_proxy.restore()
+        await _in_the_engines_order(harness, owner, app, stale, since)
+    finally:
+        for address in direct.values():
+            await DockerHarness(address).remove_owned(owner)
+        shutil.rmtree(folder, ignore_errors=True)

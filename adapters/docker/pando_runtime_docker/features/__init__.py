@@ -6,7 +6,7 @@ from ._capacity import EngineCapacity
 from ._edge import Edges
 from ._egress_guard import EgressGuard
 from ._exec import open_exec
-from ._fencing import Epochs
+from ._fencing import Fences
 from ._firewall import EngineFirewall
 from ._gateway import EgressBundles
 from ._image_import import ImageImport
@@ -31,7 +31,7 @@ __all__ = [
     "EngineCapacity",
     "EngineFirewall",
     "EngineUsage",
-    "Epochs",
+    "Fences",
     "HeldBundles",
     "ImageImport",
     "OciRuntimes",

@@ -63,6 +63,8 @@ async def _run(adapter: DockerAdapter, bundle: str, *command: str) -> str:
     return result.stdout.decode()
 
 
+# The runtime is the daemon's to pick from its configuration: each release reads it.
+@pytest.mark.every_engine
 async def test_a_sandboxed_app_runs_on_gvisors_kernel_and_an_ordinary_one_on_the_hosts(
     sandboxing: DockerAdapter, harness: DockerHarness, gvisor_runtime: str
 ) -> None:

@@ -1,5 +1,5 @@
 """An engine that hangs: dockerd frozen (SIGSTOP) with its socket and connections open, or a
-remote engine behind a link that drops every packet (iptables in its namespace).
+remote engine (TLS or SSH) behind a link that drops every packet (iptables in its namespace).
 
 Unlike a stopped or killed daemon (connections refused at once), a frozen one answers nothing
 and closes nothing, as a deadlocked daemon, a stalled machine or a partition that drops
@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 from _docker_harness import DockerHarness
-from _docker_tests import adapter_config, tls_settings, workload
+from _docker_tests import adapter_config, ssh_settings, tls_settings, workload
 from _socket_proxy import SocketProxy
 from pando_runtime_docker import DockerAdapter
 
@@ -144,24 +144,41 @@ def _dropping(engine: Any, port: int, action: str) -> None:
         assert done.returncode == 0, done.stderr
 
 
+@pytest.fixture(params=["tls", "ssh"])
+def remote(request: pytest.FixtureRequest, engine: Any) -> tuple[dict[str, Any], int, str]:
+    """The engine reached as a remote one: over TLS (``tcp://``) or SSH (``ssh://``, the
+    engine's socket through sshd), each through a proxy on the host's loopback. Its settings,
+    the port in the engine's namespace whose packets a partition drops, and the host an error
+    names."""
+    if request.param == "tls":
+        proxy: SocketProxy = request.getfixturevalue("tls_proxy")
+        return tls_settings(engine, proxy), engine.tls.port, proxy.host
+    sshd = request.getfixturevalue("engine_sshd")
+    proxy = request.getfixturevalue("ssh_proxy")
+    settings = ssh_settings(engine, sshd, proxy)
+    return settings, sshd.port, settings["host"]
+
+
 async def test_a_remote_engine_behind_a_link_that_drops_packets_is_refused_and_found_again(
-    engine: Any, tls_proxy: SocketProxy, owner: str
+    engine: Any, remote: tuple[dict[str, Any], int, str], owner: str
 ) -> None:
-    """Over TLS (``tcp://``), the engine's port dropping every packet: as a partition."""
+    """The remote engine's port dropping every packet, as a partition: its connections (the
+    TLS socket; the SSH session and the channels in it) stay open and nothing answers."""
+    reached, port, host = remote
     plan = pr.BundlePlan(bundle_id="cut-off-app", workloads=(workload("web"),))
-    settings = adapter_config(**tls_settings(engine, tls_proxy), owner=owner, **FAST)
+    settings = adapter_config(**reached, owner=owner, **FAST)
     async with DockerAdapter(settings) as adapter:
         try:
             await adapter.apply(plan)
             await _running_again(adapter, plan.bundle_id)
-            _dropping(engine, engine.tls.port, "-I")
+            _dropping(engine, port, "-I")
             try:
                 stale = await _stale(adapter, plan.bundle_id)
                 again = await _refused(adapter.apply(plan))
             finally:
-                _dropping(engine, engine.tls.port, "-D")
+                _dropping(engine, port, "-D")
             assert stale.details["cause"] == "not_answering"
-            assert stale.details["host"] == tls_proxy.host
+            assert stale.details["host"] == host
             assert "does not answer" in again.message
             healed = datetime.now(UTC)
             observed = await _running_again(adapter, plan.bundle_id)  # the stream was reopened

@@ -24,12 +24,10 @@ Prints figures; asserts nothing about time.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -46,27 +44,18 @@ for path in (
     sys.path.insert(0, str(path))
 
 from _docker_harness import DockerHarness  # noqa: E402 - the test harness, on its path
-from _docker_replicas import EventRecorder, FleetHosts, placed_twice, problems  # noqa: E402
-from localconsul import ConsulAgent  # noqa: E402
-from localstores import EtcdServer, PostgresServer  # noqa: E402
+from _docker_replicas import (  # noqa: E402
+    STORES,
+    EventRecorder,
+    FleetHosts,
+    StoreServer,
+    placed_twice,
+    problems,
+)
 from replicahosts import until  # noqa: E402
 
 STORE_TIMEOUT = 1.0
 """Seconds per store call, as in the replica test."""
-
-
-@contextlib.contextmanager
-def store_server(kind: str) -> Iterator[dict[str, Any]]:
-    """The store's server, started on loopback; the store's settings."""
-    if kind == "postgres":
-        with PostgresServer() as pg:
-            yield {"conninfo": pg.conninfo, "timeout": STORE_TIMEOUT}
-    elif kind == "consul":
-        with ConsulAgent() as consul:
-            yield {"address": consul.http_address, "timeout": STORE_TIMEOUT}
-    else:
-        with EtcdServer() as etcd:
-            yield {"address": etcd.address, "timeout": STORE_TIMEOUT}
 
 
 async def run_one(engines: dict[str, Any], store: dict[str, Any], apps: int, work: Path) -> None:
@@ -123,7 +112,7 @@ async def run_one(engines: dict[str, Any], store: dict[str, Any], apps: int, wor
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--apps", type=int, default=300, help="apps the replicas share")
-    parser.add_argument("--stores", default="postgres,consul,etcd", help="stores, in turn")
+    parser.add_argument("--stores", default=",".join(STORES), help="stores, in turn")
     args = parser.parse_args()
     from localdocker import DockerEngine, missing  # noqa: PLC0415 - after the path above
 
@@ -138,8 +127,8 @@ def main() -> int:
             engines[name] = stack.enter_context(DockerEngine(Path(work)))
         print(f"docker replicas: three replica processes, a fleet of two engines, {args.apps} apps")
         for kind in args.stores.split(","):
-            with store_server(kind) as settings, tempfile.TemporaryDirectory() as work:
-                store = {"kind": kind, "settings": settings}
+            with StoreServer(kind, STORE_TIMEOUT) as server, tempfile.TemporaryDirectory() as work:
+                store = {"kind": kind, "settings": server.settings("replicas/")}
                 print(f"{kind}:")
                 anyio.run(run_one, engines, store, args.apps, Path(work))
     return 0

@@ -26,9 +26,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 from _docker_harness import BUSYBOX
+from localconsul import ConsulAgent
+from localstores import EtcdServer, PostgresServer
 from replicahosts import SETTINGS, HostProcess, Journal
 
 import pando_runtime as pr
@@ -36,13 +39,17 @@ import pando_runtime as pr
 __all__ = [
     "ROOM",
     "SMALL",
+    "STORES",
+    "Container",
     "EngineEvent",
     "EventRecorder",
     "FleetHosts",
     "Placed",
     "Stale",
+    "StoreServer",
     "engine_state",
     "image_of",
+    "mixed_epochs",
     "placed_twice",
     "problems",
 ]
@@ -56,12 +63,16 @@ some replicas first)."""
 REAPPLY = 3.0
 """Seconds between a replica's applies of every app it owns: what bounds a stale write's life."""
 
-
-REAPPLY = 3.0
-"""Seconds between a replica's applies of every app it owns: what bounds a stale write's life."""
-
 WRITES = ("create", "start", "destroy")
 """The container events that are writes (``die``, ``kill`` and ``stop`` follow from them)."""
+
+
+EPOCH_LABEL = "io.pando.epoch"
+"""The label holding the epoch a container was written under."""
+
+
+def _epoch(label: str) -> int | None:
+    return int(label) if label.isdigit() else None
 
 
 def image_of(replica: str) -> str:
@@ -85,6 +96,8 @@ class EngineEvent:
     app: str
     writer: str | None
     """The replica whose image the container runs (``None``: not a replica's)."""
+    epoch: int | None
+    """The write epoch the container was created under (its ``io.pando.epoch`` label)."""
 
 
 class EventRecorder:
@@ -137,6 +150,7 @@ class EventRecorder:
                         container=raw["Actor"]["ID"],
                         app=attributes.get("io.pando.bundle", ""),
                         writer=_writer(attributes.get("image", "")),
+                        epoch=_epoch(attributes.get(EPOCH_LABEL, "")),
                     )
                 )
         return sorted(found, key=lambda e: e.time)
@@ -212,18 +226,109 @@ def problems(events: Iterable[EngineEvent], journals: Mapping[str, Journal]) -> 
     return found
 
 
-def engine_state(engines: Mapping[str, Any], owner: str) -> dict[str, list[tuple[str, str, str]]]:
-    """Each app's containers as the engines list them now: (engine, writer, state)."""
-    state: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
-    fmt = '{{.Label "io.pando.bundle"}} {{.Image}} {{.State}}'
+@dataclass(frozen=True)
+class Container:
+    """One of an app's containers as an engine lists it now."""
+
+    engine: str
+    writer: str
+    state: str
+    epoch: int | None
+
+
+def engine_state(engines: Mapping[str, Any], owner: str) -> dict[str, list[Container]]:
+    """Each app's containers as the engines list them now."""
+    state: dict[str, list[Container]] = defaultdict(list)
+    fmt = '{{.Label "io.pando.bundle"}} {{.Image}} {{.State}} {{.Label "' + EPOCH_LABEL + '"}}'
     for name, engine in engines.items():
         listed = engine.docker(
             "ps", "-a", "--filter", f"label=io.pando.owner={owner}", "--format", fmt
         ).stdout
         for line in listed.splitlines():
-            app, image, status = line.split()
-            state[app].append((name, _writer(image) or image, status))
+            app, image, status, *epoch = line.split()
+            written = _epoch(epoch[0]) if epoch else None
+            state[app].append(Container(name, _writer(image) or image, status, written))
     return dict(state)
+
+
+def mixed_epochs(events: Iterable[EngineEvent], state: Mapping[str, list[Container]]) -> list[str]:
+    """Each app whose containers now are not all of the newest epoch its containers were ever
+    created under (an older epoch's container left standing, or one without the label)."""
+    newest: dict[str, int] = {}
+    for event in events:
+        if event.action == "create" and event.epoch is not None:
+            newest[event.app] = max(newest.get(event.app, 0), event.epoch)
+    found = []
+    for app, containers in sorted(state.items()):
+        epochs = {c.epoch for c in containers}
+        if None in epochs or epochs != {newest.get(app)}:
+            had = sorted(str(e) for e in epochs)
+            found.append(f"{app}: containers of epochs {had}, the newest created {newest.get(app)}")
+    return found
+
+
+STORES = ("postgres", "consul", "etcd")
+"""The lease stores the replicas run over (each a distribution of its own)."""
+
+
+class StoreServer:
+    """A lease store's server of its own, on loopback: the replicas' store settings, reached
+    directly or through a proxy, and the store frozen (SIGSTOP) with its sockets open."""
+
+    def __init__(self, kind: str, timeout: float = 1.0) -> None:
+        self.kind = kind
+        self.timeout = timeout
+        made: dict[str, Any] = {"postgres": PostgresServer, "consul": ConsulAgent}
+        self._server: Any = made.get(kind, EtcdServer)()
+
+    @property
+    def upstream(self) -> str:
+        """``127.0.0.1:<port>``: where the store answers (what a proxy forwards to)."""
+        server = self._server
+        if isinstance(server, PostgresServer):
+            return f"127.0.0.1:{server.port}"
+        if isinstance(server, ConsulAgent):
+            return server.http_address.removeprefix("http://")
+        return str(server.address).removeprefix("http://")
+
+    def settings(self, prefix: str, through: str | None = None) -> dict[str, Any]:
+        """The store's settings for replicas keeping their keys under ``prefix``, reaching it
+        at ``through`` (``host:port`` of a proxy) or directly."""
+        host, port = (through or self.upstream).rsplit(":", 1)
+        if self.kind == "postgres":  # a server of its own: the table needs no prefix
+            conninfo = f"host={host} port={port} dbname=postgres user=pando"
+            return {"conninfo": conninfo, "timeout": self.timeout}
+        return {"address": f"http://{host}:{port}", "prefix": prefix, "timeout": self.timeout}
+
+    def freeze(self) -> None:
+        """SIGSTOP the store's processes: it hangs, its sockets stay open."""
+        if isinstance(self._server, ConsulAgent):  # one process
+            self._server.component.pause()
+        else:
+            self._server.freeze()
+
+    def thaw(self) -> None:
+        """SIGCONT after :meth:`freeze`."""
+        if isinstance(self._server, ConsulAgent):
+            self._server.component.resume()
+        else:
+            self._server.thaw()
+
+    def __enter__(self) -> Self:
+        self._server.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.thaw()
+        if isinstance(self._server, ConsulAgent):
+            # a dev agent of one test, its data thrown away: a `consul leave` would take 10 s
+            self._server.component.kill()
+        self._server.__exit__(exc_type, exc, tb)
 
 
 class FleetHosts:
@@ -330,7 +435,7 @@ class FleetHosts:
         state = engine_state(self.engines, self.owner)
         owners = self.owners()
         for app in self.apps:
-            if [(w, s) for _, w, s in state.get(app, [])] != [(owners[app], "running")]:
+            if [(c.writer, c.state) for c in state.get(app, [])] != [(owners[app], "running")]:
                 return False
         return all(
             h.journal().owned() == {a for a, o in owners.items() if o == name}

@@ -1,21 +1,24 @@
 """Three host replicas as processes over a fleet of two real engines and a real lease store.
 
 Each replica is ``examples/replicas/replica_host.py`` (the library's public API only) running a
-``fleet`` of the harness's two engines, its membership's leases and placement records in an
-etcd of the test's own (Debian's etcd 3.4: no build, started in about a second; it is frozen,
-which the session's must never be). The store rules and each store's own faults are tested
-against every store in the stores' modules; ``nox -s docker_replicas`` runs 300 apps and a
-kill over each store. The apps here are few (``APPS``, ``CUT_APPS``): each costs a first
-placement and, at every change of owner, a replacement (each replica runs its own image tag,
-``_docker_replicas``), on a 2-core CI machine.
+``fleet`` of the harness's two engines, its membership's leases and placement records in a
+store of the test's own (``_docker_replicas.StoreServer``: PostgreSQL and etcd from Debian, the
+project's Consul, each started in one to two seconds; it is frozen, which the session's must
+never be). The store rules and each store's own faults are tested against every store in the
+stores' modules; ``nox -s docker_replicas`` runs 300 apps and a kill over each store. The apps
+here are few (``APPS``, ``CUT_APPS``): each costs a first placement and, at every change of
+owner, a replacement (each replica runs its own image tag, ``_docker_replicas``), on a 2-core
+CI machine.
 
-The faults: a replica frozen (SIGSTOP) in the middle of its first placements for more than
-three lease durations, then thawed, and killed (SIGKILL) in the middle of taking its apps
-back; the store frozen (SIGSTOP of etcd) past the lease duration; a replica cut from the store
-(Toxiproxy). After each, from the engines' own event streams: no app on two engines at any
-moment, none lost, each app's containers its owner's, and every write made inside its
-writer's tenure, but for the rest of the frozen replica's applies in flight (a fleet cannot
-refuse them): those are named, and repaired by the owner's next apply.
+The faults: over etcd, a replica frozen (SIGSTOP) in the middle of its first placements for
+more than three lease durations, then thawed, and killed (SIGKILL) in the middle of taking its
+apps back; over each store in turn, the store frozen (SIGSTOP of its processes) past the lease
+duration, and a replica reaching the store through Toxiproxy cut from it or its answers lost
+(``reset_peer``). After each, from the engines' own event streams: no app on two engines at
+any moment, none lost, each app's containers its owner's and of the newest epoch its
+containers were created under, and every write made inside its writer's tenure, but for the
+rest of the frozen replica's applies in flight (a fleet cannot refuse them): those are named,
+and repaired by the owner's next apply.
 
 Figures (takeover after the kill, stale writes, apps per replica, wall time) are printed
 (``-s``), never asserted.
@@ -38,15 +41,18 @@ from _docker_harness import DockerHarness
 from _docker_replicas import (
     ROOM,
     SMALL,
+    STORES,
     EngineEvent,
     EventRecorder,
     FleetHosts,
+    StoreServer,
+    engine_state,
     image_of,
+    mixed_epochs,
     placed_twice,
     problems,
 )
 from _socket_proxy import SocketProxy
-from localstores import EtcdServer
 from replicahosts import SETTINGS, HostProcess, Journal, until
 
 pytestmark = pytest.mark.anyio
@@ -67,9 +73,10 @@ def engines(docker_engine: Any, second_docker_engine: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def store() -> Iterator[EtcdServer]:
-    """An etcd of the test's own: it is frozen, which the session's must never be."""
-    with EtcdServer() as server:
+def store(request: pytest.FixtureRequest) -> Iterator[StoreServer]:
+    """A store of the test's own (etcd unless the test names another): it is frozen, which
+    the session's must never be."""
+    with StoreServer(getattr(request, "param", "etcd")) as server:
         yield server
 
 
@@ -91,15 +98,15 @@ async def proxies(engines: dict[str, Any]) -> AsyncIterator[dict[str, SocketProx
 
 @pytest.fixture
 async def make_hosts(
-    tmp_path: Path, engines: dict[str, Any], store: EtcdServer
+    tmp_path: Path, engines: dict[str, Any], store: StoreServer
 ) -> AsyncIterator[Callable[[int], FleetHosts]]:
-    """``make_hosts(apps)``: the replicas of one test over the test's etcd; the processes
+    """``make_hosts(apps)``: the replicas of one test over the test's store; the processes
     killed and what they wrote removed after."""
-    settings = {"address": store.address, "prefix": f"{tmp_path.name}/", "timeout": 1.0}
+    settings = store.settings(f"{tmp_path.name}/")
     made: list[FleetHosts] = []
 
     def make(apps: int) -> FleetHosts:
-        made.append(FleetHosts(tmp_path, engines, {"kind": "etcd", "settings": settings}, apps))
+        made.append(FleetHosts(tmp_path, engines, {"kind": store.kind, "settings": settings}, apps))
         return made[-1]
 
     try:
@@ -155,6 +162,13 @@ async def converged(hosts: FleetHosts) -> None:
     await until(hosts.converged, within=240)
 
 
+def one_epoch_each(hosts: FleetHosts, events: list[EngineEvent]) -> None:
+    """Converged, each app's containers are all of the newest epoch any of its containers was
+    created under: what an older epoch wrote, late or not, is gone."""
+    mixed = mixed_epochs(events, engine_state(hosts.engines, hosts.owner))
+    assert not mixed, f"{len(mixed)} apps of mixed epochs:\n" + "\n".join(mixed[:30])
+
+
 def _spread(seconds: list[float]) -> str:
     ordered = sorted(seconds)
     median = ordered[len(ordered) // 2]
@@ -165,7 +179,7 @@ async def test_three_hosts_over_a_fleet_through_a_frozen_replica_then_killed(
     make_hosts: Callable[[int], FleetHosts],
     engines: dict[str, Any],
     proxies: dict[str, SocketProxy],
-    store: EtcdServer,
+    store: StoreServer,
     tmp_path: Path,
 ) -> None:
     began = time.time()
@@ -203,6 +217,7 @@ async def test_three_hosts_over_a_fleet_through_a_frozen_replica_then_killed(
         journals = hosts.journals()
         events = recorder.events()
         check(events, journals, allowed)
+        one_epoch_each(hosts, events)
         stale = [p for p in problems(events, journals) if (p.writer, p.app) in allowed]
         assert all(p.time > thawed_at for p in stale), "only after the thaw: the rest of its apply"
         taken = [
@@ -228,13 +243,14 @@ CUT_APPS = 12
 """Apps of the store faults: what they show is the replicas' letting go and taking back."""
 
 
+@pytest.mark.parametrize("store", STORES, indirect=True)
 async def test_three_hosts_let_go_while_their_store_is_frozen_and_take_their_apps_back(
     make_hosts: Callable[[int], FleetHosts],
     engines: dict[str, Any],
-    store: EtcdServer,
+    store: StoreServer,
     tmp_path: Path,
 ) -> None:
-    """The store frozen (SIGSTOP of etcd) past the lease duration: every replica stops
+    """The store frozen (SIGSTOP of its processes) past the lease duration: every replica stops
     owning, and once it thaws each owns its share again, with no write outside ownership."""
     hosts = make_hosts(CUT_APPS)
     with EventRecorder(engines, hosts.owner, tmp_path).running() as recorder:
@@ -249,6 +265,7 @@ async def test_three_hosts_let_go_while_their_store_is_frozen_and_take_their_app
         # share again within a few retry periods).
         await until(hosts.converged, within=15 * SETTINGS.lease_duration)
         journals = hosts.journals()
+        one_epoch_each(hosts, recorder.events())
         lost = [
             j.lost_at(app, after=store_frozen_at) for j in journals.values() for app in j.owned()
         ]
@@ -258,13 +275,13 @@ async def test_three_hosts_let_go_while_their_store_is_frozen_and_take_their_app
 
 
 async def _one_through_a_proxy(
-    hosts: FleetHosts, store: EtcdServer, toxiproxy: Any
+    hosts: FleetHosts, store: StoreServer, toxiproxy: Any
 ) -> tuple[HostProcess, str]:
     """Start c reaching the store through a Toxiproxy proxy, a and b directly; wait until
     the apps are placed. The replica and its proxy's name."""
-    proxy = toxiproxy.create(f"etcd-{hosts.owner}", store.address.removeprefix("http://"))
-    settings = {**hosts.store["settings"], "address": f"http://{proxy.listen}"}
-    through = hosts.start("c", store={"kind": "etcd", "settings": settings})
+    proxy = toxiproxy.create(f"{store.kind}-{hosts.owner}", store.upstream)
+    settings = store.settings(hosts.store["settings"].get("prefix", ""), through=proxy.listen)
+    through = hosts.start("c", store={"kind": store.kind, "settings": settings})
     hosts.start("a")
     hosts.start("b")
     await converged(hosts)
@@ -296,13 +313,12 @@ def _store_fault(toxiproxy: Any, proxy: str, fault: str) -> Iterator[None]:
             yield
 
 
-# Its answers lost (``reset_peer``) is left out until a replica recovers from it: it locks the
-# replica out for good (tests/test_store_membership_answers_lost.py), every run on the fake.
-@pytest.mark.parametrize("fault", ["cut"])
+@pytest.mark.parametrize("store", STORES, indirect=True)
+@pytest.mark.parametrize("fault", ["cut", "answers_lost"])
 async def test_a_replica_cut_from_its_store_lets_go_and_owns_again_when_healed(  # noqa: PLR0917 - fixtures
     make_hosts: Callable[[int], FleetHosts],
     engines: dict[str, Any],
-    store: EtcdServer,
+    store: StoreServer,
     toxiproxy: Any,
     tmp_path: Path,
     fault: str,
@@ -322,3 +338,4 @@ async def test_a_replica_cut_from_its_store_lets_go_and_owns_again_when_healed( 
         # within a few retry periods, and replaces its few apps in seconds).
         await until(hosts.converged, within=15 * SETTINGS.lease_duration)
         check(recorder.events(), hosts.journals(), set())
+        one_epoch_each(hosts, recorder.events())

@@ -3,10 +3,12 @@
 The egress guard and private networks (``egress_guard_image``) write iptables rules reached
 from ``DOCKER-USER``; restricted egress (``egress_gateway_image``) rests on Docker's own rules
 isolating internal networks. An engine run with ``--iptables=false`` writes no rules at all,
-and the nftables firewall backend (Docker 29, opt-in) has no ``DOCKER-USER``. Which firewall
-the engine has is read from ``/info`` (``FirewallBackend``) where the API version spoken
-offers it (1.49 and later), else by the guard's own check in the daemon's namespace (when
-``egress_guard_image`` is set): below 1.49 and without the guard the adapter cannot tell.
+and the nftables firewall backend (Docker 29, opt-in) has no ``DOCKER-USER``. ``/info`` names
+the backend (``FirewallBackend``) where the API version spoken offers it (1.49 and later), but
+names ``iptables`` for an engine run with ``--iptables=false`` too (seen on 28.5): only the
+guard's own check in the daemon's namespace (when ``egress_guard_image`` is set) looks at the
+chains themselves, and what it found comes first. Without the guard, an engine that writes no
+rules cannot be told on any version; the nftables backend can, from ``/info``.
 
 The health check reads it. Once known to be unusable, the capabilities no longer declare
 private networks nor restricted egress, and ``check_plan`` refuses what needs them, naming
@@ -56,7 +58,7 @@ def firewall_from_info(info: Mapping[str, Any]) -> Firewall | None:
     """The firewall ``/info`` names; ``None`` when the answer has no ``FirewallBackend``."""
     if "FirewallBackend" not in info:
         return None  # an API below 1.49: the field is not offered
-    backend = info.get("FirewallBackend") or {}  # null: the daemon writes no rules
+    backend = info.get("FirewallBackend") or {}  # null: no firewall (a daemon not on Linux)
     return Firewall(str(backend.get("Driver") or "none"), "/info FirewallBackend")
 
 
@@ -103,8 +105,13 @@ class EngineFirewall:
 
     @property
     def known(self) -> Firewall | None:
-        """The firewall as last read (``/info`` first, else the guard's last run), no call."""
-        return self._read or (self._guard.firewall if self._guard else None)
+        """The firewall as last read (no call): the guard's finding first, else ``/info``'s.
+
+        The guard's run looked at the chains in the daemon's namespace; ``/info`` names only
+        the backend.
+        """
+        found = self._guard.firewall if self._guard else None
+        return found or self._read
 
     @property
     def needed(self) -> bool:
@@ -123,8 +130,11 @@ class EngineFirewall:
             return
         info: dict[str, Any] = await self._api.get_json("/info")
         self._read = firewall_from_info(info)
-        if self._read is None and self._guard is not None and self._guard.firewall is None:
-            await self._guard.probe()  # once: a daemon changes its firewall only on a restart
+        named_usable = self._read is None or self._read.usable
+        if named_usable and self._guard is not None and self._guard.firewall is None:
+            # "iptables" in /info even under --iptables=false: the chains themselves tell
+            # (once: a daemon changes its firewall only on a restart)
+            await self._guard.probe()
         known = self.known
         if known is None or known.usable:
             return

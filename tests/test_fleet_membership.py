@@ -21,7 +21,7 @@ from localstores import EtcdServer
 
 import pando_runtime as pr
 from pando_runtime.fleet import FLEET, FleetAdapter, FleetMembers
-from pando_runtime.plugin import DelegatingAdapter, write_epoch
+from pando_runtime.plugin import DelegatingAdapter, LeaseRecord, write_epoch
 from pando_runtime.testing import FakeAdapter
 from pando_runtime.testing.conformance import (
     ConformanceHarness,
@@ -123,16 +123,22 @@ class Member(DelegatingAdapter):
 
 
 class Gate(Member):
-    """A member whose ``apply`` waits until both replicas' applies have begun (anywhere)."""
+    """A member whose ``apply`` waits until both replicas' applies have begun (anywhere); it
+    notes the epoch each writer wrote under, by writer."""
 
     kind = "gate"
 
-    def __init__(self, adapter: FakeAdapter, arrivals: list[str], both: anyio.Event) -> None:
+    def __init__(
+        self, adapter: FakeAdapter, arrivals: list[str], both: anyio.Event, epochs: dict[str, int]
+    ) -> None:
         super().__init__(adapter)
-        self._arrivals, self._both = arrivals, both
+        self._arrivals, self._both, self._epochs = arrivals, both, epochs
 
     async def apply(self, plan: pr.BundlePlan) -> pr.BundleHandle:
         self._arrivals.append(plan.bundle_id)
+        epoch = write_epoch(plan.bundle_id)
+        if epoch is not None:
+            self._epochs[epoch.replica] = epoch.epoch
         if len(self._arrivals) == 2:
             self._both.set()
         with anyio.fail_after(30):
@@ -150,9 +156,10 @@ async def test_two_replicas_placing_one_app_at_once_place_it_once(etcd_server: E
     a, b = FakeAdapter(), FakeAdapter()
     arrivals: list[str] = []
     both = anyio.Event()
+    epochs: dict[str, int] = {}
 
     def fleet(adapters: dict[str, FakeAdapter], closed: str) -> FleetAdapter:
-        gated = {n: Gate(m, arrivals, both) for n, m in adapters.items()}
+        gated = {n: Gate(m, arrivals, both, epochs) for n, m in adapters.items()}
         members = FleetMembers(adapters=gated, control="a", closed=frozenset({closed}))
         return FleetAdapter({"members": {}, "lease_store": store}, source=members)
 
@@ -183,6 +190,9 @@ async def test_two_replicas_placing_one_app_at_once_place_it_once(etcd_server: E
         assert held == list(homes)
         assert arrivals == [plan.bundle_id] * 2, "both replicas wrote it"
         assert await _records(one) == {plan.bundle_id: homes}
+        record = await _record(one, plan.bundle_id)
+        assert sorted(epochs.values()) == [1, 2], "each writer moved the app's epoch"
+        assert record.renewals == epochs[record.holder], "the placing writer's epoch, recorded"
         with m2.override(plan.bundle_id):
             await two.destroy(pr.BundleRef(plan.bundle_id), pr.DestroyOptions(keep_volumes=False))
         assert await _records(one) == {}, "a destroy with the volumes deletes the record"
@@ -193,6 +203,14 @@ async def _records(fleet: FleetAdapter) -> dict[str, set[str]]:
     store = fleet.replicas.store
     assert store is not None
     return {r.name: set(r.record.view) for r in await store.list_leases("placements")}
+
+
+async def _record(fleet: FleetAdapter, bundle_id: str) -> LeaseRecord:
+    store = fleet.replicas.store
+    assert store is not None
+    found = await store.read_lease("placements", bundle_id)
+    assert found is not None
+    return found.record
 
 
 class EpochReader(Member):

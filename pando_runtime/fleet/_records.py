@@ -2,12 +2,13 @@
 
 A fleet whose replicas share a membership (``lease_store``) writes, before a first placement,
 a record of the app in the store's group ``placements``, created only if absent: the member,
-the writer's epoch (its tenure of the app, ``Membership.tenure``; 0 under an override) and the
-writer. A replica that finds a record goes where it says instead of choosing: so two replicas
-placing one app at once (an owner paused past its lease while the next owner places it) put it
-on one member. The record is kept as a lease (``holder``: the writer, ``renewals``: the epoch,
-``view``: the member) so every store serves it unchanged; nothing expires it, and a destroy
-that removes the app's volumes deletes it.
+the write epoch the placement is made under (:func:`~pando_runtime.plugin.write_epoch`: the
+fleet places inside its write guard, which moved it) and the writer. A replica that finds a
+record goes where it says instead of choosing: so two replicas placing one app at once (an
+owner paused past its lease while the next owner places it) put it on one member. The record
+is kept as a lease (``holder``: the writer, ``renewals``: the epoch, ``view``: the member) so
+every store serves it unchanged; nothing expires it, and a destroy that removes the app's
+volumes deletes it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .._lease_stores import LeaseStoreClient
 from .._replicas._leases import LeaseConflict, LeaseRecord, StoredLease
 from .._store_membership import StoreMembership
 from .._util._log import logger
+from .._write_epochs import write_epoch
 
 __all__ = ["PLACEMENTS", "PlacementRecords"]
 
@@ -43,9 +45,10 @@ class PlacementRecords:
         store, membership = self._replicas.store, self._replicas.slot.current
         if store is None or membership is None:
             return member
+        epoch = write_epoch(bundle_id)
         record = LeaseRecord(
             holder=membership.replica,
-            renewals=membership.tenure(bundle_id) or 0,
+            renewals=epoch.epoch if epoch is not None else 0,
             duration=0.0,
             view=(member,),
         )

@@ -85,6 +85,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from ._replicas._settings import validate_membership
     from ._replicas._slot import MembershipSlot
     from ._store_membership import StoreMembership
+    from ._tls import Pem, TlsMaterial, TlsSetup, certificate_validity, load_tls, tls_failure
     from ._write_epochs import WriteEpoch, WriteEpochs, write_epoch
 
 # Every public name of this namespace, by the private module that defines it.
@@ -127,6 +128,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "register_lease_store",
     ),
     "_store_membership": ("StoreMembership",),
+    "_tls": ("Pem", "TlsMaterial", "TlsSetup", "certificate_validity", "load_tls", "tls_failure"),
     "_write_epochs": ("WriteEpoch", "WriteEpochs", "write_epoch"),
     "_replicas._settings": ("validate_membership",),
     "_adapter._registry": ("ENTRY_POINT_GROUP", "register_adapter"),
@@ -180,14 +182,18 @@ __all__ = [
     "MemoryByteReceiveStream",
     "MemoryByteSendStream",
     "ObservableApi",
+    "Pem",
     "StoreMembership",
     "StoredLease",
+    "TlsMaterial",
+    "TlsSetup",
     "VersionedAdapter",
     "WriteEpoch",
     "WriteEpochs",
     "api_compatible",
     "bundle_event_channel",
     "byte_stream_pair",
+    "certificate_validity",
     "contract_methods",
     "decode_lease_record",
     "encode_lease_record",
@@ -195,6 +201,7 @@ __all__ = [
     "is_valid_image",
     "lazy_attributes",
     "listening_ports",
+    "load_tls",
     "missing_contract_methods",
     "raise_problems",
     "read_scope",
@@ -206,6 +213,7 @@ __all__ = [
     "setting",
     "split_socket_tables",
     "squid_config",
+    "tls_failure",
     "validate_edge",
     "validate_exec_request",
     "validate_membership",

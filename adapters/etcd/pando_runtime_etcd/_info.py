@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import attrs
 
 from pando_runtime import InvalidConfig, Problem
-from pando_runtime.plugin import LeaseStoreInfo, setting
+from pando_runtime.plugin import LeaseStoreInfo, Pem, TlsMaterial, TlsSetup, load_tls, setting
 
-__all__ = ["ETCD", "EtcdLeaseConfig"]
+__all__ = ["ETCD", "EtcdLeaseConfig", "tls_of"]
 
 
 def _problems(config: EtcdLeaseConfig) -> list[Problem]:
@@ -21,15 +22,43 @@ def _problems(config: EtcdLeaseConfig) -> list[Problem]:
         )
     if not config.prefix.endswith("/"):
         problems.append(Problem("prefix", "must end with '/'", "invalid"))
+    if (config.username is None) != (config.password is None):
+        given = "username" if config.username is not None else "password"
+        problems.append(Problem(given, "a username and its password go together: give both"))
+    tls = [n for n in ("tls_ca", "tls_cert", "tls_key") if getattr(config, n) is not None]
+    if tls and parts.scheme != "https":
+        problems.append(Problem(tls[0], "TLS settings need an https:// address", "invalid"))
+    elif tls or parts.scheme == "https":
+        problems += tls_of(config)[1]
     return problems
+
+
+def tls_of(config: EtcdLeaseConfig) -> tuple[TlsSetup | None, list[Problem]]:
+    """The TLS context of an https address (its files read now), or every problem with it."""
+
+    def pem(name: str) -> Pem | None:
+        path = getattr(config, name)
+        return None if path is None else Pem(label=name, path=Path(path))
+
+    material = TlsMaterial(
+        ca=pem("tls_ca"), cert=pem("tls_cert"), key=pem("tls_key"), verify_server=config.verify
+    )
+    return load_tls(material)
 
 
 @attrs.frozen(kw_only=True)
 class EtcdLeaseConfig:
     """Settings of the etcd lease store.
 
-    Checked on creation: an address that is no http(s) URL or a prefix not ending in ``/``
-    raises :class:`~pando_runtime.InvalidConfig` naming it.
+    Checked on creation: an address that is no http(s) URL, a prefix not ending in ``/``, a
+    username without its password (or the other way round), TLS files on an http address, or
+    TLS files that cannot be read or do not go together raise
+    :class:`~pando_runtime.InvalidConfig` naming each.
+
+    Over ``https`` the server is verified against ``tls_ca`` (else the system's CAs); with
+    etcd's ``--client-cert-auth``, ``tls_cert`` and ``tls_key`` are the client's certificate.
+    With etcd's authentication on, ``username`` and ``password`` get a token
+    (``/v3/auth/authenticate``), sent with every call and asked again when etcd drops it.
     """
 
     address: str = setting(
@@ -40,6 +69,19 @@ class EtcdLeaseConfig:
         default=10.0, exclusive_minimum=0, maximum=3600, help="seconds per HTTP call"
     )
     verify: bool = setting(default=True, help="verify the TLS certificate of an https address")
+    tls_ca: str | None = setting(
+        default=None, help="CA file (PEM) etcd's certificate is signed by; none: the system's"
+    )
+    tls_cert: str | None = setting(
+        default=None, help="client certificate file (PEM), for etcd's --client-cert-auth"
+    )
+    tls_key: str | None = setting(
+        default=None, help="the client certificate's private key file (PEM, mode 0600)"
+    )
+    username: str | None = setting(
+        default=None, help="etcd user, when etcd's authentication is on; none: no user"
+    )
+    password: str | None = setting(default=None, secret=True, help="the etcd user's password")
 
     def __attrs_post_init__(self) -> None:
         if problems := _problems(self):

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 from localcluster.net import free_ports, wait_until
+from localcluster.pki import CertKey, issue_leaf, make_ca
 from localcluster.process import Component
 
-__all__ = ["EtcdServer", "PostgresServer", "StoreServerError"]
+__all__ = ["EtcdServer", "EtcdTls", "PostgresServer", "StoreServerError"]
 
 START_TIMEOUT = 60.0
 POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -213,19 +218,91 @@ class PostgresServer(_Server):
         return check.returncode == 0
 
 
+@dataclass(frozen=True)
+class EtcdTls:
+    """An etcd's TLS files: its CA, its serving certificate, and a client's of that CA.
+
+    etcd 3.4's HTTP gateway dials the server's own gRPC port with the serving certificate, so
+    it is issued for client authentication too. With authentication on, the gateway refuses a
+    client certificate naming a CommonName: the client's names an organization only.
+    """
+
+    ca: CertKey
+    server: CertKey
+    client: CertKey
+
+    @classmethod
+    def make(cls, directory: Path) -> EtcdTls:
+        ca = make_ca(directory, "etcd-ca")
+        server = issue_leaf(
+            directory,
+            ca,
+            "etcd-server",
+            subject="/CN=etcd",
+            usage="serverAuth,clientAuth",
+            sans=("IP:127.0.0.1",),
+        )
+        client = issue_leaf(directory, ca, "etcd-client", subject="/O=pando", usage="clientAuth")
+        return cls(ca, server, client)
+
+    def context(self) -> ssl.SSLContext:
+        """A client's context: the CA trusted, the client's certificate presented."""
+        context = ssl.create_default_context(cafile=str(self.ca.cert))
+        context.load_cert_chain(str(self.client.cert), str(self.client.key))
+        return context
+
+
 class EtcdServer(_Server):
     """One etcd member (a cluster of one) with a temporary data directory, on loopback."""
 
     name = "etcd"
 
-    def __init__(self) -> None:
+    def __init__(self, *, tls: bool = False, token_ttl: int | None = None) -> None:
+        """``tls``: serve ``https`` and require a client certificate (:class:`EtcdTls`, in
+        ``.tls``); ``token_ttl``: seconds an unused authentication token lives."""
         super().__init__()
         self.client_port, self.peer_port = free_ports(2)
+        self.tls = EtcdTls.make(self.workdir) if tls else None
+        self.token_ttl = token_ttl
 
     @property
     def address(self) -> str:
-        """``http://127.0.0.1:<port>``: the client URL, which serves the HTTP/JSON gateway."""
-        return f"http://127.0.0.1:{self.client_port}"
+        """``http(s)://127.0.0.1:<port>``: the client URL, which serves the HTTP/JSON gateway."""
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.client_port}"
+
+    def call(
+        self, path: str, body: dict[str, object], token: str | None = None
+    ) -> dict[str, object]:
+        """POST ``body`` to the gateway (as the TLS client, with ``token``); its JSON answer."""
+        request = urllib.request.Request(  # noqa: S310 - a loopback URL of our own
+            f"{self.address}{path}",
+            data=json.dumps(body).encode(),
+            headers={"Authorization": token} if token else {},
+            method="POST",
+        )
+        context = self.tls.context() if self.tls is not None else None
+        with urllib.request.urlopen(request, timeout=10, context=context) as answer:  # noqa: S310
+            found: dict[str, object] = json.loads(answer.read())
+            return found
+
+    def enable_auth(self, users: dict[str, tuple[str, str]], root_password: str) -> None:
+        """Turn etcd's authentication on: ``root``, and each user (name: password and the
+        key prefix its role may read and write)."""
+        self.call("/v3/auth/user/add", {"name": "root", "password": root_password})
+        self.call("/v3/auth/user/grant", {"user": "root", "role": "root"})
+        for user, (password, prefix) in users.items():
+            raw = prefix.encode()
+            perm = {
+                "permType": "READWRITE",
+                "key": base64.b64encode(raw).decode(),
+                "range_end": base64.b64encode(raw[:-1] + bytes([raw[-1] + 1])).decode(),
+            }
+            self.call("/v3/auth/role/add", {"name": user})
+            self.call("/v3/auth/role/grant", {"name": user, "perm": perm})
+            self.call("/v3/auth/user/add", {"name": user, "password": password})
+            self.call("/v3/auth/user/grant", {"user": user, "role": user})
+        self.call("/v3/auth/enable", {})
 
     def _argv(self) -> list[str]:
         peer = f"http://127.0.0.1:{self.peer_port}"
@@ -247,12 +324,27 @@ class EtcdServer(_Server):
             f"pando-test={peer}",
             "--log-level",
             "warn",
+            *self._secured(),
         ]
 
+    def _secured(self) -> list[str]:
+        flags = []
+        if self.tls is not None:
+            flags += [
+                f"--cert-file={self.tls.server.cert}",
+                f"--key-file={self.tls.server.key}",
+                f"--trusted-ca-file={self.tls.ca.cert}",
+                "--client-cert-auth",
+            ]
+        if self.token_ttl is not None:
+            flags.append(f"--auth-token-ttl={self.token_ttl}")
+        return flags
+
     def _ready(self) -> bool:
+        context = self.tls.context() if self.tls is not None else None
         try:
-            with urllib.request.urlopen(  # noqa: S310 - a loopback http URL of our own
-                f"{self.address}/health", timeout=2
+            with urllib.request.urlopen(  # noqa: S310 - a loopback URL of our own
+                f"{self.address}/health", timeout=2, context=context
             ) as answer:
                 return b'"true"' in answer.read()
         except (OSError, urllib.error.URLError):

@@ -4,13 +4,14 @@ Below ``api``: the transport takes an :class:`EngineLink` made from the :class:`
 that :func:`resolve_endpoint` reads from the settings and Docker's environment.
 """
 
+from pando_runtime.plugin import TlsMaterial, TlsSetup, certificate_validity
+
 from ._contexts import DockerContext, config_dir, current_context
 from ._errors import refused
 from ._link import EngineLink
 from ._resolve import Endpoint, resolve_endpoint
 from ._ssh import SshTunnel
 from ._ssh_target import HostKey, SshTarget
-from ._tls import TlsMaterial, TlsSetup, certificate_validity
 
 __all__ = [
     "DockerContext",

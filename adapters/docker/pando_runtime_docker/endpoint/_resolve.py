@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from pando_runtime import Problem
+from pando_runtime.plugin import Pem, TlsMaterial, TlsSetup, load_tls
 
 from .._info import DEFAULT_HOST, DockerConfig
 from .._log import logger
@@ -39,7 +40,6 @@ from ._ssh_target import (
     parse_host_keys,
     parse_ssh_host,
 )
-from ._tls import Pem, TlsMaterial, TlsSetup, load_tls
 
 __all__ = ["Endpoint", "resolve_endpoint"]
 

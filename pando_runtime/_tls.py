@@ -24,12 +24,22 @@ import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import attrs
 
 from ._contract._errors import Problem
 
-__all__ = ["Pem", "TlsMaterial", "TlsSetup", "certificate_validity", "load_tls", "tls_failure"]
+__all__ = [
+    "Pem",
+    "TlsMaterial",
+    "TlsSetup",
+    "certificate_validity",
+    "https_context",
+    "load_tls",
+    "tls_failure",
+    "tls_failure_message",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -102,6 +112,40 @@ def load_tls(material: TlsMaterial) -> tuple[TlsSetup | None, list[Problem]]:
         origin=material.origin,
     )
     return setup, []
+
+
+def https_context(
+    address: str,
+    *,
+    ca: str | None = None,
+    cert: str | None = None,
+    key: str | None = None,
+    verify: bool = True,
+) -> tuple[ssl.SSLContext | None, list[Problem]]:
+    """A client's TLS context for ``address``, or every problem with its settings.
+
+    The paths come from the settings ``tls_ca``, ``tls_cert`` and ``tls_key`` (each problem
+    at that name). ``None`` for an ``http`` address, where giving any of the three is a
+    problem (they would protect nothing); over ``https`` the server is verified (against
+    ``ca``, else the system's CAs) unless ``verify`` is false.
+    """
+    given = [n for n, v in (("tls_ca", ca), ("tls_cert", cert), ("tls_key", key)) if v]
+    if urlsplit(address).scheme != "https":
+        if given:
+            return None, [Problem(given[0], "TLS settings need an https:// address", "invalid")]
+        return None, []
+
+    def pem(label: str, path: str | None) -> Pem | None:
+        return None if path is None else Pem(label=label, path=Path(path))
+
+    material = TlsMaterial(
+        ca=pem("tls_ca", ca),
+        cert=pem("tls_cert", cert),
+        key=pem("tls_key", key),
+        verify_server=verify,
+    )
+    setup, problems = load_tls(material)
+    return (setup.context if setup is not None else None), problems
 
 
 def _load_ca(context: ssl.SSLContext, ca: Pem) -> list[Problem]:
@@ -276,3 +320,11 @@ def tls_failure(error: BaseException) -> ssl.SSLError | None:
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return None
+
+
+def tls_failure_message(error: BaseException) -> str | None:
+    """What TLS said when ``error`` is a failed handshake (``None``: it is not TLS's)."""
+    tls = tls_failure(error)
+    if tls is None:
+        return None
+    return str(getattr(tls, "verify_message", None) or tls.reason or type(tls).__name__)

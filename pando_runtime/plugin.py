@@ -85,7 +85,15 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
     from ._replicas._settings import validate_membership
     from ._replicas._slot import MembershipSlot
     from ._store_membership import StoreMembership
-    from ._tls import Pem, TlsMaterial, TlsSetup, certificate_validity, load_tls, tls_failure
+    from ._tls import (
+        Pem,
+        TlsMaterial,
+        TlsSetup,
+        certificate_validity,
+        https_context,
+        load_tls,
+        tls_failure,
+    )
     from ._write_epochs import WriteEpoch, WriteEpochs, write_epoch
 
 # Every public name of this namespace, by the private module that defines it.
@@ -128,7 +136,17 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "register_lease_store",
     ),
     "_store_membership": ("StoreMembership",),
-    "_tls": ("Pem", "TlsMaterial", "TlsSetup", "certificate_validity", "load_tls", "tls_failure"),
+    "_tls": (
+        "Pem",
+        "TlsMaterial",
+        "TlsSetup",
+        "certificate_validity",
+        "https_context",
+        "load_tls",
+        "tls_failure",
+        "tls_failure_message",
+        "tls_failure_message",
+    ),
     "_write_epochs": ("WriteEpoch", "WriteEpochs", "write_epoch"),
     "_replicas._settings": ("validate_membership",),
     "_adapter._registry": ("ENTRY_POINT_GROUP", "register_adapter"),
@@ -197,6 +215,7 @@ __all__ = [
     "contract_methods",
     "decode_lease_record",
     "encode_lease_record",
+    "https_context",
     "in_read_scope",
     "is_valid_image",
     "lazy_attributes",

@@ -30,8 +30,9 @@ from pando_runtime.catalog import (
     CatalogUnavailable,
     CatalogWrite,
 )
+from pando_runtime.plugin import tls_failure_message
 
-from ._http import consul_client, datacenter_params
+from ._http import TLS_REMEDY, consul_client, datacenter_params
 from ._info import ConsulConfig
 from ._txn import (
     EXTERNAL_SOURCE,
@@ -84,6 +85,13 @@ class ConsulCatalog:
         try:
             response = await self._client.request(method, path, params=self._params, json=json)
         except httpx.HTTPError as error:
+            said = tls_failure_message(error)
+            if said is not None:
+                raise CatalogUnavailable(
+                    f"TLS with consul at {self.config.address} failed: {said}",
+                    remedy=TLS_REMEDY,
+                    details={"setting": "tls_ca", "address": self.config.address, "call": endpoint},
+                ) from error
             raise CatalogUnavailable(
                 f"consul at {self.config.address} cannot be reached: {type(error).__name__}: "
                 f"{error}",

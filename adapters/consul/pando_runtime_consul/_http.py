@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import httpx
 
-__all__ = ["consul_client", "datacenter_params"]
+from pando_runtime import InvalidConfig
+from pando_runtime.plugin import https_context
+
+__all__ = ["TLS_REMEDY", "consul_client", "datacenter_params"]
+
+TLS_REMEDY = (
+    "Check 'tls_ca' (the CA that signed Consul's certificate, which must name the address "
+    "dialled), and 'tls_cert' and 'tls_key' when Consul verifies clients (https "
+    "verify_incoming: a certificate of the CA in its ca_file)."
+)
 
 
 class ConsulSettings(Protocol):
@@ -22,16 +31,32 @@ class ConsulSettings(Protocol):
     def timeout(self) -> float: ...
     @property
     def verify(self) -> bool: ...
+    @property
+    def tls_ca(self) -> str | None: ...
+    @property
+    def tls_cert(self) -> str | None: ...
+    @property
+    def tls_key(self) -> str | None: ...
 
 
 def consul_client(settings: ConsulSettings) -> httpx.AsyncClient:
     """A client of Consul's HTTP API; the token goes in a header, never in a URL."""
     headers = {"X-Consul-Token": settings.token} if settings.token else {}
+    context, problems = https_context(
+        settings.address,
+        ca=settings.tls_ca,
+        cert=settings.tls_cert,
+        key=settings.tls_key,
+        verify=settings.verify,
+    )
+    if problems:  # the settings' own check found them first, unless made some other way
+        raise InvalidConfig("the consul settings are not valid", problems)
+    verify: Any = context if context is not None else settings.verify
     return httpx.AsyncClient(
         base_url=settings.address.rstrip("/"),
         headers=headers,
         timeout=settings.timeout,
-        verify=settings.verify,
+        verify=verify,
     )
 
 

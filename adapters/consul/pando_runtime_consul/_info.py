@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import ssl
 from urllib.parse import urlsplit
 
 import attrs
 
 from pando_runtime import InvalidConfig, Problem
 from pando_runtime.catalog import CatalogInfo
-from pando_runtime.plugin import LeaseStoreInfo, setting
+from pando_runtime.plugin import LeaseStoreInfo, https_context, setting
 
 __all__ = [
     "CONSUL",
@@ -16,6 +17,7 @@ __all__ = [
     "SOCKET_TIMEOUT_MAX",
     "ConsulConfig",
     "ConsulLeaseConfig",
+    "consul_tls",
 ]
 
 
@@ -33,8 +35,25 @@ def _address_problems(address: str) -> list[Problem]:
     return []
 
 
+def _tls_problems(config: ConsulConfig | ConsulLeaseConfig) -> list[Problem]:
+    return consul_tls(config)[1]
+
+
+def consul_tls(
+    config: ConsulConfig | ConsulLeaseConfig,
+) -> tuple[ssl.SSLContext | None, list[Problem]]:
+    """The TLS context of an https address (its files read now), or every problem with it."""
+    return https_context(
+        config.address,
+        ca=config.tls_ca,
+        cert=config.tls_cert,
+        key=config.tls_key,
+        verify=config.verify,
+    )
+
+
 def _problems(config: ConsulConfig) -> list[Problem]:
-    problems = _address_problems(config.address)
+    problems = _address_problems(config.address) or _tls_problems(config)
     if not config.node_address:
         problems.append(Problem("node_address", "must not be empty", "required"))
     return problems
@@ -66,6 +85,15 @@ class ConsulConfig:
         help="seconds per HTTP call",
     )
     verify: bool = setting(default=True, help="verify the TLS certificate of an https address")
+    tls_ca: str | None = setting(
+        default=None, help="CA file (PEM) Consul's certificate is signed by; none: the system's"
+    )
+    tls_cert: str | None = setting(
+        default=None, help="client certificate file (PEM), for Consul's https verify_incoming"
+    )
+    tls_key: str | None = setting(
+        default=None, help="the client certificate's private key file (PEM, mode 0600)"
+    )
 
     def __attrs_post_init__(self) -> None:
         if problems := _problems(self):
@@ -82,7 +110,7 @@ CONSUL = CatalogInfo(
 
 
 def _lease_problems(config: ConsulLeaseConfig) -> list[Problem]:
-    problems = _address_problems(config.address)
+    problems = _address_problems(config.address) or _tls_problems(config)
     if config.prefix.startswith("/") or not config.prefix.endswith("/"):
         problems.append(Problem("prefix", "must not start and must end with '/'", "invalid"))
     return problems
@@ -111,6 +139,15 @@ class ConsulLeaseConfig:
         help="seconds per HTTP call",
     )
     verify: bool = setting(default=True, help="verify the TLS certificate of an https address")
+    tls_ca: str | None = setting(
+        default=None, help="CA file (PEM) Consul's certificate is signed by; none: the system's"
+    )
+    tls_cert: str | None = setting(
+        default=None, help="client certificate file (PEM), for Consul's https verify_incoming"
+    )
+    tls_key: str | None = setting(
+        default=None, help="the client certificate's private key file (PEM, mode 0600)"
+    )
 
     def __attrs_post_init__(self) -> None:
         if problems := _lease_problems(self):

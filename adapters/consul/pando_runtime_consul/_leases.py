@@ -30,9 +30,10 @@ from pando_runtime.plugin import (
     StoredLease,
     decode_lease_record,
     encode_lease_record,
+    tls_failure_message,
 )
 
-from ._http import consul_client, datacenter_params
+from ._http import TLS_REMEDY, consul_client, datacenter_params
 from ._info import ConsulLeaseConfig
 
 __all__ = ["ConsulLeaseStore", "consul_lease_store"]
@@ -84,6 +85,13 @@ class ConsulLeaseStore:
                 method, path, params={**self._params, **params}, json=json
             )
         except httpx.HTTPError as error:
+            said = tls_failure_message(error)
+            if said is not None:  # a setting's, not an outage: retrying changes nothing
+                raise AdapterFailed(
+                    f"{what}: TLS with consul at {self.config.address} failed: {said}",
+                    remedy=TLS_REMEDY,
+                    details={"store": "consul", "cause": "tls_handshake", "tls": said},
+                ) from None
             msg = f"{what}: consul at {self.config.address} did not answer: {type(error).__name__}"
             raise AdapterUnavailable(
                 msg, remedy=_UNREACHABLE, details={"store": "consul"}

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import ssl
 from urllib.parse import urlsplit
 
 import attrs
 
 from pando_runtime import InvalidConfig, Problem
-from pando_runtime.plugin import LeaseStoreInfo, Pem, TlsMaterial, TlsSetup, load_tls, setting
+from pando_runtime.plugin import LeaseStoreInfo, https_context, setting
 
 __all__ = ["ETCD", "EtcdLeaseConfig", "tls_of"]
 
@@ -25,25 +25,19 @@ def _problems(config: EtcdLeaseConfig) -> list[Problem]:
     if (config.username is None) != (config.password is None):
         given = "username" if config.username is not None else "password"
         problems.append(Problem(given, "a username and its password go together: give both"))
-    tls = [n for n in ("tls_ca", "tls_cert", "tls_key") if getattr(config, n) is not None]
-    if tls and parts.scheme != "https":
-        problems.append(Problem(tls[0], "TLS settings need an https:// address", "invalid"))
-    elif tls or parts.scheme == "https":
-        problems += tls_of(config)[1]
+    problems += tls_of(config)[1]
     return problems
 
 
-def tls_of(config: EtcdLeaseConfig) -> tuple[TlsSetup | None, list[Problem]]:
+def tls_of(config: EtcdLeaseConfig) -> tuple[ssl.SSLContext | None, list[Problem]]:
     """The TLS context of an https address (its files read now), or every problem with it."""
-
-    def pem(name: str) -> Pem | None:
-        path = getattr(config, name)
-        return None if path is None else Pem(label=name, path=Path(path))
-
-    material = TlsMaterial(
-        ca=pem("tls_ca"), cert=pem("tls_cert"), key=pem("tls_key"), verify_server=config.verify
+    return https_context(
+        config.address,
+        ca=config.tls_ca,
+        cert=config.tls_cert,
+        key=config.tls_key,
+        verify=config.verify,
     )
-    return load_tls(material)
 
 
 @attrs.frozen(kw_only=True)

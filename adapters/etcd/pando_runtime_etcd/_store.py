@@ -30,7 +30,7 @@ from pando_runtime.plugin import (
     StoredLease,
     decode_lease_record,
     encode_lease_record,
-    tls_failure,
+    tls_failure_message,
 )
 
 from ._info import EtcdLeaseConfig, tls_of
@@ -75,12 +75,10 @@ class EtcdLeaseStore:
 
     def __init__(self, config: EtcdLeaseConfig) -> None:
         self.config = config
-        verify: Any = config.verify
-        if config.address.startswith("https:"):
-            tls, problems = tls_of(config)
-            if tls is None:
-                raise InvalidConfig("the etcd lease store settings are not valid", problems)
-            verify = tls.context
+        context, problems = tls_of(config)
+        if problems:
+            raise InvalidConfig("the etcd lease store settings are not valid", problems)
+        verify: Any = context if context is not None else config.verify
         self._client = httpx.AsyncClient(
             base_url=config.address.rstrip("/"), timeout=config.timeout, verify=verify
         )
@@ -107,13 +105,12 @@ class EtcdLeaseStore:
         try:
             return await self._client.post(path, json=body, headers=headers)
         except httpx.HTTPError as error:
-            tls = tls_failure(error)
-            if tls is not None:  # a setting's, not an outage: retrying changes nothing
-                said = getattr(tls, "verify_message", None) or tls.reason or type(tls).__name__
+            said = tls_failure_message(error)
+            if said is not None:  # a setting's, not an outage: retrying changes nothing
                 raise AdapterFailed(
                     f"{what}: TLS with etcd at {self.config.address} failed: {said}",
                     remedy=_TLS_REMEDY,
-                    details={"store": "etcd", "cause": "tls_handshake", "tls": str(said)},
+                    details={"store": "etcd", "cause": "tls_handshake", "tls": said},
                 ) from None
             msg = f"{what}: etcd at {self.config.address} did not answer: {type(error).__name__}"
             remedy = _UNREACHABLE

@@ -13,6 +13,7 @@ from typing import Self
 
 from localcluster.binaries import go_tool
 from localcluster.net import free_ports, retry_on_taken_port, wait_until
+from localcluster.pki import ServerTls
 from localcluster.process import Component
 
 ENV_BIN = "PANDO_CONSUL_BIN"
@@ -34,19 +35,25 @@ def find_consul() -> Path:
 class ConsulAgent:
     """One dev-mode agent: ``with ConsulAgent() as consul: consul.http_address``."""
 
-    def __init__(self, binary: Path | None = None, *, workdir: Path | None = None) -> None:
+    def __init__(
+        self, binary: Path | None = None, *, workdir: Path | None = None, tls: bool = False
+    ) -> None:
+        """``tls``: serve the HTTP API over TLS too (``https_address``), requiring a client
+        certificate there (:class:`~localcluster.pki.ServerTls`, in ``.tls``)."""
         self.binary = binary or find_consul()
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if workdir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="pando-consul-")
             workdir = Path(self._tmp.name)
         self.workdir = workdir
+        self.tls = ServerTls.make(workdir, "consul") if tls else None
         self.ports: dict[str, int] = {}
         self.component = self._on_free_ports()
 
     def _on_free_ports(self) -> Component:
         """The agent's process, on ports free a moment ago (see :func:`free_ports`)."""
-        self.ports = dict(zip(PORTS, free_ports(len(PORTS)), strict=True))
+        names = (*PORTS, "https") if self.tls is not None else PORTS
+        self.ports = dict(zip(names, free_ports(len(names)), strict=True))
         argv = [
             str(self.binary),
             "agent",
@@ -57,12 +64,24 @@ class ConsulAgent:
             "-log-level=warn",
             *(f"-{name}-port={port}" for name, port in self.ports.items()),
         ]
+        if self.tls is not None:
+            tls = self.tls
+            files = (
+                f'ca_file = "{tls.ca.cert}" cert_file = "{tls.server.cert}" '
+                f'key_file = "{tls.server.key}"'
+            )
+            argv.append(f"-hcl=tls {{ defaults {{ {files} }} https {{ verify_incoming = true }} }}")
         return Component("consul", argv, self.workdir / "consul.log")
 
     @property
     def http_address(self) -> str:
         """``http://127.0.0.1:<port>`` of the HTTP API."""
         return f"http://127.0.0.1:{self.ports['http']}"
+
+    @property
+    def https_address(self) -> str:
+        """``https://127.0.0.1:<port>`` of the HTTP API over TLS (an agent made with ``tls``)."""
+        return f"https://127.0.0.1:{self.ports['https']}"
 
     def _leader(self) -> bool:
         try:

@@ -9,11 +9,10 @@ Each can be frozen (SIGSTOP to it and every process it started) and thawed. Cons
 from __future__ import annotations
 
 from .kit import StoreHarness, StoreMembershipConformance, served_again
-from .servers import EtcdServer, EtcdTls, PostgresServer, StoreServerError
+from .servers import EtcdServer, PostgresServer, StoreServerError
 
 __all__ = [
     "EtcdServer",
-    "EtcdTls",
     "PostgresServer",
     "StoreHarness",
     "StoreMembershipConformance",

@@ -9,21 +9,19 @@ import os
 import shutil
 import signal
 import socket
-import ssl
 import subprocess
 import tempfile
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 from localcluster.net import free_ports, wait_until
-from localcluster.pki import CertKey, issue_leaf, make_ca
+from localcluster.pki import ServerTls
 from localcluster.process import Component
 
-__all__ = ["EtcdServer", "EtcdTls", "PostgresServer", "StoreServerError"]
+__all__ = ["EtcdServer", "PostgresServer", "StoreServerError"]
 
 START_TIMEOUT = 60.0
 POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -218,51 +216,18 @@ class PostgresServer(_Server):
         return check.returncode == 0
 
 
-@dataclass(frozen=True)
-class EtcdTls:
-    """An etcd's TLS files: its CA, its serving certificate, and a client's of that CA.
-
-    etcd 3.4's HTTP gateway dials the server's own gRPC port with the serving certificate, so
-    it is issued for client authentication too. With authentication on, the gateway refuses a
-    client certificate naming a CommonName: the client's names an organization only.
-    """
-
-    ca: CertKey
-    server: CertKey
-    client: CertKey
-
-    @classmethod
-    def make(cls, directory: Path) -> EtcdTls:
-        ca = make_ca(directory, "etcd-ca")
-        server = issue_leaf(
-            directory,
-            ca,
-            "etcd-server",
-            subject="/CN=etcd",
-            usage="serverAuth,clientAuth",
-            sans=("IP:127.0.0.1",),
-        )
-        client = issue_leaf(directory, ca, "etcd-client", subject="/O=pando", usage="clientAuth")
-        return cls(ca, server, client)
-
-    def context(self) -> ssl.SSLContext:
-        """A client's context: the CA trusted, the client's certificate presented."""
-        context = ssl.create_default_context(cafile=str(self.ca.cert))
-        context.load_cert_chain(str(self.client.cert), str(self.client.key))
-        return context
-
-
 class EtcdServer(_Server):
     """One etcd member (a cluster of one) with a temporary data directory, on loopback."""
 
     name = "etcd"
 
     def __init__(self, *, tls: bool = False, token_ttl: int | None = None) -> None:
-        """``tls``: serve ``https`` and require a client certificate (:class:`EtcdTls`, in
-        ``.tls``); ``token_ttl``: seconds an unused authentication token lives."""
+        """``tls``: serve ``https`` and require a client certificate
+        (:class:`~localcluster.pki.ServerTls`, in ``.tls``); ``token_ttl``: seconds an unused
+        authentication token lives."""
         super().__init__()
         self.client_port, self.peer_port = free_ports(2)
-        self.tls = EtcdTls.make(self.workdir) if tls else None
+        self.tls = ServerTls.make(self.workdir, "etcd") if tls else None
         self.token_ttl = token_ttl
 
     @property

@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from localstores import StoreMembershipConformance, served_again
+from localstores import StoreMembershipConformance, served_again, two_clients
 
 import pando_runtime as pr
 from pando_runtime.testing.conformance import (
@@ -39,13 +39,8 @@ async def lease_stores(
     lease_settings: dict[str, Any],
 ) -> AsyncIterator[tuple[pr.plugin.LeaseStoreClient, pr.plugin.LeaseStoreClient]]:
     """Two clients of one prefix, loaded by name as a host would: two replicas' connections."""
-    a = pr.load_lease_store("consul", lease_settings)
-    b = pr.load_lease_store("consul", lease_settings)
-    try:
-        yield a, b
-    finally:
-        await a.aclose()
-        await b.aclose()
+    async with two_clients("consul", lease_settings) as clients:
+        yield clients
 
 
 class TestConsulRules(LeaseStoreConformance):

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from localcluster.pki import make_ca
 from localconsul import ConsulAgent
+from localstores import two_clients
 
 import pando_runtime as pr
 from pando_runtime.testing.conformance import LeaseStoreConformance
@@ -50,13 +51,8 @@ class TestConsulRulesOverTls(LeaseStoreConformance):
     async def lease_stores(
         self, settings: dict[str, Any]
     ) -> AsyncIterator[tuple[pr.plugin.LeaseStoreClient, pr.plugin.LeaseStoreClient]]:
-        a = pr.load_lease_store("consul", settings)
-        b = pr.load_lease_store("consul", settings)
-        try:
-            yield a, b
-        finally:
-            await a.aclose()
-            await b.aclose()
+        async with two_clients("consul", settings) as clients:
+            yield clients
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])

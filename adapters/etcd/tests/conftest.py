@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from localstores import EtcdServer
+from localstores import EtcdServer, two_clients
 
 import pando_runtime as pr
 
@@ -33,10 +33,5 @@ async def lease_stores(
     etcd_settings: dict[str, Any],
 ) -> AsyncIterator[tuple[pr.plugin.LeaseStoreClient, pr.plugin.LeaseStoreClient]]:
     """Two clients of one prefix, loaded by name as a host would: two replicas' connections."""
-    a = pr.load_lease_store("etcd", etcd_settings)
-    b = pr.load_lease_store("etcd", etcd_settings)
-    try:
-        yield a, b
-    finally:
-        await a.aclose()
-        await b.aclose()
+    async with two_clients("etcd", etcd_settings) as clients:
+        yield clients

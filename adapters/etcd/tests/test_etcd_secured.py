@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 from localcluster.pki import issue_leaf, make_ca
-from localstores import EtcdServer
+from localstores import EtcdServer, two_clients
 
 import pando_runtime as pr
 from pando_runtime.testing.conformance import LeaseStoreConformance
@@ -55,13 +55,8 @@ class TestSecuredEtcdRules(LeaseStoreConformance):
     async def lease_stores(
         self, settings: dict[str, Any]
     ) -> AsyncIterator[tuple[pr.plugin.LeaseStoreClient, pr.plugin.LeaseStoreClient]]:
-        a = pr.load_lease_store("etcd", settings)
-        b = pr.load_lease_store("etcd", settings)
-        try:
-            yield a, b
-        finally:
-            await a.aclose()
-            await b.aclose()
+        async with two_clients("etcd", settings) as clients:
+            yield clients
 
 
 RECORD = pr.plugin.LeaseRecord(holder="a", renewals=0, duration=10.0)

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from _kube_harness import MEMBERSHIP_SETTINGS, ClusterHooks, ReplicaHarness, until
+from localstores import two_clients
 from pando_runtime_kubernetes import Cluster, KubernetesAdapter, KubeTransport
 from pando_runtime_kubernetes.features._membership import LABEL_GROUP
 
@@ -64,13 +65,8 @@ class TestKubernetesLeaseStoreRules(LeaseStoreConformance):
     async def lease_stores(
         self, adapter_config: dict[str, Any]
     ) -> AsyncIterator[tuple[pr.plugin.LeaseStoreClient, pr.plugin.LeaseStoreClient]]:
-        a = pr.load_lease_store("kubernetes", adapter_config)
-        b = pr.load_lease_store("kubernetes", adapter_config)
-        try:
-            yield a, b
-        finally:
-            await a.aclose()
-            await b.aclose()
+        async with two_clients("kubernetes", adapter_config) as clients:
+            yield clients
 
 
 def _leases(admin_api: Any) -> dict[str, Any]:

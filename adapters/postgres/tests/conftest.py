@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from localstores import PostgresServer
+from localstores import PostgresServer, two_clients
 
 import pando_runtime as pr
 
@@ -33,13 +33,8 @@ async def lease_stores(
     postgres_settings: dict[str, Any],
 ) -> AsyncIterator[tuple[pr.plugin.LeaseStoreClient, pr.plugin.LeaseStoreClient]]:
     """Two clients of one table, loaded by name as a host would: two replicas' connections."""
-    a = pr.load_lease_store("postgres", postgres_settings)
-    b = pr.load_lease_store("postgres", postgres_settings)
-    try:
-        yield a, b
-    finally:
-        await a.aclose()
-        await b.aclose()
+    async with two_clients("postgres", postgres_settings) as clients:
+        yield clients
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ Each can be frozen (SIGSTOP to it and every process it started) and thawed. Cons
 
 from __future__ import annotations
 
-from .kit import StoreHarness, StoreMembershipConformance, served_again
+from .kit import StoreHarness, StoreMembershipConformance, served_again, two_clients
 from .servers import EtcdServer, PostgresServer, StoreServerError
 
 __all__ = [
@@ -18,4 +18,5 @@ __all__ = [
     "StoreMembershipConformance",
     "StoreServerError",
     "served_again",
+    "two_clients",
 ]

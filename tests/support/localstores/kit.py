@@ -7,6 +7,7 @@ so the tests the fake and Kubernetes pass run unchanged against each store.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -22,7 +23,22 @@ from pando_runtime.testing.conformance import (
     MembershipConformance,
 )
 
-__all__ = ["StoreHarness", "StoreMembershipConformance", "served_again"]
+__all__ = ["StoreHarness", "StoreMembershipConformance", "served_again", "two_clients"]
+
+
+@contextlib.asynccontextmanager
+async def two_clients(
+    kind: str, settings: dict[str, Any]
+) -> AsyncIterator[tuple[LeaseStoreClient, LeaseStoreClient]]:
+    """Two clients of one store, loaded by name as a host would: two replicas' connections
+    (what ``LeaseStoreConformance``'s ``lease_stores`` fixture gives)."""
+    a = pr.load_lease_store(kind, settings)
+    b = pr.load_lease_store(kind, settings)
+    try:
+        yield a, b
+    finally:
+        await a.aclose()
+        await b.aclose()
 
 
 class StoreHarness(FakeHarness):

@@ -93,6 +93,7 @@ if TYPE_CHECKING:  # the same names as _EXPORTS, for type checkers and the API r
         https_context,
         load_tls,
         tls_failure,
+        tls_failure_message,
     )
     from ._write_epochs import WriteEpoch, WriteEpochs, write_epoch
 
@@ -144,7 +145,6 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "https_context",
         "load_tls",
         "tls_failure",
-        "tls_failure_message",
         "tls_failure_message",
     ),
     "_write_epochs": ("WriteEpoch", "WriteEpochs", "write_epoch"),
@@ -233,6 +233,7 @@ __all__ = [
     "split_socket_tables",
     "squid_config",
     "tls_failure",
+    "tls_failure_message",
     "validate_edge",
     "validate_exec_request",
     "validate_membership",

@@ -18,6 +18,9 @@ from _socket_proxy import SocketProxy
 from pando_runtime import AdapterUnavailable, BundleRef, RuntimeAdapter, WorkloadPlan, WorkloadRef
 from pando_runtime.testing.conformance import ConformanceHarness, HarnessCannot
 
+REMOVALS_AT_ONCE = 8
+"""Containers, networks or volumes a test's cleanup removes at once."""
+
 BUSYBOX = "pando.test/busybox:1"
 
 WORKLOAD_SCRIPT = (
@@ -174,18 +177,32 @@ class DockerHarness(ConformanceHarness):
 
         transport = httpx.AsyncHTTPTransport(uds=self.host.removeprefix("unix://"))
         async with httpx.AsyncClient(transport=transport, base_url="http://docker") as api:
+
+            async def delete_all(paths: list[str], params: dict[str, str]) -> None:
+                # a few at once: a test with many apps spends seconds on serial removals
+                limit = anyio.CapacityLimiter(REMOVALS_AT_ONCE)
+
+                async def delete(path: str) -> None:
+                    async with limit:
+                        await api.delete(path, params=params)
+
+                async with anyio.create_task_group() as group:
+                    for path in paths:
+                        group.start_soon(delete, path)
+
             listed = (await api.get("/containers/json", params={"all": "1"})).json()
-            for container in sorted(listed, key=lambda c: "io.pando.owner" not in c["Labels"]):
-                if owned(container["Labels"]):  # an app's first, then its gateway, edge, agent
-                    await api.delete(
-                        f"/containers/{container['Id']}", params={"force": "1", "v": "1"}
-                    )
-            for network in (await api.get("/networks")).json():
-                if owned(network.get("Labels")):
-                    await api.delete(f"/networks/{network['Id']}")
-            for volume in (await api.get("/volumes")).json().get("Volumes") or []:
-                if owned(volume.get("Labels")):
-                    await api.delete(f"/volumes/{volume['Name']}", params={"force": "1"})
+            mine = [c for c in listed if owned(c["Labels"])]
+            apps = [c for c in mine if "io.pando.owner" in c["Labels"]]
+            removal = {"force": "1", "v": "1"}
+            for containers in (apps, [c for c in mine if c not in apps]):
+                # an app's first, then its gateway, edge, agent
+                await delete_all([f"/containers/{c['Id']}" for c in containers], removal)
+            networks = (await api.get("/networks")).json()
+            paths = [f"/networks/{n['Id']}" for n in networks if owned(n.get("Labels"))]
+            await delete_all(paths, {})
+            volumes = (await api.get("/volumes")).json().get("Volumes") or []
+            paths = [f"/volumes/{v['Name']}" for v in volumes if owned(v.get("Labels"))]
+            await delete_all(paths, {"force": "1"})
 
     async def _remove_owned_by_cli(self, owner: str) -> None:
         label = f"label=io.pando.owner={owner}"

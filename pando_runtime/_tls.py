@@ -24,18 +24,21 @@ import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import attrs
 
-from ._contract._errors import Problem
+from ._contract._errors import InvalidConfig, Problem
 
 __all__ = [
     "Pem",
     "TlsMaterial",
+    "TlsSettings",
     "TlsSetup",
     "certificate_validity",
     "https_context",
+    "https_verify",
     "load_tls",
     "tls_failure",
     "tls_failure_message",
@@ -114,38 +117,57 @@ def load_tls(material: TlsMaterial) -> tuple[TlsSetup | None, list[Problem]]:
     return setup, []
 
 
-def https_context(
-    address: str,
-    *,
-    ca: str | None = None,
-    cert: str | None = None,
-    key: str | None = None,
-    verify: bool = True,
-) -> tuple[ssl.SSLContext | None, list[Problem]]:
-    """A client's TLS context for ``address``, or every problem with its settings.
+class TlsSettings(Protocol):
+    """The settings a client reads to dial its server over TLS.
 
-    The paths come from the settings ``tls_ca``, ``tls_cert`` and ``tls_key`` (each problem
-    at that name). ``None`` for an ``http`` address, where giving any of the three is a
-    problem (they would protect nothing); over ``https`` the server is verified (against
-    ``ca``, else the system's CAs) unless ``verify`` is false.
+    Its ``address``, the paths of ``tls_ca``, ``tls_cert`` and ``tls_key``, and ``verify``.
     """
-    given = [n for n, v in (("tls_ca", ca), ("tls_cert", cert), ("tls_key", key)) if v]
-    if urlsplit(address).scheme != "https":
+
+    @property
+    def address(self) -> str: ...
+    @property
+    def tls_ca(self) -> str | None: ...
+    @property
+    def tls_cert(self) -> str | None: ...
+    @property
+    def tls_key(self) -> str | None: ...
+    @property
+    def verify(self) -> bool: ...
+
+
+def https_context(settings: TlsSettings) -> tuple[ssl.SSLContext | None, list[Problem]]:
+    """A client's TLS context for ``settings.address``, or every problem with its settings.
+
+    Each problem is at its setting's name. ``None`` for an ``http`` address, where giving any
+    of the three files is a problem (they would protect nothing); over ``https`` the server is
+    verified (against ``tls_ca``, else the system's CAs) unless ``verify`` is false.
+    """
+    paths = {"tls_ca": settings.tls_ca, "tls_cert": settings.tls_cert, "tls_key": settings.tls_key}
+    if urlsplit(settings.address).scheme != "https":
+        given = [name for name, path in paths.items() if path]
         if given:
             return None, [Problem(given[0], "TLS settings need an https:// address", "invalid")]
         return None, []
-
-    def pem(label: str, path: str | None) -> Pem | None:
-        return None if path is None else Pem(label=label, path=Path(path))
-
-    material = TlsMaterial(
-        ca=pem("tls_ca", ca),
-        cert=pem("tls_cert", cert),
-        key=pem("tls_key", key),
-        verify_server=verify,
+    ca, cert, key = (
+        None if path is None else Pem(label=name, path=Path(path)) for name, path in paths.items()
     )
+    material = TlsMaterial(ca=ca, cert=cert, key=key, verify_server=settings.verify)
     setup, problems = load_tls(material)
     return (setup.context if setup is not None else None), problems
+
+
+def https_verify(settings: TlsSettings, what: str) -> ssl.SSLContext | bool:
+    """What an HTTP client's ``verify`` takes for ``settings``, checked by their class.
+
+    The TLS context over ``https``, else ``settings.verify``.
+
+    Raises:
+        InvalidConfig: a file changed or vanished since the check (``what`` names the settings).
+    """
+    context, problems = https_context(settings)
+    if problems:
+        raise InvalidConfig(f"the {what} settings are not valid", problems)
+    return context if context is not None else settings.verify
 
 
 def _load_ca(context: ssl.SSLContext, ca: Pem) -> list[Problem]:

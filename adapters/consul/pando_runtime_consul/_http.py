@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 import httpx
 
-from pando_runtime import InvalidConfig
-from pando_runtime.plugin import https_context
+from pando_runtime.plugin import TlsSettings, https_verify
 
 __all__ = ["TLS_REMEDY", "consul_client", "datacenter_params"]
 
@@ -18,45 +17,25 @@ TLS_REMEDY = (
 )
 
 
-class ConsulSettings(Protocol):
+class ConsulSettings(TlsSettings, Protocol):
     """What the catalog's and the lease store's settings both say about reaching Consul."""
 
-    @property
-    def address(self) -> str: ...
     @property
     def token(self) -> str | None: ...
     @property
     def datacenter(self) -> str | None: ...
     @property
     def timeout(self) -> float: ...
-    @property
-    def verify(self) -> bool: ...
-    @property
-    def tls_ca(self) -> str | None: ...
-    @property
-    def tls_cert(self) -> str | None: ...
-    @property
-    def tls_key(self) -> str | None: ...
 
 
 def consul_client(settings: ConsulSettings) -> httpx.AsyncClient:
     """A client of Consul's HTTP API; the token goes in a header, never in a URL."""
     headers = {"X-Consul-Token": settings.token} if settings.token else {}
-    context, problems = https_context(
-        settings.address,
-        ca=settings.tls_ca,
-        cert=settings.tls_cert,
-        key=settings.tls_key,
-        verify=settings.verify,
-    )
-    if problems:  # the settings' own check found them first, unless made some other way
-        raise InvalidConfig("the consul settings are not valid", problems)
-    verify: Any = context if context is not None else settings.verify
     return httpx.AsyncClient(
         base_url=settings.address.rstrip("/"),
         headers=headers,
         timeout=settings.timeout,
-        verify=verify,
+        verify=https_verify(settings, "consul"),
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ssl
 from urllib.parse import urlsplit
 
 import attrs
@@ -17,7 +16,6 @@ __all__ = [
     "SOCKET_TIMEOUT_MAX",
     "ConsulConfig",
     "ConsulLeaseConfig",
-    "consul_tls",
 ]
 
 
@@ -35,25 +33,8 @@ def _address_problems(address: str) -> list[Problem]:
     return []
 
 
-def _tls_problems(config: ConsulConfig | ConsulLeaseConfig) -> list[Problem]:
-    return consul_tls(config)[1]
-
-
-def consul_tls(
-    config: ConsulConfig | ConsulLeaseConfig,
-) -> tuple[ssl.SSLContext | None, list[Problem]]:
-    """The TLS context of an https address (its files read now), or every problem with it."""
-    return https_context(
-        config.address,
-        ca=config.tls_ca,
-        cert=config.tls_cert,
-        key=config.tls_key,
-        verify=config.verify,
-    )
-
-
 def _problems(config: ConsulConfig) -> list[Problem]:
-    problems = _address_problems(config.address) or _tls_problems(config)
+    problems = _address_problems(config.address) or https_context(config)[1]
     if not config.node_address:
         problems.append(Problem("node_address", "must not be empty", "required"))
     return problems
@@ -110,7 +91,7 @@ CONSUL = CatalogInfo(
 
 
 def _lease_problems(config: ConsulLeaseConfig) -> list[Problem]:
-    problems = _address_problems(config.address) or _tls_problems(config)
+    problems = _address_problems(config.address) or https_context(config)[1]
     if config.prefix.startswith("/") or not config.prefix.endswith("/"):
         problems.append(Problem("prefix", "must not start and must end with '/'", "invalid"))
     return problems

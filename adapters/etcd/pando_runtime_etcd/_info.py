@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ssl
 from urllib.parse import urlsplit
 
 import attrs
@@ -10,7 +9,7 @@ import attrs
 from pando_runtime import InvalidConfig, Problem
 from pando_runtime.plugin import LeaseStoreInfo, https_context, setting
 
-__all__ = ["ETCD", "EtcdLeaseConfig", "tls_of"]
+__all__ = ["ETCD", "EtcdLeaseConfig"]
 
 
 def _problems(config: EtcdLeaseConfig) -> list[Problem]:
@@ -25,19 +24,8 @@ def _problems(config: EtcdLeaseConfig) -> list[Problem]:
     if (config.username is None) != (config.password is None):
         given = "username" if config.username is not None else "password"
         problems.append(Problem(given, "a username and its password go together: give both"))
-    problems += tls_of(config)[1]
+    problems += https_context(config)[1]
     return problems
-
-
-def tls_of(config: EtcdLeaseConfig) -> tuple[ssl.SSLContext | None, list[Problem]]:
-    """The TLS context of an https address (its files read now), or every problem with it."""
-    return https_context(
-        config.address,
-        ca=config.tls_ca,
-        cert=config.tls_cert,
-        key=config.tls_key,
-        verify=config.verify,
-    )
 
 
 @attrs.frozen(kw_only=True)

@@ -23,17 +23,18 @@ from typing import Any, Self
 import anyio
 import httpx
 
-from pando_runtime import AdapterFailed, AdapterUnavailable, InvalidConfig
+from pando_runtime import AdapterFailed, AdapterUnavailable
 from pando_runtime.plugin import (
     LeaseConflict,
     LeaseRecord,
     StoredLease,
     decode_lease_record,
     encode_lease_record,
+    https_verify,
     tls_failure_message,
 )
 
-from ._info import EtcdLeaseConfig, tls_of
+from ._info import EtcdLeaseConfig
 
 __all__ = ["EtcdLeaseStore", "etcd_lease_store"]
 
@@ -75,12 +76,10 @@ class EtcdLeaseStore:
 
     def __init__(self, config: EtcdLeaseConfig) -> None:
         self.config = config
-        context, problems = tls_of(config)
-        if problems:
-            raise InvalidConfig("the etcd lease store settings are not valid", problems)
-        verify: Any = context if context is not None else config.verify
         self._client = httpx.AsyncClient(
-            base_url=config.address.rstrip("/"), timeout=config.timeout, verify=verify
+            base_url=config.address.rstrip("/"),
+            timeout=config.timeout,
+            verify=https_verify(config, "etcd lease store"),
         )
         self._token: str | None = None
         self._authenticating = anyio.Lock()

@@ -93,15 +93,9 @@ async def test_a_token_etcd_dropped_is_asked_for_again(settings: dict[str, Any])
 async def test_etcd_refusing_the_user_is_said_with_its_cause(
     settings: dict[str, Any], change: dict[str, Any], cause: str
 ) -> None:
-    store = pr.load_lease_store("etcd", {**settings, **change})
-    try:
-        with pytest.raises(pr.AdapterFailed) as caught:
-            await store.write_lease("members", "refused", RECORD, version=None)
-    finally:
-        await store.aclose()
-    assert caught.value.details["cause"] == cause
-    assert caught.value.remedy
-    _no_secret(caught.value)
+    caught = await _refusal({**settings, **change}, pr.AdapterFailed)
+    assert caught.details["cause"] == cause
+    assert caught.remedy
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])

@@ -4,8 +4,6 @@ Below ``api``: the transport takes an :class:`EngineLink` made from the :class:`
 that :func:`resolve_endpoint` reads from the settings and Docker's environment.
 """
 
-from pando_runtime.plugin import TlsMaterial, TlsSetup, certificate_validity
-
 from ._contexts import DockerContext, config_dir, current_context
 from ._errors import refused
 from ._link import EngineLink
@@ -20,9 +18,6 @@ __all__ = [
     "HostKey",
     "SshTarget",
     "SshTunnel",
-    "TlsMaterial",
-    "TlsSetup",
-    "certificate_validity",
     "config_dir",
     "current_context",
     "refused",
